@@ -1,0 +1,55 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+/// C libraries that only Linux needs: Apple platforms use CryptoKit instead of OpenSSL.
+let linuxOnly = TargetDependencyCondition.when(platforms: [.linux])
+
+let package = Package(
+    name: "Keybound",
+    platforms: [.iOS(.v16), .macOS(.v13)],
+    products: [
+        .library(name: "Keybound", targets: ["Keybound"]),
+        .library(name: "KeyboundApple", targets: ["KeyboundApple"]),
+        .library(name: "KeyboundEmulator", targets: ["KeyboundEmulator"]),
+        .library(name: "KeyboundServer", targets: ["KeyboundServer"]),
+        .executable(name: "keybound", targets: ["keybound"]),
+    ],
+    targets: [
+        // C libraries, each through one small shim header.
+        .systemLibrary(
+            name: "COpenSSL", pkgConfig: "libcrypto",
+            providers: [.apt(["libssl-dev"]), .brew(["openssl@3"])]),
+        .systemLibrary(
+            name: "CSodium", pkgConfig: "libsodium",
+            providers: [.apt(["libsodium-dev"]), .brew(["libsodium"])]),
+        .systemLibrary(
+            name: "CSQLite", pkgConfig: "sqlite3",
+            providers: [.apt(["libsqlite3-dev"]), .brew(["sqlite"])]),
+        .systemLibrary(
+            name: "CMicroHTTPD", pkgConfig: "libmicrohttpd",
+            providers: [.apt(["libmicrohttpd-dev"]), .brew(["libmicrohttpd"])]),
+
+        // Crypto primitives: CryptoKit on Apple platforms, OpenSSL 3 elsewhere.
+        .target(name: "KeyboundCrypto", dependencies: [.target(name: "COpenSSL", condition: linuxOnly)]),
+        // Requests, responses, problem details and signing payloads shared by server and SDK.
+        .target(name: "KeyboundWire"),
+        // The SDK: policies, errors, backend protocols, flows, API client. No C, no Apple framework.
+        .target(name: "Keybound", dependencies: ["KeyboundWire"]),
+        // Keychain, LocalAuthentication and Secure Enclave backends (files gated by canImport).
+        .target(name: "KeyboundApple", dependencies: ["Keybound"]),
+        // The emulated Apple device: sensor, passcode, keychain semantics, secure element.
+        .target(name: "KeyboundEmulator", dependencies: ["Keybound", "KeyboundCrypto"]),
+        // The backend: HTTP, routes, services, storage.
+        .target(
+            name: "KeyboundServer",
+            dependencies: ["KeyboundWire", "KeyboundCrypto", "CSodium", "CSQLite", "CMicroHTTPD"]),
+        .executableTarget(
+            name: "keybound", dependencies: ["Keybound", "KeyboundEmulator", "KeyboundServer"]),
+
+        .testTarget(name: "KeyboundCryptoTests", dependencies: ["KeyboundCrypto"], resources: [.copy("Vectors")]),
+        .testTarget(name: "KeyboundTests", dependencies: ["Keybound"]),
+        .testTarget(name: "KeyboundEmulatorTests", dependencies: ["KeyboundEmulator"]),
+        .testTarget(name: "KeyboundServerTests", dependencies: ["KeyboundServer"]),
+    ],
+    swiftLanguageModes: [.v6]
+)

@@ -1,0 +1,1 @@
+// The Keybound module; see DESIGN in README.md.

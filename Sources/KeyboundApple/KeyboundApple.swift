@@ -1,0 +1,1 @@
+// The KeyboundApple module; see DESIGN in README.md.

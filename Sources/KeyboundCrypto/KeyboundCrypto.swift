@@ -1,0 +1,1 @@
+// The KeyboundCrypto module; see DESIGN in README.md.

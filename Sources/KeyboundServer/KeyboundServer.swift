@@ -1,0 +1,1 @@
+// The KeyboundServer module; see DESIGN in README.md.

@@ -1,0 +1,1 @@
+// The KeyboundWire module; see DESIGN in README.md.

@@ -1,0 +1,1 @@
+print("keybound: not yet built")
