@@ -46,7 +46,8 @@ let package = Package(
         .executableTarget(
             name: "keybound", dependencies: ["Keybound", "KeyboundEmulator", "KeyboundServer"]),
 
-        .testTarget(name: "KeyboundCryptoTests", dependencies: ["KeyboundCrypto"], resources: [.copy("Vectors")]),
+        .testTarget(
+            name: "KeyboundCryptoTests", dependencies: ["KeyboundCrypto"], resources: [.copy("Vectors")]),
         .testTarget(name: "KeyboundTests", dependencies: ["Keybound"]),
         .testTarget(name: "KeyboundEmulatorTests", dependencies: ["KeyboundEmulator"]),
         .testTarget(name: "KeyboundServerTests", dependencies: ["KeyboundServer"]),
