@@ -1,1 +1,38 @@
-print("keybound: not yet built")
+import Foundation
+
+/// The `keybound` command: serve, demo, device, and administration.
+let rootUsage = """
+    keybound — biometric login and approval: server, emulator and demo
+
+    usage: keybound <command> [options]
+
+    commands:
+      serve     run the HTTP API server (see keybound serve --help)
+      demo      run the whole story against an in-process server and an emulated device
+      device    drive a persistent emulated device from the shell
+
+    options:
+      --version  print the version
+      --help     print this help
+    """
+
+let keyboundVersion = "0.1.0"
+
+let arguments = Array(CommandLine.arguments.dropFirst())
+let command = arguments.first ?? "--help"
+let rest = Array(arguments.dropFirst())
+let status: Int32
+switch command {
+case "serve":
+    status = await ServeCommand.run(rest)
+case "--version", "version":
+    print("keybound \(keyboundVersion)")
+    status = 0
+case "--help", "-h", "help":
+    print(rootUsage)
+    status = 0
+default:
+    printError("keybound: unknown command '\(command)'. Try: keybound --help")
+    status = 2
+}
+exit(status)
