@@ -54,6 +54,14 @@ public protocol KeyVault: Sendable {
     /// - Throws: `itemNotFound`, `authenticationFailed` (no or unsuitable verification), …
     func sign(_ message: Data, with name: ItemName, verification: Verification?) async throws -> Data
 
+    /// Encrypts `plaintext` to the key's public part (no verification needed). On Apple
+    /// platforms ECIES `eciesEncryptionCofactorVariableIVX963SHA256AESGCM`.
+    func encrypt(_ plaintext: Data, for name: ItemName) async throws -> Data
+
+    /// Decrypts what ``encrypt(_:for:)`` made; needs a verification as ``sign(_:with:verification:)``.
+    /// - Throws: `itemNotFound`, `authenticationFailed`, `invalidInput` (not our ciphertext), …
+    func decrypt(_ ciphertext: Data, with name: ItemName, verification: Verification?) async throws -> Data
+
     /// Deletes the key. Deleting what is not there succeeds.
     func deleteKey(_ name: ItemName) async throws
 
