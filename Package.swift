@@ -48,7 +48,8 @@ let package = Package(
 
         .testTarget(
             name: "KeyboundCryptoTests", dependencies: ["KeyboundCrypto"], resources: [.copy("Vectors")]),
-        .testTarget(name: "KeyboundTests", dependencies: ["Keybound"]),
+        // KeyboundApple too: its policy → SecAccessControl and error-domain mappings are platform-neutral.
+        .testTarget(name: "KeyboundTests", dependencies: ["Keybound", "KeyboundApple"]),
         .testTarget(name: "KeyboundEmulatorTests", dependencies: ["KeyboundEmulator"]),
         .testTarget(name: "KeyboundServerTests", dependencies: ["KeyboundServer"]),
     ],

@@ -1,1 +1,0 @@
-// The KeyboundApple module; see DESIGN in README.md.
