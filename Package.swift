@@ -49,7 +49,7 @@ let package = Package(
         .testTarget(
             name: "KeyboundCryptoTests", dependencies: ["KeyboundCrypto"], resources: [.copy("Vectors")]),
         .testTarget(name: "KeyboundTests", dependencies: ["Keybound"]),
-        .testTarget(name: "KeyboundEmulatorTests", dependencies: ["KeyboundEmulator"]),
+        .testTarget(name: "KeyboundEmulatorTests", dependencies: ["KeyboundEmulator", "KeyboundCrypto"]),
         .testTarget(name: "KeyboundServerTests", dependencies: ["KeyboundServer"]),
     ],
     swiftLanguageModes: [.v6]
