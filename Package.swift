@@ -48,7 +48,7 @@ let package = Package(
 
         .testTarget(
             name: "KeyboundCryptoTests", dependencies: ["KeyboundCrypto"], resources: [.copy("Vectors")]),
-        .testTarget(name: "KeyboundTests", dependencies: ["Keybound"]),
+        .testTarget(name: "KeyboundTests", dependencies: ["Keybound", "KeyboundWire"]),
         .testTarget(name: "KeyboundEmulatorTests", dependencies: ["KeyboundEmulator", "KeyboundCrypto"]),
         .testTarget(name: "KeyboundServerTests", dependencies: ["KeyboundServer"]),
     ],
