@@ -204,7 +204,8 @@ public actor BiometricLogin {
             return session
         case .deviceKey:
             if try await keys.status(keyName) == .invalidated {
-                _ = try await keys.sign(Data(), with: keyName, verification: nil)  // throws invalidated, cleans up
+                // Throws `invalidated` and removes the dead key and its marker.
+                _ = try await keys.sign(Data(), with: keyName, verification: nil)
             }
             guard let deviceID = try await boundDeviceID() else { throw KeyboundError.itemNotFound }
             let challenge = try await client.loginChallenge(deviceID: deviceID)
