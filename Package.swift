@@ -49,8 +49,8 @@ let package = Package(
         .testTarget(
             name: "KeyboundCryptoTests", dependencies: ["KeyboundCrypto"], resources: [.copy("Vectors")]),
         // KeyboundApple too: its policy → SecAccessControl and error-domain mappings are platform-neutral.
-        .testTarget(name: "KeyboundTests", dependencies: ["Keybound", "KeyboundApple"]),
-        .testTarget(name: "KeyboundEmulatorTests", dependencies: ["KeyboundEmulator"]),
+        .testTarget(name: "KeyboundTests", dependencies: ["Keybound", "KeyboundWire", "KeyboundApple"]),
+        .testTarget(name: "KeyboundEmulatorTests", dependencies: ["KeyboundEmulator", "KeyboundCrypto"]),
         .testTarget(name: "KeyboundServerTests", dependencies: ["KeyboundServer"]),
     ],
     swiftLanguageModes: [.v6]

@@ -22,7 +22,8 @@ public protocol SecureStore: Sendable {
     /// Stores `value` under `name`, replacing any item of that name (its policy too).
     /// - Parameter verification: needed only for policies with an application password.
     /// - Throws: ``KeyboundError`` — `interactionNotAllowed` (locked), `passcodeNotSet`, …
-    func store(_ value: Data, as name: ItemName, policy: AccessPolicy, verification: Verification?) async throws
+    func store(_ value: Data, as name: ItemName, policy: AccessPolicy, verification: Verification?)
+        async throws
 
     /// Reads the item. A protected item needs a verification that satisfies its policy.
     /// - Throws: `itemNotFound`, `authenticationFailed`, `interactionNotAllowed`, …
@@ -112,7 +113,9 @@ public struct RandomSource: Sendable {
                     mixed = (mixed ^ (mixed >> 30)) &* 0xBF58_476D_1CE4_E5B9
                     mixed = (mixed ^ (mixed >> 27)) &* 0x94D0_49BB_1331_11EB
                     mixed ^= mixed >> 31
-                    withUnsafeBytes(of: mixed.littleEndian) { out.append(contentsOf: $0.prefix(count - out.count)) }
+                    withUnsafeBytes(of: mixed.littleEndian) {
+                        out.append(contentsOf: $0.prefix(count - out.count))
+                    }
                 }
                 return out
             }

@@ -31,9 +31,11 @@ struct InvalidationMarkers: Sendable {
     /// Records that `name` now exists under `policy`.
     func record(_ name: ItemName, policy: AccessPolicy) async throws {
         let state = await verifier.availability().enrollmentState
-        let marker = Marker(boundToCurrentEnrollment: policy.isBoundToCurrentEnrollment, enrollmentState: state)
+        let marker = Marker(
+            boundToCurrentEnrollment: policy.isBoundToCurrentEnrollment, enrollmentState: state)
         try await store.store(
-            try JSONEncoder().encode(marker), as: markerName(name), policy: .noVerification, verification: nil)
+            try JSONEncoder().encode(marker), as: markerName(name), policy: .noVerification, verification: nil
+        )
     }
 
     func forget(_ name: ItemName) async throws {
@@ -64,11 +66,14 @@ struct InvalidationMarkers: Sendable {
 
     /// Turns a not-found (or a stale enrollment) into the typed `invalidated`, removing the
     /// dead material and its marker; a truly absent item stays `itemNotFound`.
-    func invalidatedError(_ name: ItemName, removing remove: () async throws -> Void) async throws -> KeyboundError {
+    func invalidatedError(_ name: ItemName, removing remove: () async throws -> Void) async throws
+        -> KeyboundError
+    {
         guard try await wasRecorded(name) else { return .itemNotFound }
         try await remove()
         try await forget(name)
-        return KeyboundError(.invalidated, message: "\(name) was invalidated by an enrollment or passcode change")
+        return KeyboundError(
+            .invalidated, message: "\(name) was invalidated by an enrollment or passcode change")
     }
 }
 
@@ -194,7 +199,24 @@ public struct ProtectedKeys: Sendable {
     /// Signs `message` (ECDSA P-256 SHA-256, DER).
     /// - Throws: ``KeyboundError/invalidated`` when the key was destroyed by an enrollment change.
     public func sign(_ message: Data, with name: ItemName, verification: Verification?) async throws -> Data {
-        try await withInvalidation(name) { try await vault.sign(message, with: name, verification: verification) }
+        try await withInvalidation(name) {
+            try await vault.sign(message, with: name, verification: verification)
+        }
+    }
+
+    /// Encrypts to the key's public part (no verification needed).
+    public func encrypt(_ plaintext: Data, for name: ItemName) async throws -> Data {
+        try await withInvalidation(name) { try await vault.encrypt(plaintext, for: name) }
+    }
+
+    /// Decrypts what ``encrypt(_:for:)`` made, after a verification.
+    /// - Throws: ``KeyboundError/invalidated`` when the key was destroyed by an enrollment change.
+    public func decrypt(_ ciphertext: Data, with name: ItemName, verification: Verification?) async throws
+        -> Data
+    {
+        try await withInvalidation(name) {
+            try await vault.decrypt(ciphertext, with: name, verification: verification)
+        }
     }
 
     /// Deletes the key on purpose.

@@ -1,0 +1,94 @@
+/// A positive decimal amount as a string, validated by a strict grammar and never converted to
+/// floating point: `0|[1-9][0-9]{0,29}` optionally followed by `.` and 1–18 digits, not zero.
+public struct DecimalAmount: Sendable, Hashable, CustomStringConvertible {
+    /// The amount exactly as given (`"0.5"`, `"1200"`).
+    public let text: String
+
+    /// - Throws: ``WireError`` (`invalid_request`) when `text` is outside the grammar or zero.
+    public init(_ text: String) throws(WireError) {
+        let bytes = Array(text.utf8)
+        let parts = bytes.split(separator: UInt8(ascii: "."), maxSplits: 1, omittingEmptySubsequences: false)
+        func digits(_ part: ArraySlice<UInt8>) -> Bool { part.allSatisfy { $0 >= 0x30 && $0 <= 0x39 } }
+        let whole = parts[0]
+        var valid = !whole.isEmpty && whole.count <= 30 && digits(whole)
+        if valid, whole.count > 1, whole.first == UInt8(ascii: "0") { valid = false }
+        if valid, parts.count == 2 {
+            let fraction = parts[1]
+            valid = !fraction.isEmpty && fraction.count <= 18 && digits(fraction)
+        }
+        guard valid else { throw WireError(.invalidRequest, "amount must be a decimal string like \"0.5\"") }
+        guard bytes.contains(where: { $0 >= 0x31 && $0 <= 0x39 }) else {
+            throw WireError(.invalidRequest, "amount must be greater than zero")
+        }
+        self.text = text
+    }
+
+    public var description: String { text }
+}
+
+/// The action a user approves. Its members appear in the signing payload in a fixed order.
+public enum ApprovalAction: Sendable, Hashable {
+    /// Send `amount` of `asset` to `to`.
+    case transfer(TransferAction)
+
+    /// The action type name on the wire.
+    public var type: String {
+        switch self {
+        case .transfer: "transfer"
+        }
+    }
+
+    /// The action as a JSON object: `{"type":"transfer","amount":…,"asset":…,"to":…}`.
+    public var json: JSONValue {
+        switch self {
+        case .transfer(let transfer):
+            var object = JSONObjectBuilder()
+            object.add("type", "transfer")
+            object.add("amount", transfer.amount.text)
+            object.add("asset", transfer.asset)
+            object.add("to", transfer.to)
+            return object.value
+        }
+    }
+
+    /// Reads an action object strictly.
+    /// - Throws: ``WireError`` for unknown members, a wrong type or an unknown action type.
+    public init(json: JSONValue, path: String = "action") throws(WireError) {
+        let reader = try JSONReader(json, allowed: ["type", "amount", "asset", "to"], path: path)
+        let type = try reader.string("type")
+        guard type == "transfer" else { throw WireError(.invalidRequest, "unknown action type") }
+        self = .transfer(
+            try TransferAction(
+                amount: DecimalAmount(reader.string("amount")), asset: reader.string("asset"),
+                to: reader.string("to")))
+    }
+}
+
+/// A transfer of an amount of an asset to a recipient.
+public struct TransferAction: Sendable, Hashable {
+    /// How much, as an exact decimal string.
+    public let amount: DecimalAmount
+    /// The asset code: 1–16 of `A-Z 0-9`.
+    public let asset: String
+    /// The recipient: 1–128 of `A-Z a-z 0-9 . _ : -` (addresses, account numbers, names).
+    public let to: String
+
+    /// - Throws: ``WireError`` when the asset or the recipient is outside its grammar.
+    public init(amount: DecimalAmount, asset: String, to: String) throws(WireError) {
+        let assetOK =
+            (1...16).contains(asset.utf8.count)
+            && asset.utf8.allSatisfy { ($0 >= 0x41 && $0 <= 0x5A) || ($0 >= 0x30 && $0 <= 0x39) }
+        guard assetOK else { throw WireError(.invalidRequest, "asset must be 1-16 of A-Z and 0-9") }
+        let recipientOK =
+            (1...128).contains(to.utf8.count)
+            && to.utf8.allSatisfy {
+                ($0 >= 0x41 && $0 <= 0x5A) || ($0 >= 0x61 && $0 <= 0x7A) || ($0 >= 0x30 && $0 <= 0x39)
+                    || $0 == UInt8(ascii: ".") || $0 == UInt8(ascii: "_") || $0 == UInt8(ascii: ":")
+                    || $0 == UInt8(ascii: "-")
+            }
+        guard recipientOK else { throw WireError(.invalidRequest, "to must be 1-128 of A-Z a-z 0-9 . _ : -") }
+        self.amount = amount
+        self.asset = asset
+        self.to = to
+    }
+}

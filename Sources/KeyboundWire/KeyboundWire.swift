@@ -1,1 +1,0 @@
-// The KeyboundWire module; see DESIGN in README.md.

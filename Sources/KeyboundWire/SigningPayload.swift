@@ -1,0 +1,104 @@
+import Foundation
+
+/// The exact bytes a device signs: compact UTF-8 JSON made by the server, members in this order:
+///
+/// ```
+/// {"keybound":1,"purpose":"login"|"approve","server":<server id>,"device":<device id>,
+///  "challenge":<base64url of 32 random bytes>,"expires":<RFC 3339>[,"action":{…}]}
+/// ```
+///
+/// The server builds it with ``bytes`` and keeps those bytes; the device parses the same bytes
+/// with ``init(parsing:)`` to check purpose, server and device and to show the action before
+/// signing. Only the canonical encoding parses, so what is shown is exactly what is signed.
+public struct SigningPayload: Sendable, Hashable {
+    /// Why the device signs.
+    public enum Purpose: String, Sendable, Hashable {
+        /// Device-key login.
+        case login
+        /// Approval of an action.
+        case approve
+    }
+
+    /// The payload format version (always 1).
+    public static let version = 1
+    /// The length of the random challenge.
+    public static let challengeLength = 32
+
+    /// Why the device signs.
+    public let purpose: Purpose
+    /// The id of the server that issued the payload.
+    public let server: String
+    /// The id of the device that is asked to sign.
+    public let device: String
+    /// 32 random bytes.
+    public let challenge: Data
+    /// When the payload stops being accepted (whole seconds, UTC).
+    public let expires: Date
+    /// The action being approved: present for `approve`, absent for `login`.
+    public let action: ApprovalAction?
+
+    /// - Throws: ``WireError`` when the challenge is not 32 bytes, when `action` does not match
+    ///   the purpose, or when server or device is empty.
+    public init(
+        purpose: Purpose, server: String, device: String, challenge: Data, expires: Date,
+        action: ApprovalAction?
+    ) throws(WireError) {
+        guard challenge.count == Self.challengeLength else {
+            throw WireError(.invalidRequest, "challenge must be 32 bytes")
+        }
+        guard (action != nil) == (purpose == .approve) else {
+            throw WireError(.invalidRequest, "an action is required for approve and forbidden for login")
+        }
+        guard !server.isEmpty, !device.isEmpty else {
+            throw WireError(.invalidRequest, "server and device are required")
+        }
+        self.purpose = purpose
+        self.server = server
+        self.device = device
+        self.challenge = challenge
+        self.expires = Date(timeIntervalSince1970: expires.timeIntervalSince1970.rounded(.down))
+        self.action = action
+    }
+
+    /// The canonical bytes, assembled member by member (never through a key-ordering encoder).
+    public var bytes: Data {
+        var text = "{\"keybound\":\(Self.version),\"purpose\":\(JSON.quote(purpose.rawValue))"
+        text += ",\"server\":\(JSON.quote(server)),\"device\":\(JSON.quote(device))"
+        text += ",\"challenge\":\(JSON.quote(Base64URL.encode(challenge)))"
+        text += ",\"expires\":\(JSON.quote(Timestamp.format(expires)))"
+        if let action {
+            text += ",\"action\":" + String(decoding: JSON.serialize(action.json), as: UTF8.self)
+        }
+        text += "}"
+        return Data(text.utf8)
+    }
+
+    /// Parses payload bytes and accepts them only if they are exactly the canonical encoding.
+    /// - Throws: ``WireError`` for anything else: other member order, extra whitespace, unknown
+    ///   members, another version, a challenge that is not 32 bytes, a malformed action.
+    public init(parsing data: Data) throws(WireError) {
+        let value = try JSON.parse(data)
+        guard case .object(let members) = value else {
+            throw WireError(.invalidRequest, "payload is not an object")
+        }
+        let names = members.map(\.name)
+        let expected = ["keybound", "purpose", "server", "device", "challenge", "expires"]
+        guard names == expected || names == expected + ["action"] else {
+            throw WireError(.invalidRequest, "payload members are not in the signing order")
+        }
+        let reader = try JSONReader(value, allowed: Set(expected + ["action"]))
+        guard try reader.integer("keybound") == Self.version else {
+            throw WireError(.invalidRequest, "unsupported payload version")
+        }
+        guard let expires = Timestamp.parse(try reader.string("expires")) else {
+            throw WireError(.invalidRequest, "expires is not an RFC 3339 UTC timestamp")
+        }
+        let action: ApprovalAction? =
+            reader.has("action") ? try ApprovalAction(json: reader.value("action")) : nil
+        try self.init(
+            purpose: reader.enumeration("purpose", as: Purpose.self), server: reader.string("server"),
+            device: reader.string("device"), challenge: reader.bytes("challenge"), expires: expires,
+            action: action)
+        guard bytes == data else { throw WireError(.invalidRequest, "payload is not in canonical form") }
+    }
+}

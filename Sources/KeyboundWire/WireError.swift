@@ -1,0 +1,26 @@
+/// A request or payload that does not match the wire format. Its `code` is the stable problem
+/// code the server answers with (`invalid_request`, `unknown_member`).
+public struct WireError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// The stable codes a wire error can carry.
+    public enum Code: String, Sendable {
+        /// Malformed JSON, a missing member, a wrong type or a value outside its grammar.
+        case invalidRequest = "invalid_request"
+        /// A member the message does not define.
+        case unknownMember = "unknown_member"
+    }
+
+    /// The stable problem code.
+    public let code: Code
+    /// What was wrong, for a human; never contains a secret value.
+    public let detail: String
+
+    /// - Parameters:
+    ///   - code: the stable problem code.
+    ///   - detail: what was wrong.
+    public init(_ code: Code, _ detail: String) {
+        self.code = code
+        self.detail = detail
+    }
+
+    public var description: String { "WireError.\(code.rawValue): \(detail)" }
+}
