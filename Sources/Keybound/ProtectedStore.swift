@@ -46,7 +46,13 @@ struct InvalidationMarkers: Sendable {
     func isStale(_ name: ItemName) async throws -> Bool {
         guard let marker = try await load(name) else { return false }
         guard marker.boundToCurrentEnrollment else { return false }
-        return await verifier.availability().enrollmentState != marker.enrollmentState
+        let availability = await verifier.availability()
+        // No state while biometrics are only unusable (lockout, turned off for the app) proves
+        // nothing: LocalAuthentication then reports none. Only "nothing enrolled" means it is gone.
+        if availability.enrollmentState == nil, availability.biometryError != .biometryNotEnrolled {
+            return false
+        }
+        return availability.enrollmentState != marker.enrollmentState
     }
 
     /// Whether `name` was ever recorded (and not deliberately deleted).
