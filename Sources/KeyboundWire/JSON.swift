@@ -39,7 +39,7 @@ public enum JSON {
 
     /// Parses one JSON value that fills `data` (whitespace around it allowed).
     /// - Throws: ``WireError`` with code `invalid_request` when `data` is not valid JSON.
-    public static func parse(_ data: Data) throws(WireError) -> JSONValue {
+    public static func parse(_ data: Data) throws -> JSONValue {
         var parser = Parser(bytes: [UInt8](data))
         parser.skipWhitespace()
         let value = try parser.value(depth: 0)
@@ -124,7 +124,7 @@ public enum JSON {
             while index < bytes.count, [0x20, 0x09, 0x0A, 0x0D].contains(bytes[index]) { index += 1 }
         }
 
-        mutating func value(depth: Int) throws(WireError) -> JSONValue {
+        mutating func value(depth: Int) throws -> JSONValue {
             guard depth < JSON.maximumDepth else { throw failure("nested too deeply") }
             guard index < bytes.count else { throw failure("unexpected end") }
             switch bytes[index] {
@@ -144,7 +144,7 @@ public enum JSON {
             }
         }
 
-        mutating func literal(_ word: String) throws(WireError) {
+        mutating func literal(_ word: String) throws {
             let expected = Array(word.utf8)
             guard index + expected.count <= bytes.count,
                 Array(bytes[index..<index + expected.count]) == expected
@@ -152,7 +152,7 @@ public enum JSON {
             index += expected.count
         }
 
-        mutating func object(depth: Int) throws(WireError) -> JSONValue {
+        mutating func object(depth: Int) throws -> JSONValue {
             index += 1
             var members: [JSONMember] = []
             var names: Set<String> = []
@@ -189,7 +189,7 @@ public enum JSON {
             }
         }
 
-        mutating func array(depth: Int) throws(WireError) -> JSONValue {
+        mutating func array(depth: Int) throws -> JSONValue {
             index += 1
             var items: [JSONValue] = []
             skipWhitespace()
@@ -212,7 +212,7 @@ public enum JSON {
             }
         }
 
-        mutating func number() throws(WireError) -> String {
+        mutating func number() throws -> String {
             let start = index
             func isDigit(_ byte: UInt8) -> Bool { byte >= 0x30 && byte <= 0x39 }
             if index < bytes.count, bytes[index] == UInt8(ascii: "-") { index += 1 }
@@ -240,7 +240,7 @@ public enum JSON {
             return String(decoding: bytes[start..<index], as: UTF8.self)
         }
 
-        mutating func hex4() throws(WireError) -> UInt32 {
+        mutating func hex4() throws -> UInt32 {
             guard index + 4 <= bytes.count else { throw failure("bad \\u escape") }
             var result: UInt32 = 0
             for _ in 0..<4 {
@@ -258,7 +258,7 @@ public enum JSON {
             return result
         }
 
-        mutating func string() throws(WireError) -> String {
+        mutating func string() throws -> String {
             index += 1
             var scalars = String.UnicodeScalarView()
             var runStart = index

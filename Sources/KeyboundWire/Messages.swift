@@ -8,7 +8,7 @@ public struct HealthResponse: WireMessage, Hashable {
     /// `"ok"`.
     public let status: String
     public init(status: String = "ok") { self.status = status }
-    public init(json: JSONValue) throws(WireError) {
+    public init(json: JSONValue) throws {
         status = try JSONReader(json, allowed: ["status"]).string("status")
     }
     public var json: JSONValue { .object([JSONMember("status", .string(status))]) }
@@ -24,7 +24,7 @@ public struct CreateAccountRequest: WireMessage, Hashable {
         self.username = username
         self.password = password
     }
-    public init(json: JSONValue) throws(WireError) {
+    public init(json: JSONValue) throws {
         let reader = try JSONReader(json, allowed: ["username", "password"])
         username = try reader.string("username")
         password = try reader.string("password")
@@ -38,7 +38,7 @@ public struct CreateAccountRequest: WireMessage, Hashable {
 public struct CreateAccountResponse: WireMessage, Hashable {
     public let userID: String
     public init(userID: String) { self.userID = userID }
-    public init(json: JSONValue) throws(WireError) {
+    public init(json: JSONValue) throws {
         userID = try JSONReader(json, allowed: ["user_id"]).string("user_id")
     }
     public var json: JSONValue { .object([JSONMember("user_id", .string(userID))]) }
@@ -56,7 +56,7 @@ public struct PasswordLoginRequest: WireMessage, Hashable {
         self.password = password
         self.clientID = clientID
     }
-    public init(json: JSONValue) throws(WireError) {
+    public init(json: JSONValue) throws {
         let reader = try JSONReader(json, allowed: ["username", "password", "client_id"])
         username = try reader.string("username")
         password = try reader.string("password")
@@ -75,7 +75,7 @@ public struct PasswordLoginRequest: WireMessage, Hashable {
 public struct RefreshRequest: WireMessage, Hashable {
     public let refreshToken: String
     public init(refreshToken: String) { self.refreshToken = refreshToken }
-    public init(json: JSONValue) throws(WireError) {
+    public init(json: JSONValue) throws {
         refreshToken = try JSONReader(json, allowed: ["refresh_token"]).string("refresh_token")
     }
     public var json: JSONValue { .object([JSONMember("refresh_token", .string(refreshToken))]) }
@@ -105,7 +105,7 @@ public struct TokenResponse: WireMessage, Hashable {
         self.sessionID = sessionID
         self.userID = userID
     }
-    public init(json: JSONValue) throws(WireError) {
+    public init(json: JSONValue) throws {
         let reader = try JSONReader(
             json,
             allowed: ["access_token", "refresh_token", "token_type", "expires_in", "session_id", "user_id"])
@@ -149,7 +149,7 @@ public struct MeResponse: WireMessage, Hashable {
         self.authMethod = authMethod
         self.authTime = authTime
     }
-    public init(json: JSONValue) throws(WireError) {
+    public init(json: JSONValue) throws {
         let reader = try JSONReader(
             json, allowed: ["user_id", "username", "session_id", "auth_method", "auth_time"])
         userID = try reader.string("user_id")
@@ -191,7 +191,7 @@ public struct BindDeviceRequest: WireMessage, Hashable {
         self.name = name
         self.keyProtection = keyProtection
     }
-    public init(json: JSONValue) throws(WireError) {
+    public init(json: JSONValue) throws {
         let reader = try JSONReader(json, allowed: ["public_key", "name", "key_protection"])
         publicKey = try reader.bytes("public_key")
         name = try reader.string("name")
@@ -210,7 +210,7 @@ public struct BindDeviceRequest: WireMessage, Hashable {
 public struct BindDeviceResponse: WireMessage, Hashable {
     public let deviceID: String
     public init(deviceID: String) { self.deviceID = deviceID }
-    public init(json: JSONValue) throws(WireError) {
+    public init(json: JSONValue) throws {
         deviceID = try JSONReader(json, allowed: ["device_id"]).string("device_id")
     }
     public var json: JSONValue { .object([JSONMember("device_id", .string(deviceID))]) }
@@ -243,7 +243,7 @@ public struct DeviceInfo: WireMessage, Hashable {
         self.createdAt = createdAt
         self.lastUsedAt = lastUsedAt
     }
-    public init(json: JSONValue) throws(WireError) {
+    public init(json: JSONValue) throws {
         let reader = try JSONReader(
             json, allowed: ["device_id", "name", "key_protection", "status", "created_at", "last_used_at"])
         deviceID = try reader.string("device_id")
@@ -269,7 +269,7 @@ public struct DeviceInfo: WireMessage, Hashable {
 public struct DeviceListResponse: WireMessage, Hashable {
     public let devices: [DeviceInfo]
     public init(devices: [DeviceInfo]) { self.devices = devices }
-    public init(json: JSONValue) throws(WireError) {
+    public init(json: JSONValue) throws {
         var devices: [DeviceInfo] = []
         for item in try JSONReader(json, allowed: ["devices"]).array("devices") {
             devices.append(try DeviceInfo(json: item))
@@ -283,7 +283,7 @@ public struct DeviceListResponse: WireMessage, Hashable {
 public struct ChallengeRequest: WireMessage, Hashable {
     public let deviceID: String
     public init(deviceID: String) { self.deviceID = deviceID }
-    public init(json: JSONValue) throws(WireError) {
+    public init(json: JSONValue) throws {
         deviceID = try JSONReader(json, allowed: ["device_id"]).string("device_id")
     }
     public var json: JSONValue { .object([JSONMember("device_id", .string(deviceID))]) }
@@ -300,7 +300,7 @@ public struct ChallengeResponse: WireMessage, Hashable {
         self.payload = payload
         self.expiresAt = expiresAt
     }
-    public init(json: JSONValue) throws(WireError) {
+    public init(json: JSONValue) throws {
         let reader = try JSONReader(json, allowed: ["challenge_id", "payload", "expires_at"])
         challengeID = try reader.string("challenge_id")
         payload = try reader.bytes("payload")
@@ -324,7 +324,7 @@ public struct DeviceLoginRequest: WireMessage, Hashable {
         self.challengeID = challengeID
         self.signature = signature
     }
-    public init(json: JSONValue) throws(WireError) {
+    public init(json: JSONValue) throws {
         let reader = try JSONReader(json, allowed: ["challenge_id", "signature"])
         challengeID = try reader.string("challenge_id")
         signature = try reader.bytes("signature")
@@ -346,7 +346,7 @@ public struct CreateApprovalRequest: WireMessage, Hashable {
         self.deviceID = deviceID
         self.action = action
     }
-    public init(json: JSONValue) throws(WireError) {
+    public init(json: JSONValue) throws {
         let reader = try JSONReader(json, allowed: ["device_id", "action"])
         deviceID = try reader.string("device_id")
         action = try ApprovalAction(json: reader.value("action"))
@@ -367,7 +367,7 @@ public struct ApprovalChallengeResponse: WireMessage, Hashable {
         self.payload = payload
         self.expiresAt = expiresAt
     }
-    public init(json: JSONValue) throws(WireError) {
+    public init(json: JSONValue) throws {
         let reader = try JSONReader(json, allowed: ["approval_id", "payload", "expires_at"])
         approvalID = try reader.string("approval_id")
         payload = try reader.bytes("payload")
@@ -387,7 +387,7 @@ public struct ConfirmApprovalRequest: WireMessage, Hashable {
     /// ECDSA P-256 SHA-256 signature of the payload, DER (base64url on the wire).
     public let signature: Data
     public init(signature: Data) { self.signature = signature }
-    public init(json: JSONValue) throws(WireError) {
+    public init(json: JSONValue) throws {
         signature = try JSONReader(json, allowed: ["signature"]).bytes("signature")
     }
     public var json: JSONValue { .object([JSONMember("signature", .string(Base64URL.encode(signature)))]) }
@@ -410,7 +410,7 @@ public struct ConfirmApprovalResponse: WireMessage, Hashable {
     /// `approved`.
     public let status: ApprovalStatus
     public init(status: ApprovalStatus = .approved) { self.status = status }
-    public init(json: JSONValue) throws(WireError) {
+    public init(json: JSONValue) throws {
         status = try JSONReader(json, allowed: ["status"]).enumeration("status", as: ApprovalStatus.self)
     }
     public var json: JSONValue { .object([JSONMember("status", .string(status.rawValue))]) }
@@ -438,7 +438,7 @@ public struct ApprovalResponse: WireMessage, Hashable {
         self.expiresAt = expiresAt
         self.decidedAt = decidedAt
     }
-    public init(json: JSONValue) throws(WireError) {
+    public init(json: JSONValue) throws {
         let reader = try JSONReader(
             json,
             allowed: [
@@ -490,7 +490,7 @@ public struct AuditEvent: WireMessage, Hashable {
         self.sessionID = sessionID
         self.clientAddress = clientAddress
     }
-    public init(json: JSONValue) throws(WireError) {
+    public init(json: JSONValue) throws {
         let reader = try JSONReader(
             json, allowed: ["time", "type", "method", "user_id", "device_id", "session_id", "client_address"])
         time = try reader.timestamp("time")
@@ -519,7 +519,7 @@ public struct AuditEvent: WireMessage, Hashable {
 public struct AuditListResponse: WireMessage, Hashable {
     public let events: [AuditEvent]
     public init(events: [AuditEvent]) { self.events = events }
-    public init(json: JSONValue) throws(WireError) {
+    public init(json: JSONValue) throws {
         var events: [AuditEvent] = []
         for item in try JSONReader(json, allowed: ["events"]).array("events") {
             events.append(try AuditEvent(json: item))

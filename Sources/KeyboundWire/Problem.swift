@@ -73,7 +73,7 @@ public struct Problem: WireMessage, Hashable {
         self.detail = detail
     }
 
-    public init(json: JSONValue) throws(WireError) {
+    public init(json: JSONValue) throws {
         let reader = try JSONReader(json, allowed: ["type", "title", "status", "code", "detail"])
         type = try reader.string("type")
         title = try reader.string("title")

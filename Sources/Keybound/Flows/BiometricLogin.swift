@@ -261,7 +261,7 @@ enum PayloadCheck {
         _ bytes: Data, purpose: SigningPayload.Purpose, serverID: String, deviceID: String, now: Date = Date()
     ) throws -> SigningPayload {
         let payload: SigningPayload
-        do { payload = try SigningPayload(parsing: bytes) } catch {
+        do { payload = try SigningPayload(parsing: bytes) } catch let error as WireError {
             throw KeyboundError(.payloadMismatch, message: "the payload is not canonical: \(error.detail)")
         }
         guard payload.purpose == purpose else {
