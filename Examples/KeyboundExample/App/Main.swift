@@ -1,5 +1,6 @@
-// The Xcode app target's only source file: everything else is in KeyboundExampleApple.
-import KeyboundExampleApple
+// The Xcode app target's only source file: the screens are in KeyboundExampleUI, the logic in
+// KeyboundExampleApple.
+import KeyboundExampleUI
 
 @main
 @MainActor

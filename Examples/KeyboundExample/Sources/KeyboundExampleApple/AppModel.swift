@@ -1,18 +1,23 @@
-#if canImport(SwiftUI) && canImport(LocalAuthentication)
+#if canImport(Combine) && canImport(LocalAuthentication)
+    import Combine
     import Foundation
     import Keybound
     import KeyboundApple
     import KeyboundWire
-    import Combine
 
-    /// The example's state and every action it takes, on the main actor. All Keybound calls are
-    /// `async`: the system prompts and Keychain work happen off the main thread, the UI only
-    /// awaits their results. (`ObservableObject` rather than `@Observable`: the Observation
-    /// macros of the toolchain here do not match the iOS 17.0 SDK this example is checked with.)
+    /// The example's state and every action it takes, on the main actor.
+    ///
+    /// All Keybound calls are `async`: the system prompts and Keychain work happen off the main
+    /// thread; the screens only await results. Uses the SDK's flows: ``BiometricLogin`` in
+    /// device-key mode (a Secure Enclave key bound to the current Face ID enrollment),
+    /// ``TransactionApproval`` and ``AppLock``.
+    ///
+    /// (`ObservableObject` rather than `@Observable`: the Observation macros of the toolchain
+    /// used for the Linux SDK check do not match the iOS 17.0 SDK.)
     @MainActor
-    final class AppModel: ObservableObject {
+    public final class AppModel: ObservableObject {
         /// Which screen the app shows.
-        enum Phase: Equatable {
+        public enum Phase: Equatable, Sendable {
             /// Password login (and "Log in with Face ID" when this device is bound).
             case loggedOut
             /// Logged in, in use.
@@ -21,35 +26,39 @@
             case locked
         }
 
-        @Published private(set) var phase: Phase = .loggedOut
+        /// The current screen.
+        @Published public private(set) var phase: Phase = .loggedOut
         /// What the login screen offers for biometrics.
-        @Published private(set) var biometricState: BiometricLogin.State = .notEnabled
+        @Published public private(set) var biometricState: BiometricLogin.State = .notEnabled
         /// Who is logged in, once known.
-        @Published private(set) var username: String?
+        @Published public private(set) var username: String?
         /// A message for the user; nil when there is nothing to say (a cancel says nothing).
-        @Published var message: String?
+        @Published public var message: String?
         /// Whether Settings should be offered (nothing enrolled, no passcode).
-        @Published private(set) var offerSettings = false
+        @Published public private(set) var offerSettings = false
         /// Whether the passcode should be offered to clear a biometric lockout.
-        @Published private(set) var offerPasscode = false
+        @Published public private(set) var offerPasscode = false
         /// Busy while a request or prompt is under way.
-        @Published private(set) var busy = false
+        @Published public private(set) var busy = false
+        /// The transfer waiting for approval, with the prompt text built from its payload.
+        @Published public private(set) var pendingApproval: TransactionApproval.Pending?
 
-        let login: BiometricLogin
-        let appLock: AppLock
         private let client: KeyboundClient
+        private let login: BiometricLogin
+        private let appLock: AppLock
         private let device: DeviceBackends
         private let serverID: String
 
-        init(configuration: ExampleConfiguration) throws {
+        /// Wires the Apple backends (Keychain, Secure Enclave, LocalAuthentication) to the flows.
+        /// Nonisolated, so a SwiftUI `App` can make the model in a property initializer.
+        nonisolated public init(configuration: ExampleConfiguration) throws {
             let verifier = LocalAuthenticationVerifier()
             device = DeviceBackends(
                 store: try KeychainStore(service: configuration.keychainService),
                 vault: try SecureEnclaveVault(namespace: configuration.keychainService),
                 verifier: verifier)
             serverID = configuration.serverID
-            let client = KeyboundClient(baseURL: configuration.serverURL)
-            self.client = client
+            client = KeyboundClient(baseURL: configuration.serverURL)
             login = try BiometricLogin(
                 client: client, device: device,
                 configuration: .init(
@@ -61,33 +70,41 @@
 
         // MARK: Login
 
-        /// Refreshes what the login screen offers (no prompt).
-        func refreshBiometricState() async {
+        /// Refreshes what the login screen offers (never prompts).
+        public func refreshBiometricState() async {
             biometricState = (try? await login.state()) ?? .notEnabled
         }
 
-        /// The "Log in with Face ID" title, or nil when the button must not show (not bound).
-        var biometricLoginTitle: String? {
+        /// "Log in with Face ID", or nil when the button must not show (this device is not bound).
+        public var biometricLoginTitle: String? {
             guard case .enabled(let type) = biometricState else { return nil }
             return "Log in with \(type.displayName)"
         }
 
-        /// Whether to offer "Enable Face ID" (logged in, not bound yet or invalidated).
-        var canEnableBiometrics: Bool {
+        /// Whether to offer "Enable Face ID" (not bound yet, or invalidated by an enrollment change).
+        public var canEnableBiometrics: Bool {
             switch biometricState {
             case .notEnabled, .invalidated: true
             case .enabled, .unavailable: false
             }
         }
 
-        func loginWithPassword(username: String, password: String) async {
+        /// The sensor's name for buttons ("Face ID" until the device says otherwise).
+        public var biometryName: String {
+            if case .enabled(let type) = biometricState { return type.displayName }
+            return "Face ID"
+        }
+
+        public func loginWithPassword(username: String, password: String) async {
             await run {
                 try await self.login.loginWithPassword(username: username, password: password)
                 await self.startSession()
             }
         }
 
-        func loginWithBiometrics() async {
+        /// Challenge–response login: the Secure Enclave key signs the server's challenge after
+        /// Face ID.
+        public func loginWithBiometrics() async {
             await run {
                 try await self.login.unlock()
                 await self.startSession()
@@ -95,7 +112,7 @@
         }
 
         /// Creates the Secure Enclave key and binds this device (right after a password login).
-        func enableBiometrics() async {
+        public func enableBiometrics() async {
             await run {
                 try await self.login.enable()
                 await self.refreshBiometricState()
@@ -103,7 +120,7 @@
             }
         }
 
-        func disableBiometrics() async {
+        public func disableBiometrics() async {
             await run {
                 try await self.login.disable()
                 await self.refreshBiometricState()
@@ -111,17 +128,18 @@
         }
 
         /// After a lockout: the device passcode clears it.
-        func clearLockout() async {
+        public func clearLockout() async {
             await run {
                 try await self.login.clearLockout()
                 await self.refreshBiometricState()
             }
         }
 
-        func logout() async {
+        public func logout() async {
             try? await client.logout()
             await appLock.sessionEnded()
             username = nil
+            pendingApproval = nil
             phase = .loggedOut
             await refreshBiometricState()
         }
@@ -133,42 +151,34 @@
             await refreshBiometricState()
         }
 
-        var biometryName: String {
-            if case .enabled(let type) = biometricState { return type.displayName }
-            return "Face ID"
-        }
-
         // MARK: Approval
 
-        /// Asks the server for a transfer approval and checks the payload it signs.
-        func requestTransfer(amount: String, asset: String, to recipient: String) async -> TransactionApproval
-            .Pending?
-        {
-            var pending: TransactionApproval.Pending?
+        /// Asks the server for a transfer approval; ``pendingApproval`` then holds what the
+        /// payload itself says (amount, asset, recipient), which is what the prompt shows.
+        public func requestTransfer(amount: String, asset: String, to recipient: String) async {
             await run {
                 let approvals = try await self.approvals()
                 let action = try TransferAction(amount: DecimalAmount(amount), asset: asset, to: recipient)
-                pending = try await approvals.request(.transfer(action))
+                self.pendingApproval = try await approvals.request(.transfer(action))
             }
-            return pending
         }
 
-        /// Verifies afresh (the prompt shows the payload's own amount, asset and recipient),
-        /// signs the exact payload and confirms. Returns whether the server approved.
-        func approve(_ pending: TransactionApproval.Pending) async -> Bool {
-            var approved = false
+        /// Verifies afresh (the prompt is the payload's own text), signs the exact payload bytes
+        /// inside the Secure Enclave and confirms with the server.
+        public func approvePending() async {
+            guard let pending = pendingApproval else { return }
             await run {
                 let response = try await self.approvals().approve(pending)
-                approved = response.status == .approved
-                self.message = approved ? "Approved." : "The server did not approve it."
+                self.pendingApproval = nil
+                self.message = response.status == .approved ? "Approved." : "The server did not approve it."
             }
-            return approved
         }
 
         private func approvals() async throws -> TransactionApproval {
             guard let deviceID = try await login.boundDeviceID() else {
                 throw KeyboundError(
-                    .itemNotFound, message: "Enable \(biometryName) first: approvals are signed by this device")
+                    .itemNotFound,
+                    message: "Enable \(biometryName) first: approvals are signed by this device")
             }
             return try TransactionApproval(
                 client: client, device: device, deviceID: deviceID, serverID: serverID)
@@ -176,11 +186,13 @@
 
         // MARK: App lock
 
-        func didEnterBackground() async {
+        public func didEnterBackground() async {
             await appLock.didEnterBackground()
         }
 
-        func willEnterForeground() async {
+        /// Locks the app when it stayed in the background past the grace period; sends the user
+        /// to the password when the session is too old.
+        public func willEnterForeground() async {
             guard phase != .loggedOut else { return }
             switch await appLock.willEnterForeground() {
             case .unlocked: break
@@ -191,7 +203,7 @@
             }
         }
 
-        func unlock() async {
+        public func unlock() async {
             await run {
                 try await self.appLock.unlock(reason: "Unlock Keybound Example")
                 self.phase = .loggedIn
@@ -201,7 +213,7 @@
         // MARK: Errors
 
         /// Runs `body`, turning any error into what the user should see: a cancel says nothing,
-        /// the recovery decides the rest.
+        /// the error's recovery decides the rest.
         private func run(_ body: @MainActor () async throws -> Void) async {
             busy = true
             message = nil
@@ -211,7 +223,7 @@
             do {
                 try await body()
             } catch let error as KeyboundError {
-                show(error)
+                await show(error)
             } catch let error as WireError {
                 message = "Check your input: \(error.detail)"
             } catch {
@@ -219,19 +231,20 @@
             }
         }
 
-        private func show(_ error: KeyboundError) {
+        private func show(_ error: KeyboundError) async {
             switch error.recovery {
             case .silent:
                 message = nil
             case .usePassword:
+                if phase == .locked { await logout() }
                 message = "Log in with your password."
-                if phase == .locked { Task { await logout() } }
             case .retry:
                 message = error.code == .network ? "The server cannot be reached. Try again." : "Try again."
             case .retryLater:
                 message = "Too many attempts. Try again later."
             case .usePasscode:
-                message = "\(biometryName) is locked after too many attempts. Enter your passcode to use it again."
+                message =
+                    "\(biometryName) is locked after too many attempts. Enter your passcode to use it again."
                 offerPasscode = true
             case .enrollBiometrics:
                 message = "Set up \(biometryName) in Settings first."
@@ -240,12 +253,14 @@
                 message = "Set a device passcode in Settings first."
                 offerSettings = true
             case .reenroll:
-                message = "\(biometryName) changed on this device. Log in with your password, then enable it again."
-                Task { await refreshBiometricState() }
+                await refreshBiometricState()
+                message =
+                    "\(biometryName) changed on this device. Log in with your password, then enable it again."
             case .waitForUnlock:
                 message = "Unlock your device and try again."
             case .none:
-                message = error.code == .notSupported
+                message =
+                    error.code == .notSupported
                     ? "This device has no Secure Enclave (the Simulator has none)."
                     : "\(error.code): \(error.message ?? "failed")"
             }
@@ -253,16 +268,30 @@
     }
 
     /// Where the example finds its server and how it names itself.
-    struct ExampleConfiguration: Sendable {
-        var serverURL: URL
-        var serverID: String
-        var keychainService: String
-        var installationID: String
-        var deviceName: String
+    public struct ExampleConfiguration: Sendable {
+        public var serverURL: URL
+        public var serverID: String
+        public var keychainService: String
+        public var installationID: String
+        public var deviceName: String
+
+        public init(
+            serverURL: URL, serverID: String, keychainService: String, installationID: String,
+            deviceName: String
+        ) {
+            self.serverURL = serverURL
+            self.serverID = serverID
+            self.keychainService = keychainService
+            self.installationID = installationID
+            self.deviceName = deviceName
+        }
 
         /// From Info.plist (`KeyboundServerURL`, `KeyboundServerID`) and a per-installation id.
-        static func fromBundle(_ bundle: Bundle = .main, defaults: UserDefaults = .standard) -> ExampleConfiguration {
-            let url = (bundle.object(forInfoDictionaryKey: "KeyboundServerURL") as? String).flatMap(URL.init(string:))
+        public static func fromMainBundle() -> ExampleConfiguration {
+            let bundle = Bundle.main
+            let defaults = UserDefaults.standard
+            let url = (bundle.object(forInfoDictionaryKey: "KeyboundServerURL") as? String).flatMap(
+                URL.init(string:))
             let installationKey = "KeyboundExample.installationID"
             let installationID = defaults.string(forKey: installationKey) ?? UUID().uuidString
             defaults.set(installationID, forKey: installationKey)

@@ -1,45 +1,53 @@
 #if canImport(SwiftUI) && canImport(LocalAuthentication)
-    import Keybound
+    import KeyboundExampleApple
     import SwiftUI
 
     #if os(iOS)
         import UIKit
     #endif
 
+    // Closures below capture `model` (a main-actor class, so Sendable) and copies of values,
+    // never the view itself, so they compile the same with the iOS 17 and iOS 18 SDKs.
+
     /// The example app: password login, "Enable Face ID", "Log in with Face ID" once this
-    /// device is bound, transfer approval, and an app lock when it comes back from the
-    /// background. Run it from an Xcode iOS App target whose `@main` calls
-    /// `KeyboundExampleApp.main()` (see `App/Main.swift`) with `App/Info.plist`.
+    /// device is bound, transfer approval, and an app lock on return from the background.
+    /// Run it from an Xcode iOS App target whose `@main` calls `KeyboundExampleApp.main()`
+    /// (see `App/Main.swift`) with `App/Info.plist`.
     public struct KeyboundExampleApp: App {
-        @State private var model: AppModel?
-        @State private var startupError: String?
+        @StateObject private var holder = ModelHolder()
 
         public init() {}
 
         public var body: some Scene {
             WindowGroup {
-                Group {
-                    if let model {
-                        RootView(model: model)
-                    } else {
-                        Text(startupError ?? "Starting…").padding()
-                    }
+                if let model = holder.model {
+                    RootView(model: model)
+                } else {
+                    Text(holder.startupError ?? "Starting…").padding()
                 }
-                .task {
-                    guard model == nil else { return }
-                    do {
-                        model = try AppModel(configuration: .fromBundle())
-                    } catch {
-                        startupError = "Cannot start: \(error)"
-                    }
-                }
+            }
+        }
+    }
+
+    /// Makes the model once, keeping a startup failure to show. Immutable, hence Sendable.
+    final class ModelHolder: ObservableObject, Sendable {
+        let model: AppModel?
+        let startupError: String?
+
+        init() {
+            do {
+                model = try AppModel(configuration: .fromMainBundle())
+                startupError = nil
+            } catch {
+                model = nil
+                startupError = "Cannot start: \(error)"
             }
         }
     }
 
     /// Picks the screen and locks the app when it returns from the background.
     struct RootView: View {
-        let model: AppModel
+        @ObservedObject var model: AppModel
         @Environment(\.scenePhase) private var scenePhase
 
         var body: some View {
@@ -53,8 +61,8 @@
             .overlay {
                 if model.busy { ProgressView() }
             }
-            .task { await model.refreshBiometricState() }
-            .onChange(of: scenePhase) { _, phase in
+            .task { [model] in await model.refreshBiometricState() }
+            .onChange(of: scenePhase) { [model] _, phase in
                 switch phase {
                 case .background: Task { await model.didEnterBackground() }
                 case .active: Task { await model.willEnterForeground() }
@@ -66,7 +74,7 @@
 
     /// Password login, and "Log in with Face ID" only when this device is bound.
     struct LoginView: View {
-        let model: AppModel
+        @ObservedObject var model: AppModel
         @State private var username = ""
         @State private var password = ""
 
@@ -78,14 +86,14 @@
                         .noAutocapitalization()
                     SecureField("Password", text: $password)
                         .textContentType(.password)
-                    Button("Log in") {
+                    Button("Log in") { [model, username, password] in
                         Task { await model.loginWithPassword(username: username, password: password) }
                     }
                     .disabled(username.isEmpty || password.isEmpty || model.busy)
                 }
                 if let title = model.biometricLoginTitle {
                     Section {
-                        Button(title) { Task { await model.loginWithBiometrics() } }
+                        Button(title) { [model] in Task { await model.loginWithBiometrics() } }
                             .disabled(model.busy)
                     }
                 }
@@ -97,18 +105,20 @@
 
     /// Logged in: offer biometrics, approve transfers, log out.
     struct HomeView: View {
-        let model: AppModel
+        @ObservedObject var model: AppModel
 
         var body: some View {
             Form {
                 Section {
                     Text("Logged in as \(model.username ?? "…")")
                 }
-                Section("\(model.biometryName)") {
+                Section(model.biometryName) {
                     if model.canEnableBiometrics {
-                        Button("Enable \(model.biometryName)") { Task { await model.enableBiometrics() } }
+                        Button("Enable \(model.biometryName)") { [model] in
+                            Task { await model.enableBiometrics() }
+                        }
                     } else if model.biometricLoginTitle != nil {
-                        Button("Turn off \(model.biometryName) login", role: .destructive) {
+                        Button("Turn off \(model.biometryName) login", role: .destructive) { [model] in
                             Task { await model.disableBiometrics() }
                         }
                     }
@@ -120,21 +130,20 @@
                 }
                 MessageSection(model: model)
                 Section {
-                    Button("Log out") { Task { await model.logout() } }
+                    Button("Log out") { [model] in Task { await model.logout() } }
                 }
             }
             .navigationTitle("Account")
         }
     }
 
-    /// A transfer: the server issues the payload, the prompt shows what the payload says,
-    /// a fresh verification signs it.
+    /// A transfer: the server issues the payload, the screen and the system prompt show what
+    /// the payload says, and a fresh verification signs it.
     struct ApprovalView: View {
-        let model: AppModel
+        @ObservedObject var model: AppModel
         @State private var amount = "0.5"
         @State private var asset = "ETH"
         @State private var recipient = ""
-        @State private var pending: TransactionApproval.Pending?
 
         var body: some View {
             Form {
@@ -145,19 +154,17 @@
                         .noAutocapitalization()
                     TextField("To", text: $recipient)
                         .noAutocapitalization()
-                    Button("Review") {
-                        Task { pending = await model.requestTransfer(amount: amount, asset: asset, to: recipient) }
+                    Button("Review") { [model, amount, asset, recipient] in
+                        Task { await model.requestTransfer(amount: amount, asset: asset, to: recipient) }
                     }
                     .disabled(amount.isEmpty || asset.isEmpty || recipient.isEmpty || model.busy)
                 }
-                if let pending {
+                if let pending = model.pendingApproval {
                     Section("Approve") {
                         // Built from the payload the device will sign, not from the fields above.
                         Text(pending.promptText).font(.headline)
-                        Button("Approve with \(model.biometryName)") {
-                            Task {
-                                if await model.approve(pending) { self.pending = nil }
-                            }
+                        Button("Approve with \(model.biometryName)") { [model] in
+                            Task { await model.approvePending() }
                         }
                         .disabled(model.busy)
                     }
@@ -170,32 +177,32 @@
 
     /// Shown on return from the background after the grace period.
     struct LockView: View {
-        let model: AppModel
+        @ObservedObject var model: AppModel
 
         var body: some View {
             VStack(spacing: 16) {
                 Image(systemName: "lock.fill").font(.largeTitle)
                 Text("Keybound is locked")
-                Button("Unlock") { Task { await model.unlock() } }
+                Button("Unlock") { [model] in Task { await model.unlock() } }
                     .buttonStyle(.borderedProminent)
                     .disabled(model.busy)
                 if let message = model.message { Text(message).foregroundStyle(.secondary) }
             }
             .padding()
-            .task { await model.unlock() }
+            .task { [model] in await model.unlock() }
         }
     }
 
     /// The model's message, and the way out it suggests.
     struct MessageSection: View {
-        let model: AppModel
+        @ObservedObject var model: AppModel
 
         var body: some View {
             if model.message != nil || model.offerPasscode || model.offerSettings {
                 Section {
                     if let message = model.message { Text(message) }
                     if model.offerPasscode {
-                        Button("Enter passcode") { Task { await model.clearLockout() } }
+                        Button("Enter passcode") { [model] in Task { await model.clearLockout() } }
                     }
                     #if os(iOS)
                         if model.offerSettings, let url = URL(string: UIApplication.openSettingsURLString) {
@@ -208,7 +215,7 @@
     }
 
     extension View {
-        /// iOS-only text input traits; nothing on macOS.
+        /// iOS-only text input traits; only autocorrection on macOS.
         @ViewBuilder fileprivate func noAutocapitalization() -> some View {
             #if os(iOS)
                 self.textInputAutocapitalization(.never).autocorrectionDisabled()
@@ -217,6 +224,7 @@
             #endif
         }
 
+        /// The decimal pad on iOS; nothing on macOS.
         @ViewBuilder fileprivate func decimalKeyboard() -> some View {
             #if os(iOS)
                 self.keyboardType(.decimalPad)
