@@ -56,8 +56,9 @@
         /// Stores `value`, replacing any item of that name (and its policy).
         ///
         /// A duplicate becomes an update of value and access control. When the old item's own
-        /// protection refuses the update (it would need a verification), the old item is
-        /// deleted and the new one added: replacing is always allowed, reading is not.
+        /// protection refuses the update (it would need a verification), or the Keychain will not
+        /// change its access control in place, the old item is deleted and the new one added:
+        /// replacing is always allowed, reading is not. If that add then fails, no item is left.
         public func store(
             _ value: Data, as name: ItemName, policy: AccessPolicy, verification: Verification?
         ) async throws {
@@ -84,7 +85,8 @@
                 do {
                     try Keychain.update(query, changes)
                 } catch let error as KeyboundError
-                    where [.authenticationFailed, .interactionNotAllowed, .userCancel].contains(error)
+                    where [.authenticationFailed, .interactionNotAllowed, .userCancel, .invalidInput]
+                    .contains(error)
                 {
                     try Keychain.delete(query)
                     try Keychain.add(attributes)
