@@ -1,5 +1,7 @@
 #if canImport(CryptoKit)
-    internal import CryptoKit
+    // CryptoKit's P-256 keys are immutable values, but the iOS 17 / macOS 14 SDKs do not declare
+    // them Sendable; without this the backings below could not be Sendable.
+    @preconcurrency internal import CryptoKit
     import Foundation
 
     /// A P-256 key pair in CryptoKit.
