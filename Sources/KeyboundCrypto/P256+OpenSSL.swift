@@ -1,7 +1,6 @@
 #if !canImport(CryptoKit)
     internal import COpenSSL
     import Foundation
-    import Synchronization
 
     /// A P-256 key pair in OpenSSL.
     struct P256PrivateKeyBacking: Sendable {
@@ -70,12 +69,10 @@
     ///
     /// Setting up an `EVP_PKEY_CTX` for verification looks up the ECDSA implementation under a
     /// lock; keeping initialised contexts makes repeated verifications with one key as fast as
-    /// `openssl speed`. A context is only ever used by the one caller that took it from the pool.
+    /// `openssl speed`.
     final class P256PublicKeyBacking: Sendable {
         private let key: EVPKey
-        private let idleContexts: Mutex<[PKeyContext]>
-        /// More idle contexts than threads that verify at once would only hold memory.
-        private static let maximumIdleContexts = 16
+        private let contexts: VerifyContextPool
 
         init(x963Representation point: Data) throws {
             let key = try point.withNonNullBytes { point, count in
@@ -108,12 +105,12 @@
                 throw openSSLError("EVP_PKEY_verify_init")
             }
             self.key = key
-            self.idleContexts = Mutex([context])
+            self.contexts = try VerifyContextPool(first: context)
         }
 
         func isValidSignature(_ signature: P256Signature, for message: Data) -> Bool {
             guard let digest = try? DigestBackend.sha256Throwing(message),
-                let context = takeContext()
+                let context = contexts.take() ?? newVerifyContext()
             else {
                 ERR_clear_error()
                 return false
@@ -127,23 +124,66 @@
             if result != 1 {
                 ERR_clear_error()  // A mismatch or a range failure is an answer, not an error to keep.
             }
-            idleContexts.withLock { idle in
-                if idle.count < Self.maximumIdleContexts {
-                    idle.append(context)
-                }
-            }
+            contexts.put(context)
             return result == 1
         }
 
-        /// An idle verification context, or a new one when all are in use.
-        private func takeContext() -> PKeyContext? {
-            if let idle = idleContexts.withLock({ $0.popLast() }) {
-                return idle
-            }
+        /// A new verification context, for when every pooled one is in use.
+        private func newVerifyContext() -> PKeyContext? {
             guard let context = try? PKeyContext(for: key), EVP_PKEY_verify_init(context.pointer) == 1 else {
                 return nil
             }
             return context
+        }
+    }
+
+    /// Verification contexts not in use, each handed to one caller at a time.
+    ///
+    /// Guarded by a pthread mutex rather than `Synchronization.Mutex`: ThreadSanitizer cannot see
+    /// the latter's futex-based locking on Linux and reports every contended use as a race, which
+    /// would bury real ones.
+    private final class VerifyContextPool: @unchecked Sendable {
+        // Safe to share: `idle` is only touched between locking and unlocking `mutex`, the C mutex
+        // this class owns, and a context taken out is referenced by its one caller only.
+        private let mutex: UnsafeMutablePointer<pthread_mutex_t>
+        private var idle: [PKeyContext]
+        /// More idle contexts than threads that verify at once would only hold memory.
+        private static let maximumIdle = 16
+
+        init(first: PKeyContext) throws {
+            let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
+            mutex.initialize(to: pthread_mutex_t())
+            guard pthread_mutex_init(mutex, nil) == 0 else {
+                mutex.deallocate()
+                throw CryptoError.backend("pthread_mutex_init failed")
+            }
+            self.mutex = mutex
+            self.idle = [first]
+        }
+
+        deinit {
+            pthread_mutex_destroy(mutex)
+            mutex.deallocate()
+        }
+
+        func take() -> PKeyContext? {
+            withLock { idle.popLast() }
+        }
+
+        func put(_ context: PKeyContext) {
+            withLock {
+                if idle.count < Self.maximumIdle {
+                    idle.append(context)
+                }
+            }
+        }
+
+        private func withLock<Result>(_ body: () -> Result) -> Result {
+            let status = pthread_mutex_lock(mutex)
+            // A default mutex that init set up fails to lock only if memory was corrupted.
+            precondition(status == 0, "pthread_mutex_lock failed: \(status)")
+            defer { pthread_mutex_unlock(mutex) }
+            return body()
         }
     }
 
@@ -191,10 +231,8 @@
         }
     }
 
-    /// Owns one `EVP_PKEY_CTX`.
-    final class PKeyContext: @unchecked Sendable {
-        // Sendable only so the verification pool (a Mutex) can hold it: the pool hands each context
-        // to one caller at a time, and nothing else keeps a reference while it is in use.
+    /// Owns one `EVP_PKEY_CTX`; never used by two threads at once.
+    final class PKeyContext {
         let pointer: OpaquePointer
 
         init(for key: EVPKey) throws {
