@@ -64,7 +64,7 @@ extension P256SigningKey: CustomStringConvertible, CustomDebugStringConvertible,
     public var description: String { "P256SigningKey(<redacted>)" }
     /// `P256SigningKey(<redacted>)`: the private key is never printed.
     public var debugDescription: String { description }
-    /// A mirror without children, so `dump` and debuggers' summaries show nothing secret.
+    /// A mirror without children, so `dump`, playgrounds and test failure messages show nothing.
     public var customMirror: Mirror { Mirror(self, children: [:]) }
 }
 
