@@ -16,9 +16,11 @@ final class Application: Sendable {
     init(configuration: Configuration) throws {
         self.configuration = configuration
         logger = Logger(sink: configuration.log, clock: configuration.clock)
-        database = try openDatabase(url: configuration.databaseURL, connections: configuration.workerThreads + 2)
+        database = try openDatabase(
+            url: configuration.databaseURL, connections: configuration.workerThreads + 2)
         try Migrations.apply(to: database)
-        hasher = try PasswordHasher(parameters: configuration.argon2, concurrency: configuration.hashingConcurrency)
+        hasher = try PasswordHasher(
+            parameters: configuration.argon2, concurrency: configuration.hashingConcurrency)
     }
 
     /// Handles one request. Never throws: every failure becomes a problem response.
@@ -60,7 +62,9 @@ final class Application: Sendable {
                 return (route.pattern, error.response)
             } catch {
                 // Internal errors carry no request data (no secrets); log the error itself.
-                logger.log(.error, "internal error", [("route", route.pattern), ("error", String(describing: error))])
+                logger.log(
+                    .error, "internal error",
+                    [("route", route.pattern), ("error", String(describing: error))])
                 return (route.pattern, APIError(500, .internal, "An internal error occurred.").response)
             }
         }

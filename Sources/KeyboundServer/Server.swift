@@ -56,12 +56,15 @@ public final class Server: Sendable {
         }
         let options = HTTPDaemonOptions(
             host: configuration.host, port: configuration.port, threads: configuration.workerThreads,
-            connectionTimeoutSeconds: configuration.connectionTimeout, connectionLimit: configuration.connectionLimit,
+            connectionTimeoutSeconds: configuration.connectionTimeout,
+            connectionLimit: configuration.connectionLimit,
             bodyLimit: configuration.bodyLimit, tlsKeyPEM: tlsKey, tlsCertificatePEM: tlsCertificate)
         try daemon.withLock { current in
             guard current == nil else { throw ServerError("the server is already running") }
             do {
-                current = try HTTPDaemon(options: options) { [application] request in application.handle(request) }
+                current = try HTTPDaemon(options: options) { [application] request in
+                    application.handle(request)
+                }
             } catch {
                 throw ServerError("\(error)")
             }
@@ -69,7 +72,8 @@ public final class Server: Sendable {
         application.logger.log(
             .info, "listening",
             [
-                ("address", configuration.host), ("port", Int(port ?? 0)), ("tls", tlsKey != nil ? "on" : "off"),
+                ("address", configuration.host), ("port", Int(port ?? 0)),
+                ("tls", tlsKey != nil ? "on" : "off"),
                 ("server_id", configuration.serverID),
             ])
     }
@@ -107,7 +111,9 @@ public final class Server: Sendable {
         let sendableRequest = request
         // Handlers block (Argon2id, SQLite): run them off the cooperative thread pool.
         return await withCheckedContinuation { continuation in
-            DispatchQueue.global().async { continuation.resume(returning: application.handle(sendableRequest)) }
+            DispatchQueue.global().async {
+                continuation.resume(returning: application.handle(sendableRequest))
+            }
         }
     }
 

@@ -75,10 +75,12 @@ public struct TransferAction: Sendable, Hashable {
 
     /// - Throws: ``WireError`` when the asset or the recipient is outside its grammar.
     public init(amount: DecimalAmount, asset: String, to: String) throws(WireError) {
-        let assetOK = (1...16).contains(asset.utf8.count)
+        let assetOK =
+            (1...16).contains(asset.utf8.count)
             && asset.utf8.allSatisfy { ($0 >= 0x41 && $0 <= 0x5A) || ($0 >= 0x30 && $0 <= 0x39) }
         guard assetOK else { throw WireError(.invalidRequest, "asset must be 1-16 of A-Z and 0-9") }
-        let recipientOK = (1...128).contains(to.utf8.count)
+        let recipientOK =
+            (1...128).contains(to.utf8.count)
             && to.utf8.allSatisfy {
                 ($0 >= 0x41 && $0 <= 0x5A) || ($0 >= 0x61 && $0 <= 0x7A) || ($0 >= 0x30 && $0 <= 0x39)
                     || $0 == UInt8(ascii: ".") || $0 == UInt8(ascii: "_") || $0 == UInt8(ascii: ":")

@@ -44,7 +44,9 @@ public enum JSON {
         parser.skipWhitespace()
         let value = try parser.value(depth: 0)
         parser.skipWhitespace()
-        guard parser.index == parser.bytes.count else { throw parser.failure("unexpected data after the value") }
+        guard parser.index == parser.bytes.count else {
+            throw parser.failure("unexpected data after the value")
+        }
         return value
     }
 
@@ -129,9 +131,15 @@ public enum JSON {
             case UInt8(ascii: "{"): return try object(depth: depth)
             case UInt8(ascii: "["): return try array(depth: depth)
             case UInt8(ascii: "\""): return .string(try string())
-            case UInt8(ascii: "t"): try literal("true"); return .bool(true)
-            case UInt8(ascii: "f"): try literal("false"); return .bool(false)
-            case UInt8(ascii: "n"): try literal("null"); return .null
+            case UInt8(ascii: "t"):
+                try literal("true")
+                return .bool(true)
+            case UInt8(ascii: "f"):
+                try literal("false")
+                return .bool(false)
+            case UInt8(ascii: "n"):
+                try literal("null")
+                return .null
             default: return .number(try number())
             }
         }
@@ -163,7 +171,9 @@ public enum JSON {
                     throw WireError(.invalidRequest, "duplicate member \"\(name)\"")
                 }
                 skipWhitespace()
-                guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { throw failure("expected ':'") }
+                guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else {
+                    throw failure("expected ':'")
+                }
                 index += 1
                 skipWhitespace()
                 members.append(JSONMember(name, try value(depth: depth + 1)))
@@ -219,7 +229,8 @@ public enum JSON {
             }
             if index < bytes.count, bytes[index] == UInt8(ascii: "e") || bytes[index] == UInt8(ascii: "E") {
                 index += 1
-                if index < bytes.count, bytes[index] == UInt8(ascii: "+") || bytes[index] == UInt8(ascii: "-") {
+                if index < bytes.count, bytes[index] == UInt8(ascii: "+") || bytes[index] == UInt8(ascii: "-")
+                {
                     index += 1
                 }
                 guard index < bytes.count, isDigit(bytes[index]) else { throw failure("bad number") }
@@ -251,7 +262,9 @@ public enum JSON {
             index += 1
             var scalars = String.UnicodeScalarView()
             var runStart = index
-            func flushRun(_ parser: Parser, upTo end: Int, into scalars: inout String.UnicodeScalarView) -> Bool {
+            func flushRun(_ parser: Parser, upTo end: Int, into scalars: inout String.UnicodeScalarView)
+                -> Bool
+            {
                 guard runStart < end else { return true }
                 let slice = parser.bytes[runStart..<end]
                 let text = String(decoding: slice, as: UTF8.self)

@@ -26,7 +26,9 @@ public struct JSONReader: Sendable {
         self.path = path
     }
 
-    private static func join(_ path: String, _ name: String) -> String { path.isEmpty ? name : path + "." + name }
+    private static func join(_ path: String, _ name: String) -> String {
+        path.isEmpty ? name : path + "." + name
+    }
 
     private func missing(_ name: String) -> WireError {
         WireError(.invalidRequest, "missing member \"\(Self.join(path, name))\"")
@@ -65,7 +67,9 @@ public struct JSONReader: Sendable {
     /// A required integer member (no fraction, no exponent, fits in `Int`).
     public func integer(_ name: String) throws(WireError) -> Int {
         guard let value = members[name] else { throw missing(name) }
-        guard case .number(let text) = value, let number = Int(text) else { throw wrongType(name, "an integer") }
+        guard case .number(let text) = value, let number = Int(text) else {
+            throw wrongType(name, "an integer")
+        }
         return number
     }
 

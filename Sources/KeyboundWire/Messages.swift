@@ -94,7 +94,8 @@ public struct TokenResponse: WireMessage, Hashable {
     public let sessionID: String
     public let userID: String
     public init(
-        accessToken: String, refreshToken: String, tokenType: String = "Bearer", expiresIn: Int, sessionID: String,
+        accessToken: String, refreshToken: String, tokenType: String = "Bearer", expiresIn: Int,
+        sessionID: String,
         userID: String
     ) {
         self.accessToken = accessToken
@@ -106,7 +107,8 @@ public struct TokenResponse: WireMessage, Hashable {
     }
     public init(json: JSONValue) throws(WireError) {
         let reader = try JSONReader(
-            json, allowed: ["access_token", "refresh_token", "token_type", "expires_in", "session_id", "user_id"])
+            json,
+            allowed: ["access_token", "refresh_token", "token_type", "expires_in", "session_id", "user_id"])
         accessToken = try reader.string("access_token")
         refreshToken = try reader.string("refresh_token")
         tokenType = try reader.string("token_type")
@@ -148,7 +150,8 @@ public struct MeResponse: WireMessage, Hashable {
         self.authTime = authTime
     }
     public init(json: JSONValue) throws(WireError) {
-        let reader = try JSONReader(json, allowed: ["user_id", "username", "session_id", "auth_method", "auth_time"])
+        let reader = try JSONReader(
+            json, allowed: ["user_id", "username", "session_id", "auth_method", "auth_time"])
         userID = try reader.string("user_id")
         username = try reader.string("username")
         sessionID = try reader.string("session_id")
@@ -438,7 +441,9 @@ public struct ApprovalResponse: WireMessage, Hashable {
     public init(json: JSONValue) throws(WireError) {
         let reader = try JSONReader(
             json,
-            allowed: ["approval_id", "status", "device_id", "action", "created_at", "expires_at", "decided_at"])
+            allowed: [
+                "approval_id", "status", "device_id", "action", "created_at", "expires_at", "decided_at",
+            ])
         approvalID = try reader.string("approval_id")
         status = try reader.enumeration("status", as: ApprovalStatus.self)
         deviceID = try reader.string("device_id")

@@ -40,7 +40,8 @@ public struct SigningPayload: Sendable, Hashable {
     /// - Throws: ``WireError`` when the challenge is not 32 bytes, when `action` does not match
     ///   the purpose, or when server or device is empty.
     public init(
-        purpose: Purpose, server: String, device: String, challenge: Data, expires: Date, action: ApprovalAction?
+        purpose: Purpose, server: String, device: String, challenge: Data, expires: Date,
+        action: ApprovalAction?
     ) throws(WireError) {
         guard challenge.count == Self.challengeLength else {
             throw WireError(.invalidRequest, "challenge must be 32 bytes")
@@ -48,7 +49,9 @@ public struct SigningPayload: Sendable, Hashable {
         guard (action != nil) == (purpose == .approve) else {
             throw WireError(.invalidRequest, "an action is required for approve and forbidden for login")
         }
-        guard !server.isEmpty, !device.isEmpty else { throw WireError(.invalidRequest, "server and device are required") }
+        guard !server.isEmpty, !device.isEmpty else {
+            throw WireError(.invalidRequest, "server and device are required")
+        }
         self.purpose = purpose
         self.server = server
         self.device = device
@@ -75,7 +78,9 @@ public struct SigningPayload: Sendable, Hashable {
     ///   members, another version, a challenge that is not 32 bytes, a malformed action.
     public init(parsing data: Data) throws(WireError) {
         let value = try JSON.parse(data)
-        guard case .object(let members) = value else { throw WireError(.invalidRequest, "payload is not an object") }
+        guard case .object(let members) = value else {
+            throw WireError(.invalidRequest, "payload is not an object")
+        }
         let names = members.map(\.name)
         let expected = ["keybound", "purpose", "server", "device", "challenge", "expires"]
         guard names == expected || names == expected + ["action"] else {
@@ -92,7 +97,8 @@ public struct SigningPayload: Sendable, Hashable {
             reader.has("action") ? try ApprovalAction(json: reader.value("action")) : nil
         try self.init(
             purpose: reader.enumeration("purpose", as: Purpose.self), server: reader.string("server"),
-            device: reader.string("device"), challenge: reader.bytes("challenge"), expires: expires, action: action)
+            device: reader.string("device"), challenge: reader.bytes("challenge"), expires: expires,
+            action: action)
         guard bytes == data else { throw WireError(.invalidRequest, "payload is not in canonical form") }
     }
 }

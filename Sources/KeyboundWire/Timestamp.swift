@@ -44,7 +44,8 @@ public enum Timestamp {
         }
         guard let year = number(0..<4), let month = number(5..<7), let day = number(8..<10),
             let hour = number(11..<13), let minute = number(14..<16), let second = number(17..<19),
-            (1...12).contains(month), (0...23).contains(hour), (0...59).contains(minute), (0...59).contains(second)
+            (1...12).contains(month), (0...23).contains(hour), (0...59).contains(minute),
+            (0...59).contains(second)
         else { return nil }
         let days = daysFromCivil(year: year, month: month, day: day)
         // Reject days that do not exist (31 April, 29 February in a common year).

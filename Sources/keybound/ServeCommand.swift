@@ -71,12 +71,14 @@ enum ServeCommand {
         func integer(_ flag: String, _ variable: String, _ range: ClosedRange<Int>) throws -> Int? {
             guard let text = value(flag, variable) else { return nil }
             guard let number = Int(text), range.contains(number) else {
-                throw UsageError("--\(flag) must be an integer from \(range.lowerBound) to \(range.upperBound)")
+                throw UsageError(
+                    "--\(flag) must be an integer from \(range.lowerBound) to \(range.upperBound)")
             }
             return number
         }
         if let listen = value("listen", "KEYBOUND_LISTEN") {
-            guard let colon = listen.lastIndex(of: ":"), let port = UInt16(listen[listen.index(after: colon)...])
+            guard let colon = listen.lastIndex(of: ":"),
+                let port = UInt16(listen[listen.index(after: colon)...])
             else { throw UsageError("--listen must be HOST:PORT, e.g. 127.0.0.1:8420 or [::1]:8420") }
             var host = String(listen[..<colon])
             if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
@@ -104,7 +106,9 @@ enum ServeCommand {
         if let ttl = try integer("refresh-token-ttl", "KEYBOUND_REFRESH_TOKEN_TTL", 300...31_536_000) {
             configuration.refreshTokenLifetime = ttl
         }
-        if let workers = try integer("workers", "KEYBOUND_WORKERS", 1...256) { configuration.workerThreads = workers }
+        if let workers = try integer("workers", "KEYBOUND_WORKERS", 1...256) {
+            configuration.workerThreads = workers
+        }
         if let limit = try integer("body-limit", "KEYBOUND_BODY_LIMIT", 1024...16_777_216) {
             configuration.bodyLimit = limit
         }

@@ -17,7 +17,8 @@ struct APIError: Error {
 
     static func invalid(_ detail: String) -> APIError { APIError(400, .invalidRequest, detail) }
 
-    static let invalidCredentials = APIError(401, .invalidCredentials, "The username or the password is wrong.")
+    static let invalidCredentials = APIError(
+        401, .invalidCredentials, "The username or the password is wrong.")
     static let tokenInvalid = APIError(
         401, .tokenInvalid, "The token is missing, unknown, expired or revoked.",
         headers: ["WWW-Authenticate": "Bearer error=\"invalid_token\""])
@@ -28,7 +29,8 @@ struct APIError: Error {
         401, .signatureInvalid, "The signature does not verify for the issued payload and the device key.")
     static let deviceRevoked = APIError(403, .deviceRevoked, "This device was revoked.")
     static let deviceSuspended = APIError(
-        403, .deviceSuspended, "This device is suspended after repeated bad signatures; log in with the password.")
+        403, .deviceSuspended,
+        "This device is suspended after repeated bad signatures; log in with the password.")
 
     static func throttled(retryAfter seconds: Int64) -> APIError {
         APIError(
@@ -72,7 +74,9 @@ struct APIError: Error {
 
 extension HTTPResponse {
     /// A JSON response with `Cache-Control: no-store` (bodies may carry tokens).
-    static func json(_ status: Int, _ message: some WireMessage, headers: [String: String] = [:]) -> HTTPResponse {
+    static func json(_ status: Int, _ message: some WireMessage, headers: [String: String] = [:])
+        -> HTTPResponse
+    {
         var headers = headers
         headers["Content-Type"] = "application/json"
         headers["Cache-Control"] = "no-store"

@@ -16,20 +16,25 @@ extension Application {
                 body: Data(OpenAPIDocument.yaml.utf8))
         },
         Route(method: "POST", pattern: "/v1/accounts") { app, context in try app.createAccount(context) },
-        Route(method: "POST", pattern: "/v1/sessions/password") { app, context in try app.passwordLogin(context) },
+        Route(method: "POST", pattern: "/v1/sessions/password") { app, context in
+            try app.passwordLogin(context)
+        },
         Route(method: "POST", pattern: "/v1/sessions/refresh") { app, context in try app.refresh(context) },
         Route(method: "DELETE", pattern: "/v1/sessions/current") { app, context in try app.logout(context) },
         Route(method: "GET", pattern: "/v1/me") { app, context in try app.me(context) },
         Route(method: "POST", pattern: "/v1/devices") { app, context in try app.bindDevice(context) },
         Route(method: "GET", pattern: "/v1/devices") { app, context in try app.listDevices(context) },
-        Route(method: "DELETE", pattern: "/v1/devices/{id}") { app, context in try app.revokeDevice(context) },
+        Route(method: "DELETE", pattern: "/v1/devices/{id}") { app, context in try app.revokeDevice(context)
+        },
         Route(method: "POST", pattern: "/v1/challenges") { app, context in try app.createChallenge(context) },
-        Route(method: "POST", pattern: "/v1/sessions/device") { app, context in try app.deviceLogin(context) },
+        Route(method: "POST", pattern: "/v1/sessions/device") { app, context in try app.deviceLogin(context)
+        },
         Route(method: "POST", pattern: "/v1/approvals") { app, context in try app.createApproval(context) },
         Route(method: "POST", pattern: "/v1/approvals/{id}/confirm") { app, context in
             try app.confirmApproval(context)
         },
-        Route(method: "GET", pattern: "/v1/approvals/{id}") { app, context in try app.approvalStatus(context) },
+        Route(method: "GET", pattern: "/v1/approvals/{id}") { app, context in try app.approvalStatus(context)
+        },
         Route(method: "GET", pattern: "/v1/audit") { app, context in try app.auditEvents(context) },
     ]
 

@@ -87,7 +87,9 @@ private let accessHandler: MHD_AccessHandlerCallback = {
                 state.exceeded = true
                 state.body = Data()
             } else {
-                uploadData.withMemoryRebound(to: UInt8.self, capacity: size) { state.body.append($0, count: size) }
+                uploadData.withMemoryRebound(to: UInt8.self, capacity: size) {
+                    state.body.append($0, count: size)
+                }
             }
         }
         uploadDataSize.pointee = 0
@@ -98,10 +100,12 @@ private let accessHandler: MHD_AccessHandlerCallback = {
     var address = [CChar](repeating: 0, count: 64)
     let clientAddress =
         kb_mhd_client_address(connection, &address, address.count) == 0
-        ? String(decoding: address.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self) : "unknown"
+        ? String(decoding: address.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        : "unknown"
     var request = HTTPRequest(
         method: String(cString: method), path: String(cString: url),
-        headers: collectValues(connection, kind: .HEADER_KIND), body: state.body, clientAddress: clientAddress)
+        headers: collectValues(connection, kind: .HEADER_KIND), body: state.body, clientAddress: clientAddress
+    )
     request.query = collectValues(connection, kind: .GET_ARGUMENT_KIND)
     request.bodyExceededLimit = state.exceeded
     let response = context.handler(request)
@@ -150,7 +154,8 @@ final class HTTPDaemon: @unchecked Sendable {
         var storage = sockaddr_storage()
         let family = kb_make_sockaddr(options.host, options.port, &storage)
         guard family >= 0 else {
-            throw HTTPDaemonError(description: "listen address \(options.host) is not a numeric IPv4 or IPv6 address")
+            throw HTTPDaemonError(
+                description: "listen address \(options.host) is not a numeric IPv4 or IPv6 address")
         }
         var flags = MHD_USE_AUTO_INTERNAL_THREAD.rawValue | MHD_USE_ITC.rawValue
         if family == AF_INET6 { flags |= MHD_USE_IPv6.rawValue }
@@ -169,7 +174,8 @@ final class HTTPDaemon: @unchecked Sendable {
             pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { address in
                 kb_mhd_start(
                     flags, address, UInt32(max(1, options.threads)), UInt32(options.connectionTimeoutSeconds),
-                    UInt32(options.connectionLimit), 64 * 1024, accessHandler, context.toOpaque(), completedHandler,
+                    UInt32(options.connectionLimit), 64 * 1024, accessHandler, context.toOpaque(),
+                    completedHandler,
                     context.toOpaque(), tlsKey, tlsCertificate)
             }
         }
@@ -178,7 +184,8 @@ final class HTTPDaemon: @unchecked Sendable {
             free(tlsKey)
             free(tlsCertificate)
             throw HTTPDaemonError(
-                description: "cannot listen on \(options.host):\(options.port) (address in use, or bad TLS key/certificate)"
+                description:
+                    "cannot listen on \(options.host):\(options.port) (address in use, or bad TLS key/certificate)"
             )
         }
         daemon = started

@@ -35,7 +35,8 @@ public struct HTTPRequest: Sendable {
             for pair in path[path.index(after: mark)...].split(separator: "&") {
                 let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
                 let name = String(parts[0]).removingPercentEncoding ?? String(parts[0])
-                let value = parts.count > 1 ? (String(parts[1]).removingPercentEncoding ?? String(parts[1])) : ""
+                let value =
+                    parts.count > 1 ? (String(parts[1]).removingPercentEncoding ?? String(parts[1])) : ""
                 query[name] = value
             }
         } else {

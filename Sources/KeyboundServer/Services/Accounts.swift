@@ -9,7 +9,8 @@ extension Application {
         let hash = try hasher.hash(request.password)
         let userID = SecureRandomBytes.identifier("usr")
         try database.write { connection in
-            guard try connection.queryOne("SELECT id FROM users WHERE username = ?", [.text(username)]) == nil else {
+            guard try connection.queryOne("SELECT id FROM users WHERE username = ?", [.text(username)]) == nil
+            else {
                 throw APIError(409, .usernameTaken, "This username is taken.")
             }
             try connection.execute(
@@ -33,10 +34,12 @@ extension Application {
             let user = try connection.queryOne(
                 "SELECT id, password_hash FROM users WHERE username = ?", [.text(username)]
             ).map { (id: try $0.text(0), hash: try $0.text(1)) }
-            let blockedUntil = try [accountScope, addressScope].map { scope in
-                try connection.queryOne("SELECT blocked_until FROM throttles WHERE scope = ?", [.text(scope)])?
-                    .integer(0) ?? 0
-            }.max() ?? 0
+            let blockedUntil =
+                try [accountScope, addressScope].map { scope in
+                    try connection.queryOne(
+                        "SELECT blocked_until FROM throttles WHERE scope = ?", [.text(scope)])?
+                        .integer(0) ?? 0
+                }.max() ?? 0
             if blockedUntil > context.now {
                 try audit(connection, context, "throttled", method: "password", userID: user?.id)
                 metrics.recordLogin(method: "password", outcome: "throttled")
@@ -75,7 +78,8 @@ extension Application {
                 WHERE user_id = ? AND revoked_at IS NULL
                 """, [.text(user.id)])
             return try openSession(
-                connection, context, userID: user.id, clientID: request.clientID, method: .password, deviceID: nil)
+                connection, context, userID: user.id, clientID: request.clientID, method: .password,
+                deviceID: nil)
         }
         return .json(200, tokens)
     }
@@ -89,7 +93,9 @@ extension Application {
         let row = try connection.queryOne(
             "SELECT failures, blocked_until, updated_at FROM throttles WHERE scope = ?", [.text(scope)])
         var failures = try row?.integer(0) ?? 0
-        if let window, let updated = try row?.integer(2), now - updated > window, try row?.integer(1) ?? 0 <= now {
+        if let window, let updated = try row?.integer(2), now - updated > window,
+            try row?.integer(1) ?? 0 <= now
+        {
             failures = 0
         }
         failures += 1

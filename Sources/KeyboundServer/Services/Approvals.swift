@@ -7,7 +7,9 @@ extension Application {
         let request = try context.decode(CreateApprovalRequest.self)
         let approvalID = SecureRandomBytes.identifier("apr")
         let issued = try database.write { connection in
-            guard let device = try loadDevice(connection, id: request.deviceID), device.userID == caller.userID else {
+            guard let device = try loadDevice(connection, id: request.deviceID),
+                device.userID == caller.userID
+            else {
                 throw APIError.notFound
             }
             if let refusal = device.checkUsable() { throw refusal }
@@ -23,7 +25,8 @@ extension Application {
                 [
                     .text(approvalID), .text(caller.userID), .text(device.id),
                     .text(String(decoding: JSON.serialize(request.action.json), as: UTF8.self)),
-                    .text(Base64URL.encode(issued.payload.bytes)), .integer(context.now), .integer(issued.expiresAt),
+                    .text(Base64URL.encode(issued.payload.bytes)), .integer(context.now),
+                    .integer(issued.expiresAt),
                 ])
             try audit(
                 connection, context, "approval_created", userID: caller.userID, deviceID: device.id,
@@ -92,7 +95,9 @@ extension Application {
         var status = ApprovalStatus(rawValue: try row.text(2)) ?? .failed
         if status == .pending, context.now >= (try row.integer(4)) { status = .expired }
         let action = try ApprovalAction(json: JSON.parse(Data(try row.text(1).utf8)))
-        func date(_ milliseconds: Int64) -> Date { Date(timeIntervalSince1970: TimeInterval(milliseconds / 1000)) }
+        func date(_ milliseconds: Int64) -> Date {
+            Date(timeIntervalSince1970: TimeInterval(milliseconds / 1000))
+        }
         return .json(
             200,
             ApprovalResponse(

@@ -19,10 +19,13 @@ extension Application {
         let request = try context.decode(ChallengeRequest.self)
         let challengeID = SecureRandomBytes.identifier("chl")
         let issued = try database.write { connection in
-            guard let device = try loadDevice(connection, id: request.deviceID) else { throw APIError.notFound }
+            guard let device = try loadDevice(connection, id: request.deviceID) else {
+                throw APIError.notFound
+            }
             if let refusal = device.checkUsable() { throw refusal }
             let issued = try makePayload(
-                context, purpose: .login, deviceID: device.id, lifetime: configuration.challengeLifetime, action: nil)
+                context, purpose: .login, deviceID: device.id, lifetime: configuration.challengeLifetime,
+                action: nil)
             try connection.execute(
                 """
                 INSERT INTO challenges (id, device_id, payload, created_at, expires_at, used_at)
@@ -36,7 +39,8 @@ extension Application {
         }
         return .json(
             201,
-            ChallengeResponse(challengeID: challengeID, payload: issued.payload.bytes, expiresAt: issued.payload.expires))
+            ChallengeResponse(
+                challengeID: challengeID, payload: issued.payload.bytes, expiresAt: issued.payload.expires))
     }
 
     func deviceLogin(_ context: RequestContext) throws -> HTTPResponse {
@@ -61,7 +65,8 @@ extension Application {
             else { return .failure(.notFound) }
             if let refusal = device.checkUsable() { return .failure(refusal) }
             if let failure = try verifyDeviceSignature(
-                connection, context, device: device, payload: payload, signature: request.signature, method: "device")
+                connection, context, device: device, payload: payload, signature: request.signature,
+                method: "device")
             {
                 metrics.recordLogin(method: "device", outcome: "failure")
                 return .failure(failure)

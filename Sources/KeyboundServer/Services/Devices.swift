@@ -35,8 +35,10 @@ struct DeviceRecord {
 extension Application {
     func loadDevice(_ connection: any SQLConnection, id: String) throws -> DeviceRecord? {
         guard Validate.identifier(id) else { return nil }
-        return try connection.queryOne("SELECT \(DeviceRecord.columns) FROM devices WHERE id = ?", [.text(id)])
-            .map { try DeviceRecord($0) }
+        return try connection.queryOne(
+            "SELECT \(DeviceRecord.columns) FROM devices WHERE id = ?", [.text(id)]
+        )
+        .map { try DeviceRecord($0) }
     }
 
     /// Verifies a device signature over the exact payload bytes the server issued. Bad
@@ -82,7 +84,8 @@ extension Application {
         else {
             throw APIError(
                 403, .stepUpRequired,
-                "Binding a device needs a password login within the last \(configuration.stepUpWindow / 60) minutes.")
+                "Binding a device needs a password login within the last \(configuration.stepUpWindow / 60) minutes."
+            )
         }
         let request = try context.decode(BindDeviceRequest.self)
         try Validate.deviceName(request.name)
@@ -109,13 +112,18 @@ extension Application {
                     .text(request.keyProtection.rawValue), .text(Base64URL.encode(key.spkiDER)),
                     .integer(context.now),
                 ])
-            try audit(connection, context, "device_bound", userID: caller.userID, deviceID: deviceID, sessionID: caller.sessionID)
+            try audit(
+                connection, context, "device_bound", userID: caller.userID, deviceID: deviceID,
+                sessionID: caller.sessionID)
         }
-        return .json(201, BindDeviceResponse(deviceID: deviceID), headers: ["Location": "/v1/devices/\(deviceID)"])
+        return .json(
+            201, BindDeviceResponse(deviceID: deviceID), headers: ["Location": "/v1/devices/\(deviceID)"])
     }
 
     /// Revokes a device and ends the sessions it opened.
-    private func revoke(_ connection: any SQLConnection, _ context: RequestContext, deviceID: String, userID: String)
+    private func revoke(
+        _ connection: any SQLConnection, _ context: RequestContext, deviceID: String, userID: String
+    )
         throws
     {
         try connection.execute(
@@ -137,12 +145,15 @@ extension Application {
         }
         let devices = try rows.map { row in
             let status: DeviceStatus =
-                try row.optionalInteger(6) != nil ? .revoked : try row.optionalInteger(5) != nil ? .suspended : .active
+                try row.optionalInteger(6) != nil
+                ? .revoked : try row.optionalInteger(5) != nil ? .suspended : .active
             return DeviceInfo(
                 deviceID: try row.text(0), name: try row.text(1),
                 keyProtection: KeyProtection(rawValue: try row.text(2)) ?? .software, status: status,
                 createdAt: Date(timeIntervalSince1970: TimeInterval(try row.integer(3) / 1000)),
-                lastUsedAt: try row.optionalInteger(4).map { Date(timeIntervalSince1970: TimeInterval($0 / 1000)) })
+                lastUsedAt: try row.optionalInteger(4).map {
+                    Date(timeIntervalSince1970: TimeInterval($0 / 1000))
+                })
         }
         return .json(200, DeviceListResponse(devices: devices))
     }
@@ -150,7 +161,8 @@ extension Application {
     func revokeDevice(_ context: RequestContext) throws -> HTTPResponse {
         let caller = try authenticate(context)
         try database.write { connection in
-            guard let device = try loadDevice(connection, id: context.parameter("id")), device.userID == caller.userID
+            guard let device = try loadDevice(connection, id: context.parameter("id")),
+                device.userID == caller.userID
             else { throw APIError.notFound }
             if !device.revoked { try revoke(connection, context, deviceID: device.id, userID: caller.userID) }
         }

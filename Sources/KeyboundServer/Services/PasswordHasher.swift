@@ -44,7 +44,8 @@ final class PasswordHasher: Sendable {
     /// - Parameters:
     ///   - parameters: the cost of new hashes.
     ///   - concurrency: how many hashes may run at once (default: the core count).
-    init(parameters: Argon2Parameters, concurrency: Int = ProcessInfo.processInfo.activeProcessorCount) throws {
+    init(parameters: Argon2Parameters, concurrency: Int = ProcessInfo.processInfo.activeProcessorCount) throws
+    {
         guard sodium_init() >= 0 else { throw PasswordHasherError(description: "sodium_init failed") }
         self.parameters = parameters
         slots = DispatchSemaphore(value: max(1, concurrency))
@@ -58,12 +59,16 @@ final class PasswordHasher: Sendable {
                 &output, bytes, count, UInt64(parameters.iterations), parameters.memoryKiB * 1024,
                 crypto_pwhash_alg_argon2id13())
         }
-        guard status == 0 else { throw PasswordHasherError(description: "argon2id hashing failed (out of memory?)") }
+        guard status == 0 else {
+            throw PasswordHasherError(description: "argon2id hashing failed (out of memory?)")
+        }
         return String(decoding: output.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 
     /// Calls `body` with the password's UTF-8 bytes (embedded NULs kept) and their count.
-    private static func withPasswordBytes(_ password: String, _ body: (UnsafePointer<CChar>, UInt64) -> Int32) -> Int32 {
+    private static func withPasswordBytes(_ password: String, _ body: (UnsafePointer<CChar>, UInt64) -> Int32)
+        -> Int32
+    {
         let bytes = Array(password.utf8).map { CChar(bitPattern: $0) } + [0]
         return bytes.withUnsafeBufferPointer { buffer in
             guard let base = buffer.baseAddress else { return -1 }

@@ -45,7 +45,8 @@ extension Application {
     {
         let access = SecureRandomBytes.token()
         let refresh = SecureRandomBytes.token()
-        let insert = "INSERT INTO tokens (hash, session_id, kind, expires_at, used_at) VALUES (?, ?, ?, ?, NULL)"
+        let insert =
+            "INSERT INTO tokens (hash, session_id, kind, expires_at, used_at) VALUES (?, ?, ?, ?, NULL)"
         try connection.execute(
             insert,
             [
@@ -88,7 +89,9 @@ extension Application {
                 .text(sessionID), .text(userID), .text(clientID), deviceID.sql, .text(method.rawValue),
                 .integer(context.now), .integer(context.now),
             ])
-        try audit(connection, context, "login", method: method.rawValue, userID: userID, deviceID: deviceID, sessionID: sessionID)
+        try audit(
+            connection, context, "login", method: method.rawValue, userID: userID, deviceID: deviceID,
+            sessionID: sessionID)
         metrics.recordLogin(method: method.rawValue, outcome: "success")
         return try issueTokens(connection, sessionID: sessionID, userID: userID, now: context.now)
     }
@@ -152,17 +155,20 @@ extension Application {
             if try row.optionalInteger(2) != nil {
                 // Reuse of a rotated refresh token: someone else has a copy. End the whole family.
                 try revokeSessions(
-                    connection, where: "id = ?", [.text(sessionID)], reason: "refresh_reuse", now: context.now)
+                    connection, where: "id = ?", [.text(sessionID)], reason: "refresh_reuse", now: context.now
+                )
                 try audit(connection, context, "refresh_reuse", userID: userID, sessionID: sessionID)
                 metrics.recordLogin(method: "refresh", outcome: "reuse")
                 return .failure(.tokenInvalid)
             }
             guard try row.integer(1) > context.now else { return .failure(.tokenInvalid) }
             let changed = try connection.execute(
-                "UPDATE tokens SET used_at = ? WHERE hash = ? AND used_at IS NULL", [.integer(context.now), .text(hash)])
+                "UPDATE tokens SET used_at = ? WHERE hash = ? AND used_at IS NULL",
+                [.integer(context.now), .text(hash)])
             guard changed == 1 else { return .failure(.tokenInvalid) }
             metrics.recordLogin(method: "refresh", outcome: "success")
-            return .success(try issueTokens(connection, sessionID: sessionID, userID: userID, now: context.now))
+            return .success(
+                try issueTokens(connection, sessionID: sessionID, userID: userID, now: context.now))
         }
         return .json(200, try result.get())
     }
@@ -170,8 +176,11 @@ extension Application {
     func logout(_ context: RequestContext) throws -> HTTPResponse {
         let caller = try authenticate(context)
         try database.write { connection in
-            try revokeSessions(connection, where: "id = ?", [.text(caller.sessionID)], reason: "logout", now: context.now)
-            try audit(connection, context, "logout", userID: caller.userID, deviceID: caller.deviceID, sessionID: caller.sessionID)
+            try revokeSessions(
+                connection, where: "id = ?", [.text(caller.sessionID)], reason: "logout", now: context.now)
+            try audit(
+                connection, context, "logout", userID: caller.userID, deviceID: caller.deviceID,
+                sessionID: caller.sessionID)
         }
         return .noContent
     }
@@ -179,13 +188,15 @@ extension Application {
     func me(_ context: RequestContext) throws -> HTTPResponse {
         let caller = try authenticate(context)
         let username = try database.read { connection in
-            try connection.queryOne("SELECT username FROM users WHERE id = ?", [.text(caller.userID)])?.text(0)
+            try connection.queryOne("SELECT username FROM users WHERE id = ?", [.text(caller.userID)])?.text(
+                0)
         }
         guard let username else { throw APIError.tokenInvalid }
         return .json(
             200,
             MeResponse(
-                userID: caller.userID, username: username, sessionID: caller.sessionID, authMethod: caller.authMethod,
+                userID: caller.userID, username: username, sessionID: caller.sessionID,
+                authMethod: caller.authMethod,
                 authTime: Date(timeIntervalSince1970: TimeInterval(caller.authTime / 1000))))
     }
 
@@ -207,8 +218,10 @@ extension Application {
         }
         let events = try rows.map { row in
             AuditEvent(
-                time: Date(timeIntervalSince1970: TimeInterval(try row.integer(0) / 1000)), type: try row.text(1),
-                method: try row.optionalText(2), userID: try row.optionalText(3), deviceID: try row.optionalText(4),
+                time: Date(timeIntervalSince1970: TimeInterval(try row.integer(0) / 1000)),
+                type: try row.text(1),
+                method: try row.optionalText(2), userID: try row.optionalText(3),
+                deviceID: try row.optionalText(4),
                 sessionID: try row.optionalText(5), clientAddress: try row.optionalText(6))
         }
         return .json(200, AuditListResponse(events: events))

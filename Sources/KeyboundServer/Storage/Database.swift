@@ -217,7 +217,8 @@ enum Migrations {
         let newest = all.last?.version ?? 0
         for migration in all {
             try database.write { connection in
-                let current = try connection.queryOne("SELECT MAX(version) FROM schema_migrations", [])?
+                let current =
+                    try connection.queryOne("SELECT MAX(version) FROM schema_migrations", [])?
                     .optionalInteger(0) ?? 0
                 guard current <= newest else { throw DatabaseError.schemaTooNew(current) }
                 guard migration.version > current else { return }

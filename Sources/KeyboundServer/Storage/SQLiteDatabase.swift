@@ -48,7 +48,9 @@ private final class SQLiteConnection: SQLConnection, @unchecked Sendable {
         } else {
             var prepared: OpaquePointer?
             try check(sqlite3_prepare_v2(handle, sql, -1, &prepared, nil))
-            guard let prepared else { throw DatabaseError.engine(code: SQLITE_MISUSE, message: "empty statement") }
+            guard let prepared else {
+                throw DatabaseError.engine(code: SQLITE_MISUSE, message: "empty statement")
+            }
             statements[sql] = prepared
             statement = prepared
         }
@@ -62,7 +64,8 @@ private final class SQLiteConnection: SQLConnection, @unchecked Sendable {
             switch value {
             case .null: try check(sqlite3_bind_null(statement, index))
             case .integer(let number): try check(sqlite3_bind_int64(statement, index, number))
-            case .text(let text): try check(sqlite3_bind_text(statement, index, text, -1, kb_sqlite_transient()))
+            case .text(let text):
+                try check(sqlite3_bind_text(statement, index, text, -1, kb_sqlite_transient()))
             }
         }
         return statement
@@ -153,7 +156,8 @@ final class SQLiteDatabase: Database {
         available.wait()
         defer { available.signal() }
         let reused: SQLiteConnection? = pool.withLock { $0.idle.popLast() }
-        let connection = try reused ?? SQLiteConnection(path: path, busyTimeoutMilliseconds: busyTimeoutMilliseconds)
+        let connection =
+            try reused ?? SQLiteConnection(path: path, busyTimeoutMilliseconds: busyTimeoutMilliseconds)
         defer { pool.withLock { $0.idle.append(connection) } }
         return try body(connection)
     }

@@ -2,7 +2,9 @@ import Foundation
 
 /// Prometheus counters and a latency histogram, rendered in the text exposition format.
 final class Metrics: Sendable {
-    static let latencyBuckets: [Double] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5]
+    static let latencyBuckets: [Double] = [
+        0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5,
+    ]
 
     private struct Histogram {
         var buckets = [Int](repeating: 0, count: Metrics.latencyBuckets.count)
@@ -46,7 +48,8 @@ final class Metrics: Sendable {
         out += "# TYPE keybound_http_requests_total counter\n"
         for route in snapshot.requests.keys.sorted() {
             for (status, count) in (snapshot.requests[route] ?? [:]).sorted(by: { $0.key < $1.key }) {
-                out += "keybound_http_requests_total{route=\"\(label(route))\",status=\"\(status)\"} \(count)\n"
+                out +=
+                    "keybound_http_requests_total{route=\"\(label(route))\",status=\"\(status)\"} \(count)\n"
             }
         }
         out += "# HELP keybound_http_request_duration_seconds Request latency by route.\n"
@@ -55,7 +58,8 @@ final class Metrics: Sendable {
             guard let histogram = snapshot.latency[route] else { continue }
             let name = "keybound_http_request_duration_seconds"
             for (index, bound) in Self.latencyBuckets.enumerated() {
-                out += "\(name)_bucket{route=\"\(label(route))\",le=\"\(bound)\"} \(histogram.buckets[index])\n"
+                out +=
+                    "\(name)_bucket{route=\"\(label(route))\",le=\"\(bound)\"} \(histogram.buckets[index])\n"
             }
             out += "\(name)_bucket{route=\"\(label(route))\",le=\"+Inf\"} \(histogram.count)\n"
             out += "\(name)_sum{route=\"\(label(route))\"} \(histogram.sum)\n"
@@ -65,7 +69,8 @@ final class Metrics: Sendable {
         out += "# TYPE keybound_logins_total counter\n"
         for method in snapshot.logins.keys.sorted() {
             for (outcome, count) in (snapshot.logins[method] ?? [:]).sorted(by: { $0.key < $1.key }) {
-                out += "keybound_logins_total{method=\"\(label(method))\",outcome=\"\(label(outcome))\"} \(count)\n"
+                out +=
+                    "keybound_logins_total{method=\"\(label(method))\",outcome=\"\(label(outcome))\"} \(count)\n"
             }
         }
         return out
