@@ -23,6 +23,7 @@ public final class Server: Sendable {
     public let configuration: Configuration
     private let application: Application
     private let daemon = Locked<HTTPDaemon?>(nil)
+    private let housekeeping = Locked<(any DispatchSourceTimer)?>(nil)
 
     /// Opens the database and applies migrations. Does not listen yet.
     /// - Throws: ``ServerError`` when the database cannot be opened or migrated.
@@ -69,6 +70,11 @@ public final class Server: Sendable {
                 throw ServerError("\(error)")
             }
         }
+        let timer = DispatchSource.makeTimerSource(queue: .global(qos: .utility))
+        timer.schedule(deadline: .now(), repeating: .seconds(600))
+        timer.setEventHandler { [application] in application.purgeExpired() }
+        timer.resume()
+        housekeeping.withLock { $0 = timer }
         application.logger.log(
             .info, "listening",
             [
@@ -97,6 +103,10 @@ public final class Server: Sendable {
             return current
         }
         guard let running else { return }
+        housekeeping.withLock { timer in
+            timer?.cancel()
+            timer = nil
+        }
         running.stop(gracePeriod: gracePeriod)
         application.logger.log(.info, "stopped")
     }

@@ -30,24 +30,24 @@ extension Application {
         let addressScope = "address:" + context.clientAddress
 
         // Step 1: blocked account or address? Answer 429 without looking at the password.
-        let lookup: Result<(id: String, hash: String)?, APIError> = try database.write { connection in
+        let (user, blockedUntil) = try database.read { connection in
             let user = try connection.queryOne(
                 "SELECT id, password_hash FROM users WHERE username = ?", [.text(username)]
             ).map { (id: try $0.text(0), hash: try $0.text(1)) }
             let blockedUntil =
                 try [accountScope, addressScope].map { scope in
-                    try connection.queryOne(
-                        "SELECT blocked_until FROM throttles WHERE scope = ?", [.text(scope)])?
+                    try connection.queryOne("SELECT blocked_until FROM throttles WHERE scope = ?", [.text(scope)])?
                         .integer(0) ?? 0
                 }.max() ?? 0
-            if blockedUntil > context.now {
-                try audit(connection, context, "throttled", method: "password", userID: user?.id)
-                metrics.recordLogin(method: "password", outcome: "throttled")
-                return .failure(APIError.throttled(retryAfter: (blockedUntil - context.now + 999) / 1000))
-            }
-            return .success(user)
+            return (user, blockedUntil)
         }
-        let user = try lookup.get()
+        if blockedUntil > context.now {
+            try database.write { connection in
+                try audit(connection, context, "throttled", method: "password", userID: user?.id)
+            }
+            metrics.recordLogin(method: "password", outcome: "throttled")
+            throw APIError.throttled(retryAfter: (blockedUntil - context.now + 999) / 1000)
+        }
 
         // Step 2: Argon2id, outside any transaction. Unknown users cost the same hash.
         let valid = hasher.verify(request.password, against: user?.hash)

@@ -52,18 +52,23 @@ extension Application {
                     "SELECT device_id, payload, expires_at, used_at FROM challenges WHERE id = ?",
                     [.text(request.challengeID)])
             else { return .failure(.notFound) }
-            guard try row.optionalInteger(3) == nil else { return .failure(.challengeUsed) }
+            guard let device = try loadDevice(connection, id: try row.text(0)),
+                let payload = Base64URL.decode(try row.text(1))
+            else { return .failure(.notFound) }
+            func refuse(_ error: APIError) throws -> Result<TokenResponse, APIError> {
+                try audit(connection, context, "login_failed", method: "device", userID: device.userID, deviceID: device.id)
+                metrics.recordLogin(method: "device", outcome: "failure")
+                return .failure(error)
+            }
+            guard try row.optionalInteger(3) == nil else { return try refuse(.challengeUsed) }
             // Single use: whatever happens next, this attempt consumes the challenge. The
             // conditional update makes exactly one of several concurrent attempts win.
             let claimed = try connection.execute(
                 "UPDATE challenges SET used_at = ? WHERE id = ? AND used_at IS NULL",
                 [.integer(context.now), .text(request.challengeID)])
-            guard claimed == 1 else { return .failure(.challengeUsed) }
-            guard context.now < (try row.integer(2)) else { return .failure(.challengeExpired) }
-            guard let device = try loadDevice(connection, id: try row.text(0)),
-                let payload = Base64URL.decode(try row.text(1))
-            else { return .failure(.notFound) }
-            if let refusal = device.checkUsable() { return .failure(refusal) }
+            guard claimed == 1 else { return try refuse(.challengeUsed) }
+            guard context.now < (try row.integer(2)) else { return try refuse(.challengeExpired) }
+            if let refusal = device.checkUsable() { return try refuse(refusal) }
             if let failure = try verifyDeviceSignature(
                 connection, context, device: device, payload: payload, signature: request.signature,
                 method: "device")

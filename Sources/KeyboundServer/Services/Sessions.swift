@@ -6,6 +6,7 @@ import KeyboundWire
 struct Caller {
     let sessionID: String
     let userID: String
+    let username: String
     let clientID: String
     let deviceID: String?
     let authMethod: AuthMethod
@@ -119,8 +120,8 @@ extension Application {
             try connection.queryOne(
                 """
                 SELECT t.hash, t.expires_at, s.id, s.user_id, s.client_id, s.device_id, s.auth_method,
-                    s.auth_time, s.revoked_at
-                FROM tokens t JOIN sessions s ON s.id = t.session_id
+                    s.auth_time, s.revoked_at, u.username
+                FROM tokens t JOIN sessions s ON s.id = t.session_id JOIN users u ON u.id = s.user_id
                 WHERE t.hash = ? AND t.kind = 'access'
                 """, [.text(hash)])
         }
@@ -129,7 +130,7 @@ extension Application {
             let method = AuthMethod(rawValue: try row.text(6))
         else { throw APIError.tokenInvalid }
         return Caller(
-            sessionID: try row.text(2), userID: try row.text(3), clientID: try row.text(4),
+            sessionID: try row.text(2), userID: try row.text(3), username: try row.text(9), clientID: try row.text(4),
             deviceID: try row.optionalText(5), authMethod: method, authTime: try row.integer(7))
     }
 
@@ -187,15 +188,10 @@ extension Application {
 
     func me(_ context: RequestContext) throws -> HTTPResponse {
         let caller = try authenticate(context)
-        let username = try database.read { connection in
-            try connection.queryOne("SELECT username FROM users WHERE id = ?", [.text(caller.userID)])?.text(
-                0)
-        }
-        guard let username else { throw APIError.tokenInvalid }
         return .json(
             200,
             MeResponse(
-                userID: caller.userID, username: username, sessionID: caller.sessionID,
+                userID: caller.userID, username: caller.username, sessionID: caller.sessionID,
                 authMethod: caller.authMethod,
                 authTime: Date(timeIntervalSince1970: TimeInterval(caller.authTime / 1000))))
     }
