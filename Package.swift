@@ -48,8 +48,8 @@ let package = Package(
 
         .testTarget(
             name: "KeyboundCryptoTests", dependencies: ["KeyboundCrypto"], resources: [.copy("Vectors")]),
-        .testTarget(name: "KeyboundTests", dependencies: ["Keybound"]),
-        .testTarget(name: "KeyboundEmulatorTests", dependencies: ["KeyboundEmulator"]),
+        .testTarget(name: "KeyboundTests", dependencies: ["Keybound", "KeyboundWire"]),
+        .testTarget(name: "KeyboundEmulatorTests", dependencies: ["KeyboundEmulator", "KeyboundCrypto"]),
         .testTarget(name: "KeyboundWireTests", dependencies: ["KeyboundWire"]),
         .testTarget(
             name: "KeyboundServerTests", dependencies: ["KeyboundServer", "KeyboundWire", "KeyboundCrypto"]),

@@ -1,1 +1,1 @@
-// The KeyboundEmulator module; see DESIGN in README.md.
+// The KeyboundEmulator module.

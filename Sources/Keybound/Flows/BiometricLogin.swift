@@ -1,0 +1,282 @@
+import Foundation
+import KeyboundWire
+
+/// Biometric login, end to end: password login, offering biometrics, unlocking at launch,
+/// invalidation and re-enrollment, lockout and fallback.
+///
+/// Two modes:
+/// - ``Mode/token``: the refresh token lives in an item bound to the current biometric
+///   enrollment; unlocking reads it after the OS verified the user and refreshes the session.
+/// - ``Mode/deviceKey``: a P-256 key in secure hardware is registered with the server; unlocking
+///   signs the server's single-use challenge after the OS verified the user.
+///
+/// ```swift
+/// let login = BiometricLogin(client: client, device: .init(store: keychain, vault: enclave, verifier: la),
+///                            configuration: .init(clientID: installID, serverID: "api.example.com"))
+/// try await login.loginWithPassword(username: name, password: password)
+/// try await login.enable()                        // after the user said yes
+/// // next launch:
+/// if try await login.state() == .enabled { try await login.unlock() }
+/// ```
+public actor BiometricLogin {
+    /// Where the proof of "this device, this user" lives.
+    public enum Mode: String, Sendable, Hashable {
+        /// A refresh token in a biometric-bound item.
+        case token
+        /// A bound secure-hardware key and challenge–response login.
+        case deviceKey
+    }
+
+    /// What the login button should show.
+    public enum State: Sendable, Hashable {
+        /// Biometric login is on and usable: show "Log in with Face ID".
+        case enabled(BiometryType)
+        /// Not turned on (or turned off): offer it after the next password login.
+        case notEnabled
+        /// It was on, but an enrollment change destroyed it: password login, then enable again.
+        case invalidated
+        /// On, but biometrics cannot be used now (lockout, not enrolled, no passcode).
+        case unavailable(KeyboundError)
+    }
+
+    /// The flow's settings.
+    public struct Configuration: Sendable {
+        /// Identifies this app installation to the server.
+        public var clientID: String
+        /// The server id expected in signing payloads.
+        public var serverID: String
+        /// Token or device-key mode.
+        public var mode: Mode
+        /// The policy for the token item or the key. Default: current biometric enrollment.
+        public var policy: AccessPolicy
+        /// The device name shown in the user's device list.
+        public var deviceName: String
+        /// How the device key is protected, as reported to the server.
+        public var keyProtection: KeyProtection
+        /// The unlock prompt's reason.
+        public var unlockReason: String
+        /// The fallback button title ("Use Password"); nil for the system's.
+        public var fallbackTitle: String?
+        /// Names of the items and key Keybound keeps for this flow.
+        public var namespace: String
+
+        public init(
+            clientID: String, serverID: String, mode: Mode = .deviceKey,
+            policy: AccessPolicy = .biometryCurrentSet,
+            deviceName: String = "This device", keyProtection: KeyProtection = .secureEnclave,
+            unlockReason: String = "Log in", fallbackTitle: String? = "Use Password",
+            namespace: String = "keybound"
+        ) {
+            self.clientID = clientID
+            self.serverID = serverID
+            self.mode = mode
+            self.policy = policy
+            self.deviceName = deviceName
+            self.keyProtection = keyProtection
+            self.unlockReason = unlockReason
+            self.fallbackTitle = fallbackTitle
+            self.namespace = namespace
+        }
+    }
+
+    /// The client, holding the session this flow opens.
+    public let client: KeyboundClient
+    private let device: DeviceBackends
+    private let configuration: Configuration
+    private let items: ProtectedStore
+    private let keys: ProtectedKeys
+    private let tokenName: ItemName
+    private let keyName: ItemName
+    private let deviceIDName: ItemName
+
+    /// - Throws: ``KeyboundError/invalidInput`` for a namespace that is not a valid item name.
+    public init(client: KeyboundClient, device: DeviceBackends, configuration: Configuration) throws {
+        self.client = client
+        self.device = device
+        self.configuration = configuration
+        items = ProtectedStore(store: device.store, verifier: device.verifier)
+        keys = ProtectedKeys(vault: device.vault, markers: device.store, verifier: device.verifier)
+        tokenName = try ItemName("\(configuration.namespace).refresh-token")
+        keyName = try ItemName("\(configuration.namespace).device-key")
+        deviceIDName = try ItemName("\(configuration.namespace).device-id")
+    }
+
+    // MARK: - Password
+
+    /// Logs in with the password (the first login, and the way back after invalidation,
+    /// lockout or `usePassword`).
+    @discardableResult
+    public func loginWithPassword(username: String, password: String) async throws -> KeyboundClient.Session {
+        try await client.loginWithPassword(
+            username: username, password: password, clientID: configuration.clientID)
+    }
+
+    // MARK: - State
+
+    /// What the login screen should offer, without prompting.
+    public func state() async throws -> State {
+        let status: ProtectedItemStatus
+        switch configuration.mode {
+        case .token: status = try await items.status(tokenName)
+        case .deviceKey:
+            status = try await keys.status(keyName)
+        }
+        switch status {
+        case .absent: return .notEnabled
+        case .invalidated: return .invalidated
+        case .present:
+            let availability = await device.verifier.availability()
+            if let error = availability.biometryError, !configuration.policy.acceptsPasscodeAlone {
+                return .unavailable(error)
+            }
+            return .enabled(availability.biometryType)
+        }
+    }
+
+    /// The bound device's server id (device-key mode), if any.
+    public func boundDeviceID() async throws -> String? {
+        guard try await items.status(deviceIDName) == .present else { return nil }
+        return try await items.read(deviceIDName, as: String.self, verification: nil)
+    }
+
+    // MARK: - Enable and disable
+
+    /// Turns biometric login on, after a password login and after the user said yes.
+    ///
+    /// Token mode stores the current refresh token in a biometric-bound item. Device-key mode
+    /// creates a key in secure hardware and registers it (the server requires a password login
+    /// in the last 5 minutes, and revokes this client's previous key).
+    /// - Throws: `sessionExpired` without a session; device errors (`biometryNotEnrolled`, …).
+    public func enable() async throws {
+        guard let session = await client.currentSession else {
+            throw KeyboundError(
+                .sessionExpired, message: "log in with the password before enabling biometrics")
+        }
+        if let reason = await device.verifier.availability().biometryError,
+            configuration.policy.requiresBiometry
+        {
+            throw reason
+        }
+        switch configuration.mode {
+        case .token:
+            try await items.store(session.refreshToken, as: tokenName, policy: configuration.policy)
+            await keepRefreshTokenStored()
+        case .deviceKey:
+            let publicKey = try await keys.createKey(keyName, policy: configuration.policy)
+            let deviceID = try await client.bindDevice(
+                publicKey: publicKey, name: configuration.deviceName,
+                keyProtection: configuration.keyProtection)
+            try await items.store(deviceID, as: deviceIDName, policy: .noVerification)
+        }
+    }
+
+    /// Turns biometric login off: the device key is revoked on the server (when a session
+    /// allows it) and every item and key of this flow is deleted.
+    public func disable() async throws {
+        if let deviceID = try? await boundDeviceID(), await client.currentSession != nil {
+            try? await client.revokeDevice(deviceID)
+        }
+        try await items.delete(tokenName)
+        try await items.delete(deviceIDName)
+        try await keys.deleteKey(keyName)
+    }
+
+    // MARK: - Unlock
+
+    /// Logs in with Face ID / Touch ID (the launch path).
+    ///
+    /// - Throws: ``KeyboundError`` with its recovery: `invalidated` (material removed; password
+    ///   login and ``enable()`` again), `userCancel` (`silent`), `userFallback` (`usePassword`),
+    ///   `biometryLockout` (`usePasscode`: see ``clearLockout(passcodeReason:)``), `itemNotFound`
+    ///   (not enabled), or a server error (a revoked device: `usePassword`).
+    @discardableResult
+    public func unlock(reason: String? = nil) async throws -> KeyboundClient.Session {
+        let prompt = try VerificationPrompt(
+            reason: reason ?? configuration.unlockReason, fallbackTitle: configuration.fallbackTitle)
+        switch configuration.mode {
+        case .token:
+            guard try await items.status(tokenName) != .absent else { throw KeyboundError.itemNotFound }
+            let verification = try await device.verifier.verify(configuration.policy, prompt: prompt)
+            let refreshToken = try await items.read(tokenName, as: String.self, verification: verification)
+            let session = try await client.resume(refreshToken: refreshToken)
+            try await items.store(session.refreshToken, as: tokenName, policy: configuration.policy)
+            await keepRefreshTokenStored()
+            return session
+        case .deviceKey:
+            if try await keys.status(keyName) == .invalidated {
+                // Throws `invalidated` and removes the dead key and its marker.
+                _ = try await keys.sign(Data(), with: keyName, verification: nil)
+            }
+            guard let deviceID = try await boundDeviceID() else { throw KeyboundError.itemNotFound }
+            let challenge = try await client.loginChallenge(deviceID: deviceID)
+            _ = try PayloadCheck.parse(
+                challenge.payload, purpose: .login, serverID: configuration.serverID, deviceID: deviceID)
+            let verification = try await device.verifier.verify(configuration.policy, prompt: prompt)
+            let signature = try await keys.sign(challenge.payload, with: keyName, verification: verification)
+            return try await client.loginWithDevice(challengeID: challenge.challengeID, signature: signature)
+        }
+    }
+
+    /// After `biometryLockout`: asks for the device passcode, which clears the lockout.
+    public func clearLockout(passcodeReason: String = "Enter your passcode to use biometrics again")
+        async throws
+    {
+        _ = try await device.verifier.verify(
+            .devicePasscode, prompt: VerificationPrompt(reason: passcodeReason))
+    }
+
+    /// Keeps the stored refresh token current when the client rotates it (token mode).
+    private func keepRefreshTokenStored() async {
+        let items = items
+        let tokenName = tokenName
+        let policy = configuration.policy
+        await client.onTokensChanged { session in
+            guard let session, (try? await items.status(tokenName)) == .present else { return }
+            try? await items.store(session.refreshToken, as: tokenName, policy: policy)
+        }
+    }
+}
+
+/// The three backends of one device: its secure store, its key vault, its user verifier.
+public struct DeviceBackends: Sendable {
+    public let store: any SecureStore
+    public let vault: any KeyVault
+    public let verifier: any UserVerifier
+
+    public init(store: any SecureStore, vault: any KeyVault, verifier: any UserVerifier) {
+        self.store = store
+        self.vault = vault
+        self.verifier = verifier
+    }
+
+    /// One object that is all three (the emulator, or a combined Apple backend).
+    public init(_ device: some SecureStore & KeyVault & UserVerifier) {
+        self.init(store: device, vault: device, verifier: device)
+    }
+}
+
+/// Checks the server's signing payload before anything is shown or signed.
+enum PayloadCheck {
+    static func parse(
+        _ bytes: Data, purpose: SigningPayload.Purpose, serverID: String, deviceID: String, now: Date = Date()
+    ) throws -> SigningPayload {
+        let payload: SigningPayload
+        do { payload = try SigningPayload(parsing: bytes) } catch {
+            throw KeyboundError(.payloadMismatch, message: "the payload is not canonical: \(error.detail)")
+        }
+        guard payload.purpose == purpose else {
+            throw KeyboundError(
+                .payloadMismatch, message: "the payload is for \(payload.purpose), not \(purpose)")
+        }
+        guard payload.server == serverID else {
+            throw KeyboundError(.payloadMismatch, message: "the payload names another server")
+        }
+        guard payload.device == deviceID else {
+            throw KeyboundError(.payloadMismatch, message: "the payload names another device")
+        }
+        guard payload.expires > now else {
+            throw KeyboundError(.payloadMismatch, message: "the payload has expired")
+        }
+        return payload
+    }
+}

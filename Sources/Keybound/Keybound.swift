@@ -1,1 +1,0 @@
-// The Keybound module; see DESIGN in README.md.

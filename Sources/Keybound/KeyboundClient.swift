@@ -1,0 +1,303 @@
+import Foundation
+import KeyboundWire
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
+/// The typed client of the Keybound server API (v1).
+///
+/// It holds the current session's tokens, attaches the access token to authenticated calls,
+/// and refreshes it automatically: however many calls find it expired at once, exactly one
+/// refresh request goes out and all of them wait for it. Every failure is a ``KeyboundError``
+/// (`server` with the problem's code, `throttled`, `sessionExpired`, `network`).
+///
+/// ```swift
+/// let client = KeyboundClient(baseURL: URL(string: "https://api.example.com")!)
+/// try await client.loginWithPassword(username: "ada", password: password, clientID: installID)
+/// let me = try await client.me()
+/// ```
+public actor KeyboundClient {
+    /// The session the client holds.
+    public struct Session: Sendable, Hashable {
+        public let accessToken: String
+        public let refreshToken: String
+        public let sessionID: String
+        public let userID: String
+        /// When the access token expires, by the client's clock.
+        public let accessTokenExpiresAt: Date
+    }
+
+    /// The server's root URL.
+    public let baseURL: URL
+    private let urlSession: URLSession
+    private let clock: Clock
+    private var session: Session?
+    private var refreshInFlight: Task<Session, any Error>?
+    private var tokenObserver: (@Sendable (Session?) async -> Void)?
+
+    /// - Parameters:
+    ///   - baseURL: the server's root, e.g. `https://api.example.com`.
+    ///   - urlSession: the URL session to use.
+    ///   - clock: time, to know when the access token expires.
+    public init(baseURL: URL, urlSession: URLSession = .shared, clock: Clock = .system) {
+        self.baseURL = baseURL
+        self.urlSession = urlSession
+        self.clock = clock
+    }
+
+    /// The current session, if any.
+    public var currentSession: Session? { session }
+
+    /// Called after every change of tokens (login, refresh, logout), so the app can keep the
+    /// rotated refresh token in its protected item.
+    public func onTokensChanged(_ observer: @escaping @Sendable (Session?) async -> Void) {
+        tokenObserver = observer
+    }
+
+    // MARK: - Accounts and sessions
+
+    /// Creates an account. Returns its user id.
+    public func createAccount(username: String, password: String) async throws -> String {
+        let response: CreateAccountResponse = try await send(
+            "POST", "/v1/accounts", CreateAccountRequest(username: username, password: password))
+        return response.userID
+    }
+
+    /// Logs in with a password and holds the new session.
+    @discardableResult
+    public func loginWithPassword(username: String, password: String, clientID: String) async throws
+        -> Session
+    {
+        let tokens: TokenResponse = try await send(
+            "POST", "/v1/sessions/password",
+            PasswordLoginRequest(username: username, password: password, clientID: clientID))
+        return await adopt(tokens)
+    }
+
+    /// Opens a session from a stored refresh token (biometric login, token mode).
+    @discardableResult
+    public func resume(refreshToken: String) async throws -> Session {
+        let tokens: TokenResponse = try await send(
+            "POST", "/v1/sessions/refresh", RefreshRequest(refreshToken: refreshToken))
+        return await adopt(tokens)
+    }
+
+    /// Logs out: the server ends the session and the client forgets it.
+    public func logout() async throws {
+        defer { session = nil }
+        guard session != nil else { return }
+        _ = try await authorized("DELETE", "/v1/sessions/current", body: nil) as EmptyResponse
+        await tokenObserver?(nil)
+    }
+
+    /// Forgets the session locally (for example when the app locks past its validity).
+    public func forgetSession() async {
+        session = nil
+        await tokenObserver?(nil)
+    }
+
+    /// Who is logged in.
+    public func me() async throws -> MeResponse {
+        try await authorized("GET", "/v1/me", body: nil)
+    }
+
+    // MARK: - Devices and device login
+
+    /// Registers a device public key (needs a password login in the last 5 minutes).
+    public func bindDevice(publicKey: Data, name: String, keyProtection: KeyProtection) async throws -> String
+    {
+        let response: BindDeviceResponse = try await authorized(
+            "POST", "/v1/devices",
+            body: BindDeviceRequest(publicKey: publicKey, name: name, keyProtection: keyProtection))
+        return response.deviceID
+    }
+
+    /// The user's devices.
+    public func devices() async throws -> [DeviceInfo] {
+        let response: DeviceListResponse = try await authorized("GET", "/v1/devices", body: nil)
+        return response.devices
+    }
+
+    /// Revokes a device (its sessions end).
+    public func revokeDevice(_ deviceID: String) async throws {
+        _ =
+            try await authorized("DELETE", "/v1/devices/\(try pathSegment(deviceID))", body: nil)
+            as EmptyResponse
+    }
+
+    /// Asks for a login challenge for a bound device.
+    public func loginChallenge(deviceID: String) async throws -> ChallengeResponse {
+        try await send("POST", "/v1/challenges", ChallengeRequest(deviceID: deviceID))
+    }
+
+    /// Completes a device-key login and holds the new session.
+    @discardableResult
+    public func loginWithDevice(challengeID: String, signature: Data) async throws -> Session {
+        let tokens: TokenResponse = try await send(
+            "POST", "/v1/sessions/device", DeviceLoginRequest(challengeID: challengeID, signature: signature))
+        return await adopt(tokens)
+    }
+
+    // MARK: - Approvals and audit
+
+    /// Asks the server for an approval payload for `action`, to be signed by `deviceID`.
+    public func requestApproval(deviceID: String, action: ApprovalAction) async throws
+        -> ApprovalChallengeResponse
+    {
+        try await authorized(
+            "POST", "/v1/approvals", body: CreateApprovalRequest(deviceID: deviceID, action: action))
+    }
+
+    /// Confirms an approval with the device's signature of its payload.
+    public func confirmApproval(_ approvalID: String, signature: Data) async throws -> ConfirmApprovalResponse
+    {
+        try await authorized(
+            "POST", "/v1/approvals/\(try pathSegment(approvalID))/confirm",
+            body: ConfirmApprovalRequest(signature: signature))
+    }
+
+    /// An approval's state.
+    public func approval(_ approvalID: String) async throws -> ApprovalResponse {
+        try await authorized("GET", "/v1/approvals/\(try pathSegment(approvalID))", body: nil)
+    }
+
+    /// The caller's own audit events.
+    public func audit() async throws -> [AuditEvent] {
+        let response: AuditListResponse = try await authorized("GET", "/v1/audit", body: nil)
+        return response.events
+    }
+
+    // MARK: - Tokens
+
+    private func adopt(_ tokens: TokenResponse) async -> Session {
+        let adopted = Session(
+            accessToken: tokens.accessToken, refreshToken: tokens.refreshToken, sessionID: tokens.sessionID,
+            userID: tokens.userID,
+            accessTokenExpiresAt: clock.now().addingTimeInterval(TimeInterval(tokens.expiresIn)))
+        session = adopted
+        await tokenObserver?(adopted)
+        return adopted
+    }
+
+    /// A valid access token, refreshing (once, for all concurrent callers) when it expired.
+    private func accessToken(forceRefresh: Bool) async throws -> String {
+        guard let current = session else {
+            throw KeyboundError(.sessionExpired, message: "no session: log in first")
+        }
+        if !forceRefresh && current.accessTokenExpiresAt > clock.now() { return current.accessToken }
+        return try await refreshOnce(replacing: current).accessToken
+    }
+
+    private func refreshOnce(replacing stale: Session) async throws -> Session {
+        if let refreshInFlight { return try await refreshInFlight.value }
+        if let session, session.accessToken != stale.accessToken { return session }  // already refreshed
+        let task = Task { () async throws -> Session in
+            let tokens: TokenResponse = try await send(
+                "POST", "/v1/sessions/refresh", RefreshRequest(refreshToken: stale.refreshToken))
+            return await adopt(tokens)
+        }
+        refreshInFlight = task
+        defer { refreshInFlight = nil }
+        do {
+            return try await task.value
+        } catch let error as KeyboundError where error.code == .server && error.native == .httpStatus(401) {
+            session = nil
+            await tokenObserver?(nil)
+            throw KeyboundError(
+                .sessionExpired, native: error.native, message: error.message, serverCode: error.serverCode)
+        }
+    }
+
+    private func authorized<Response: WireMessage>(
+        _ method: String, _ path: String, body: (any WireMessage)?
+    ) async throws -> Response {
+        let token = try await accessToken(forceRefresh: false)
+        do {
+            return try await send(method, path, body, bearer: token)
+        } catch let error as KeyboundError where error.serverCode == ProblemCode.tokenInvalid.rawValue {
+            // The server no longer takes this token (expired by its clock): refresh once, retry once.
+            guard let current = session else { throw KeyboundError(.sessionExpired, message: error.message) }
+            let fresh = current.accessToken == token ? try await refreshOnce(replacing: current) : current
+            return try await send(method, path, body, bearer: fresh.accessToken)
+        }
+    }
+
+    // MARK: - HTTP
+
+    private func send<Response: WireMessage>(
+        _ method: String, _ path: String, _ body: (any WireMessage)?, bearer: String? = nil
+    ) async throws -> Response {
+        var request = URLRequest(url: baseURL.appendingPathComponent(String(path.dropFirst())))
+        request.httpMethod = method
+        request.setValue("application/json", forHTTPHeaderField: "Accept")
+        if let bearer { request.setValue("Bearer \(bearer)", forHTTPHeaderField: "Authorization") }
+        if let body {
+            request.httpBody = body.jsonData
+            request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+        }
+        let data: Data
+        let response: URLResponse
+        do {
+            (data, response) = try await urlSession.data(for: request)
+        } catch {
+            throw KeyboundError(.network, message: "\(method) \(path): \(error.localizedDescription)")
+        }
+        guard let http = response as? HTTPURLResponse else {
+            throw KeyboundError(.network, message: "\(method) \(path): not an HTTP response")
+        }
+        guard (200..<300).contains(http.statusCode) else {
+            throw Self.error(
+                status: http.statusCode, body: data, retryAfter: http.value(forHTTPHeaderField: "Retry-After")
+            )
+        }
+        do {
+            if Response.self == EmptyResponse.self, let empty = EmptyResponse() as? Response { return empty }
+            return try Response(jsonData: data)
+        } catch {
+            throw KeyboundError(
+                .unexpected, native: .httpStatus(http.statusCode), message: "\(method) \(path): \(error)")
+        }
+    }
+
+    /// The Keybound error for a server problem response, with the recovery the problem implies.
+    static func error(status: Int, body: Data, retryAfter: String?) -> KeyboundError {
+        let problem = try? Problem(jsonData: body)
+        let code = problem?.code ?? ProblemCode(rawValue: "http_\(status)")
+        let seconds = retryAfter.flatMap { Int($0.trimmingCharacters(in: .whitespaces)) }
+        let recovery: KeyboundError.Recovery
+        switch code {
+        case .throttled:
+            return KeyboundError(
+                .throttled, native: .httpStatus(status), message: problem?.detail, serverCode: code.rawValue,
+                retryAfter: seconds)
+        case .invalidCredentials, .stepUpRequired, .tokenInvalid: recovery = .usePassword
+        case .deviceRevoked, .deviceSuspended: recovery = .usePassword
+        case .challengeExpired, .challengeUsed, .unavailable: recovery = .retry
+        default: recovery = status >= 500 ? .retryLater : .none
+        }
+        return KeyboundError(
+            .server, native: .httpStatus(status), message: problem?.detail ?? "HTTP \(status)",
+            serverCode: code.rawValue, retryAfter: seconds, recovery: recovery)
+    }
+
+    private func pathSegment(_ id: String) throws -> String {
+        guard !id.isEmpty,
+            id.utf8.allSatisfy({ byte in
+                (byte >= 0x30 && byte <= 0x39) || (byte >= 0x41 && byte <= 0x5A)
+                    || (byte >= 0x61 && byte <= 0x7A)
+                    || byte == UInt8(ascii: "-") || byte == UInt8(ascii: "_")
+            })
+        else {
+            throw KeyboundError.invalidInput("an id is letters, digits, - and _")
+        }
+        return id
+    }
+}
+
+/// A response without a body (204).
+struct EmptyResponse: WireMessage {
+    init() {}
+    init(json: JSONValue) throws(WireError) {}
+    var json: JSONValue { .object([]) }
+}

@@ -1,0 +1,107 @@
+import Foundation
+
+/// The kind of biometric sensor a device has.
+public enum BiometryType: String, Sendable, Hashable, Codable, CaseIterable {
+    case none
+    case touchID
+    case faceID
+    case opticID
+
+    /// The name to show the user ("Face ID").
+    public var displayName: String {
+        switch self {
+        case .none: "Biometrics"
+        case .touchID: "Touch ID"
+        case .faceID: "Face ID"
+        case .opticID: "Optic ID"
+        }
+    }
+}
+
+/// What the device can verify right now, without prompting.
+public struct VerificationAvailability: Sendable, Hashable {
+    /// The sensor the device has (even when it cannot be used right now).
+    public let biometryType: BiometryType
+    /// Why biometrics cannot be used now (`biometryNotAvailable`, `biometryNotEnrolled`,
+    /// `biometryLockout`, `passcodeNotSet`), or nil when they can.
+    public let biometryError: KeyboundError?
+    /// Whether the device has a passcode.
+    public let isPasscodeSet: Bool
+    /// An opaque value that changes on every enrollment change (LAContext's
+    /// `evaluatedPolicyDomainState`); nil when nothing is enrolled.
+    public let enrollmentState: Data?
+
+    public init(
+        biometryType: BiometryType, biometryError: KeyboundError?, isPasscodeSet: Bool, enrollmentState: Data?
+    ) {
+        self.biometryType = biometryType
+        self.biometryError = biometryError
+        self.isPasscodeSet = isPasscodeSet
+        self.enrollmentState = enrollmentState
+    }
+
+    /// Whether a biometric prompt can succeed now.
+    public var canUseBiometry: Bool { biometryError == nil }
+}
+
+/// The text of a verification prompt.
+public struct VerificationPrompt: Sendable, Hashable {
+    /// Why the app asks ("Log in to Acme", "Send 0.5 ETH to 0x12…ef"). Shown by the system.
+    public let reason: String
+    /// The fallback button's title; nil for the system default, "" to hide it.
+    public let fallbackTitle: String?
+    /// The cancel button's title; nil for the system default.
+    public let cancelTitle: String?
+    /// The app's own password, for policies with ``AccessPolicy/Constraint/applicationPassword``.
+    public let applicationPassword: String?
+
+    /// - Throws: ``KeyboundError/invalidInput`` for an empty or over-long reason.
+    public init(
+        reason: String, fallbackTitle: String? = nil, cancelTitle: String? = nil,
+        applicationPassword: String? = nil
+    ) throws {
+        let trimmed = reason.trimmingCharacters(in: .whitespacesAndNewlines)
+        guard !trimmed.isEmpty, reason.count <= 200 else {
+            throw KeyboundError.invalidInput("a prompt reason is 1–200 characters")
+        }
+        self.reason = reason
+        self.fallbackTitle = fallbackTitle
+        self.cancelTitle = cancelTitle
+        self.applicationPassword = applicationPassword
+    }
+}
+
+/// Proof that the OS verified the user, handed to a store or vault call that needs it.
+///
+/// Only a ``UserVerifier`` can make one. The store or key enforces its own policy against it
+/// (factor, enrollment, age), so an app that fakes "verified = true" still gets nothing.
+public struct Verification: Sendable {
+    /// How the user was verified.
+    public enum Factor: String, Sendable, Hashable, Codable {
+        case biometry
+        case passcode
+        case applicationPassword
+    }
+
+    /// A unique id for this verification.
+    public let id: String
+    /// The factors the user presented.
+    public let factors: Set<Factor>
+    /// When the verification happened.
+    public let verifiedAt: Date
+    /// How long it may be reused (0: a single use).
+    public let reuseDuration: TimeInterval
+    /// Backend data (the `LAContext` on Apple platforms); nil in the emulator.
+    package let context: (any Sendable)?
+
+    package init(
+        id: String, factors: Set<Factor>, verifiedAt: Date, reuseDuration: TimeInterval,
+        context: (any Sendable)? = nil
+    ) {
+        self.id = id
+        self.factors = factors
+        self.verifiedAt = verifiedAt
+        self.reuseDuration = reuseDuration
+        self.context = context
+    }
+}
