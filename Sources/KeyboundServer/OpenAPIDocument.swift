@@ -7,1468 +7,980 @@ public enum OpenAPIDocument {
 }
 
 private let openAPIDocumentText = #"""
-    {
-      "openapi": "3.1.0",
-      "info": {
-        "title": "Keybound Server API",
-        "version": "1.0.0",
-        "description": "Biometric login and transaction approval. JSON over HTTP/1.1. Errors are application/problem+json (RFC 9457) with a stable code. Request bodies are decoded strictly: unknown members, wrong types and malformed JSON give 400; bodies over 64 KiB give 413. Binary values are base64url without padding. Signing payloads are compact UTF-8 JSON with members in this order: {\"keybound\":1,\"purpose\":\"login\"|\"approve\",\"server\":<server id>,\"device\":<device id>,\"challenge\":<base64url of 32 random bytes>,\"expires\":<RFC 3339>[,\"action\":{\"type\":\"transfer\",\"amount\":<decimal string>,\"asset\":<code>,\"to\":<recipient>}]}. The device signs the exact bytes (ECDSA P-256, SHA-256, DER)."
-      },
-      "servers": [
-        {
-          "url": "http://127.0.0.1:8420"
-        }
-      ],
-      "security": [],
-      "paths": {
-        "/healthz": {
-          "get": {
-            "operationId": "health",
-            "summary": "Liveness and database check",
-            "description": "Returns 200 when the server and its database answer.",
-            "security": [],
-            "responses": {
-              "200": {
-                "description": "Healthy.",
-                "content": {
-                  "application/json": {
-                    "schema": {
-                      "$ref": "#/components/schemas/Health"
-                    }
-                  }
-                }
-              },
-              "default": {
-                "$ref": "#/components/responses/Error"
-              }
-            }
-          }
-        },
-        "/metrics": {
-          "get": {
-            "operationId": "metrics",
-            "summary": "Prometheus metrics",
-            "description": "keybound_http_requests_total{route,status}, keybound_http_request_duration_seconds{route} (histogram), keybound_logins_total{method,outcome}.",
-            "security": [],
-            "responses": {
-              "200": {
-                "description": "Prometheus text exposition format 0.0.4.",
-                "content": {
-                  "text/plain": {
-                    "schema": {
-                      "type": "string"
-                    }
-                  }
-                }
-              },
-              "default": {
-                "$ref": "#/components/responses/Error"
-              }
-            }
-          }
-        },
-        "/openapi.yaml": {
-          "get": {
-            "operationId": "openapi",
-            "summary": "This document",
-            "description": "The OpenAPI document of this API.",
-            "security": [],
-            "responses": {
-              "200": {
-                "description": "OpenAPI 3.1 (YAML, in its JSON-compatible syntax).",
-                "content": {
-                  "application/yaml": {
-                    "schema": {
-                      "type": "string"
-                    }
-                  }
-                }
-              },
-              "default": {
-                "$ref": "#/components/responses/Error"
-              }
-            }
-          }
-        },
-        "/v1/accounts": {
-          "post": {
-            "operationId": "createAccount",
-            "summary": "Create an account",
-            "description": "Hashes the password with Argon2id (at least m=19 MiB, t=2, p=1).",
-            "security": [],
-            "requestBody": {
-              "required": true,
-              "content": {
-                "application/json": {
-                  "schema": {
-                    "$ref": "#/components/schemas/CreateAccountRequest"
-                  }
-                }
-              }
-            },
-            "responses": {
-              "201": {
-                "description": "Created.",
-                "content": {
-                  "application/json": {
-                    "schema": {
-                      "$ref": "#/components/schemas/CreateAccountResponse"
-                    }
-                  }
-                }
-              },
-              "400": {
-                "$ref": "#/components/responses/BadRequest"
-              },
-              "409": {
-                "description": "username_taken.",
-                "content": {
-                  "application/problem+json": {
-                    "schema": {
-                      "$ref": "#/components/schemas/Problem"
-                    }
-                  }
-                }
-              },
-              "default": {
-                "$ref": "#/components/responses/Error"
-              }
-            }
-          }
-        },
-        "/v1/sessions/password": {
-          "post": {
-            "operationId": "passwordLogin",
-            "summary": "Password login",
-            "description": "Opens a session. Wrong password and unknown user give byte-identical 401 bodies. After 5 consecutive failures on an account (or too many from one client address) further attempts get 429 with Retry-After, with a delay that doubles each time. A successful password login lifts device suspensions.",
-            "security": [],
-            "requestBody": {
-              "required": true,
-              "content": {
-                "application/json": {
-                  "schema": {
-                    "$ref": "#/components/schemas/PasswordLoginRequest"
-                  }
-                }
-              }
-            },
-            "responses": {
-              "200": {
-                "description": "Logged in.",
-                "content": {
-                  "application/json": {
-                    "schema": {
-                      "$ref": "#/components/schemas/Tokens"
-                    }
-                  }
-                }
-              },
-              "400": {
-                "$ref": "#/components/responses/BadRequest"
-              },
-              "401": {
-                "description": "invalid_credentials.",
-                "content": {
-                  "application/problem+json": {
-                    "schema": {
-                      "$ref": "#/components/schemas/Problem"
-                    }
-                  }
-                }
-              },
-              "429": {
-                "description": "throttled; see Retry-After.",
-                "content": {
-                  "application/problem+json": {
-                    "schema": {
-                      "$ref": "#/components/schemas/Problem"
-                    }
-                  }
-                },
-                "headers": {
-                  "Retry-After": {
-                    "description": "Seconds to wait before trying again.",
-                    "schema": {
-                      "type": "integer",
-                      "minimum": 1
-                    }
-                  }
-                }
-              },
-              "default": {
-                "$ref": "#/components/responses/Error"
-              }
-            }
-          }
-        },
-        "/v1/sessions/refresh": {
-          "post": {
-            "operationId": "refresh",
-            "summary": "Refresh a session",
-            "description": "Rotates the refresh token: returns a new pair and the old refresh token dies. Presenting a used refresh token revokes the whole session (RFC 9700 4.14.2).",
-            "security": [],
-            "requestBody": {
-              "required": true,
-              "content": {
-                "application/json": {
-                  "schema": {
-                    "$ref": "#/components/schemas/RefreshRequest"
-                  }
-                }
-              }
-            },
-            "responses": {
-              "200": {
-                "description": "New tokens.",
-                "content": {
-                  "application/json": {
-                    "schema": {
-                      "$ref": "#/components/schemas/Tokens"
-                    }
-                  }
-                }
-              },
-              "400": {
-                "$ref": "#/components/responses/BadRequest"
-              },
-              "401": {
-                "$ref": "#/components/responses/TokenInvalid"
-              },
-              "default": {
-                "$ref": "#/components/responses/Error"
-              }
-            }
-          }
-        },
-        "/v1/sessions/current": {
-          "delete": {
-            "operationId": "logout",
-            "summary": "Log out",
-            "description": "Revokes the current session: its access and refresh tokens stop working at once.",
-            "security": [
-              {
-                "bearer": []
-              }
-            ],
-            "responses": {
-              "204": {
-                "description": "Logged out."
-              },
-              "401": {
-                "$ref": "#/components/responses/TokenInvalid"
-              },
-              "default": {
-                "$ref": "#/components/responses/Error"
-              }
-            }
-          }
-        },
-        "/v1/me": {
-          "get": {
-            "operationId": "me",
-            "summary": "The caller",
-            "description": "The user and session behind the access token.",
-            "security": [
-              {
-                "bearer": []
-              }
-            ],
-            "responses": {
-              "200": {
-                "description": "The caller.",
-                "content": {
-                  "application/json": {
-                    "schema": {
-                      "$ref": "#/components/schemas/Me"
-                    }
-                  }
-                }
-              },
-              "401": {
-                "$ref": "#/components/responses/TokenInvalid"
-              },
-              "default": {
-                "$ref": "#/components/responses/Error"
-              }
-            }
-          }
-        },
-        "/v1/devices": {
-          "post": {
-            "operationId": "bindDevice",
-            "summary": "Bind a device key",
-            "description": "Registers a P-256 public key. Needs a session opened by password login within the last 5 minutes (else 403 step_up_required). A new key from the same client_id revokes the previous device of that client (and its sessions).",
-            "security": [
-              {
-                "bearer": []
-              }
-            ],
-            "requestBody": {
-              "required": true,
-              "content": {
-                "application/json": {
-                  "schema": {
-                    "$ref": "#/components/schemas/BindDeviceRequest"
-                  }
-                }
-              }
-            },
-            "responses": {
-              "201": {
-                "description": "Bound.",
-                "content": {
-                  "application/json": {
-                    "schema": {
-                      "$ref": "#/components/schemas/BindDeviceResponse"
-                    }
-                  }
-                }
-              },
-              "400": {
-                "description": "invalid_request, unknown_member or invalid_public_key.",
-                "content": {
-                  "application/problem+json": {
-                    "schema": {
-                      "$ref": "#/components/schemas/Problem"
-                    }
-                  }
-                }
-              },
-              "401": {
-                "$ref": "#/components/responses/TokenInvalid"
-              },
-              "403": {
-                "description": "step_up_required.",
-                "content": {
-                  "application/problem+json": {
-                    "schema": {
-                      "$ref": "#/components/schemas/Problem"
-                    }
-                  }
-                }
-              },
-              "default": {
-                "$ref": "#/components/responses/Error"
-              }
-            }
-          },
-          "get": {
-            "operationId": "listDevices",
-            "summary": "List devices",
-            "description": "The caller's devices, oldest first, with their status.",
-            "security": [
-              {
-                "bearer": []
-              }
-            ],
-            "responses": {
-              "200": {
-                "description": "Devices.",
-                "content": {
-                  "application/json": {
-                    "schema": {
-                      "$ref": "#/components/schemas/DeviceList"
-                    }
-                  }
-                }
-              },
-              "401": {
-                "$ref": "#/components/responses/TokenInvalid"
-              },
-              "default": {
-                "$ref": "#/components/responses/Error"
-              }
-            }
-          }
-        },
-        "/v1/devices/{id}": {
-          "delete": {
-            "operationId": "revokeDevice",
-            "summary": "Revoke a device",
-            "description": "Revokes the device and ends every session it opened. Idempotent.",
-            "security": [
-              {
-                "bearer": []
-              }
-            ],
-            "parameters": [
-              {
-                "name": "id",
-                "in": "path",
-                "required": true,
-                "schema": {
-                  "$ref": "#/components/schemas/Id"
-                }
-              }
-            ],
-            "responses": {
-              "204": {
-                "description": "Revoked."
-              },
-              "401": {
-                "$ref": "#/components/responses/TokenInvalid"
-              },
-              "404": {
-                "description": "not_found (also for another user's device).",
-                "content": {
-                  "application/problem+json": {
-                    "schema": {
-                      "$ref": "#/components/schemas/Problem"
-                    }
-                  }
-                }
-              },
-              "default": {
-                "$ref": "#/components/responses/Error"
-              }
-            }
-          }
-        },
-        "/v1/challenges": {
-          "post": {
-            "operationId": "createChallenge",
-            "summary": "Get a login challenge",
-            "description": "Issues a single-use signing payload (purpose login) for the device, valid 60 seconds.",
-            "security": [],
-            "requestBody": {
-              "required": true,
-              "content": {
-                "application/json": {
-                  "schema": {
-                    "$ref": "#/components/schemas/ChallengeRequest"
-                  }
-                }
-              }
-            },
-            "responses": {
-              "201": {
-                "description": "Issued.",
-                "content": {
-                  "application/json": {
-                    "schema": {
-                      "$ref": "#/components/schemas/Challenge"
-                    }
-                  }
-                }
-              },
-              "400": {
-                "$ref": "#/components/responses/BadRequest"
-              },
-              "403": {
-                "description": "device_revoked or device_suspended.",
-                "content": {
-                  "application/problem+json": {
-                    "schema": {
-                      "$ref": "#/components/schemas/Problem"
-                    }
-                  }
-                }
-              },
-              "404": {
-                "description": "not_found.",
-                "content": {
-                  "application/problem+json": {
-                    "schema": {
-                      "$ref": "#/components/schemas/Problem"
-                    }
-                  }
-                }
-              },
-              "default": {
-                "$ref": "#/components/responses/Error"
-              }
-            }
-          }
-        },
-        "/v1/sessions/device": {
-          "post": {
-            "operationId": "deviceLogin",
-            "summary": "Device-key login",
-            "description": "Verifies the signature over the issued payload with the device key and opens a session (auth_method device). Every attempt uses the challenge up; of several simultaneous attempts exactly one can succeed. 5 consecutive bad signatures suspend the device until a password login.",
-            "security": [],
-            "requestBody": {
-              "required": true,
-              "content": {
-                "application/json": {
-                  "schema": {
-                    "$ref": "#/components/schemas/DeviceLoginRequest"
-                  }
-                }
-              }
-            },
-            "responses": {
-              "200": {
-                "description": "Logged in.",
-                "content": {
-                  "application/json": {
-                    "schema": {
-                      "$ref": "#/components/schemas/Tokens"
-                    }
-                  }
-                }
-              },
-              "400": {
-                "$ref": "#/components/responses/BadRequest"
-              },
-              "401": {
-                "description": "signature_invalid.",
-                "content": {
-                  "application/problem+json": {
-                    "schema": {
-                      "$ref": "#/components/schemas/Problem"
-                    }
-                  }
-                }
-              },
-              "403": {
-                "description": "device_revoked or device_suspended.",
-                "content": {
-                  "application/problem+json": {
-                    "schema": {
-                      "$ref": "#/components/schemas/Problem"
-                    }
-                  }
-                }
-              },
-              "404": {
-                "description": "not_found: unknown challenge.",
-                "content": {
-                  "application/problem+json": {
-                    "schema": {
-                      "$ref": "#/components/schemas/Problem"
-                    }
-                  }
-                }
-              },
-              "409": {
-                "description": "challenge_used.",
-                "content": {
-                  "application/problem+json": {
-                    "schema": {
-                      "$ref": "#/components/schemas/Problem"
-                    }
-                  }
-                }
-              },
-              "410": {
-                "description": "challenge_expired.",
-                "content": {
-                  "application/problem+json": {
-                    "schema": {
-                      "$ref": "#/components/schemas/Problem"
-                    }
-                  }
-                }
-              },
-              "default": {
-                "$ref": "#/components/responses/Error"
-              }
-            }
-          }
-        },
-        "/v1/approvals": {
-          "post": {
-            "operationId": "createApproval",
-            "summary": "Request an approval",
-            "description": "Issues a signing payload (purpose approve) naming the action, for one of the caller's devices, valid 5 minutes.",
-            "security": [
-              {
-                "bearer": []
-              }
-            ],
-            "requestBody": {
-              "required": true,
-              "content": {
-                "application/json": {
-                  "schema": {
-                    "$ref": "#/components/schemas/CreateApprovalRequest"
-                  }
-                }
-              }
-            },
-            "responses": {
-              "201": {
-                "description": "Issued.",
-                "content": {
-                  "application/json": {
-                    "schema": {
-                      "$ref": "#/components/schemas/ApprovalChallenge"
-                    }
-                  }
-                }
-              },
-              "400": {
-                "$ref": "#/components/responses/BadRequest"
-              },
-              "401": {
-                "$ref": "#/components/responses/TokenInvalid"
-              },
-              "403": {
-                "description": "device_revoked or device_suspended.",
-                "content": {
-                  "application/problem+json": {
-                    "schema": {
-                      "$ref": "#/components/schemas/Problem"
-                    }
-                  }
-                }
-              },
-              "404": {
-                "description": "not_found: no such device for this user.",
-                "content": {
-                  "application/problem+json": {
-                    "schema": {
-                      "$ref": "#/components/schemas/Problem"
-                    }
-                  }
-                }
-              },
-              "default": {
-                "$ref": "#/components/responses/Error"
-              }
-            }
-          }
-        },
-        "/v1/approvals/{id}/confirm": {
-          "post": {
-            "operationId": "confirmApproval",
-            "summary": "Confirm an approval",
-            "description": "Accepts a signature of the exact payload bytes, once. The first confirmation decides: a bad signature marks the approval failed.",
-            "security": [
-              {
-                "bearer": []
-              }
-            ],
-            "parameters": [
-              {
-                "name": "id",
-                "in": "path",
-                "required": true,
-                "schema": {
-                  "$ref": "#/components/schemas/Id"
-                }
-              }
-            ],
-            "requestBody": {
-              "required": true,
-              "content": {
-                "application/json": {
-                  "schema": {
-                    "$ref": "#/components/schemas/ConfirmApprovalRequest"
-                  }
-                }
-              }
-            },
-            "responses": {
-              "200": {
-                "description": "Approved.",
-                "content": {
-                  "application/json": {
-                    "schema": {
-                      "$ref": "#/components/schemas/ConfirmApprovalResponse"
-                    }
-                  }
-                }
-              },
-              "400": {
-                "$ref": "#/components/responses/BadRequest"
-              },
-              "401": {
-                "description": "token_invalid or signature_invalid.",
-                "content": {
-                  "application/problem+json": {
-                    "schema": {
-                      "$ref": "#/components/schemas/Problem"
-                    }
-                  }
-                }
-              },
-              "403": {
-                "description": "device_revoked or device_suspended.",
-                "content": {
-                  "application/problem+json": {
-                    "schema": {
-                      "$ref": "#/components/schemas/Problem"
-                    }
-                  }
-                }
-              },
-              "404": {
-                "description": "not_found (also for another user's approval).",
-                "content": {
-                  "application/problem+json": {
-                    "schema": {
-                      "$ref": "#/components/schemas/Problem"
-                    }
-                  }
-                }
-              },
-              "409": {
-                "description": "challenge_used: already decided.",
-                "content": {
-                  "application/problem+json": {
-                    "schema": {
-                      "$ref": "#/components/schemas/Problem"
-                    }
-                  }
-                }
-              },
-              "410": {
-                "description": "challenge_expired.",
-                "content": {
-                  "application/problem+json": {
-                    "schema": {
-                      "$ref": "#/components/schemas/Problem"
-                    }
-                  }
-                }
-              },
-              "default": {
-                "$ref": "#/components/responses/Error"
-              }
-            }
-          }
-        },
-        "/v1/approvals/{id}": {
-          "get": {
-            "operationId": "getApproval",
-            "summary": "Approval status",
-            "description": "pending, approved, failed or expired.",
-            "security": [
-              {
-                "bearer": []
-              }
-            ],
-            "parameters": [
-              {
-                "name": "id",
-                "in": "path",
-                "required": true,
-                "schema": {
-                  "$ref": "#/components/schemas/Id"
-                }
-              }
-            ],
-            "responses": {
-              "200": {
-                "description": "The approval.",
-                "content": {
-                  "application/json": {
-                    "schema": {
-                      "$ref": "#/components/schemas/Approval"
-                    }
-                  }
-                }
-              },
-              "401": {
-                "$ref": "#/components/responses/TokenInvalid"
-              },
-              "404": {
-                "description": "not_found.",
-                "content": {
-                  "application/problem+json": {
-                    "schema": {
-                      "$ref": "#/components/schemas/Problem"
-                    }
-                  }
-                }
-              },
-              "default": {
-                "$ref": "#/components/responses/Error"
-              }
-            }
-          }
-        },
-        "/v1/audit": {
-          "get": {
-            "operationId": "audit",
-            "summary": "The caller's audit events",
-            "description": "Newest first. Never contains a secret, token or signature.",
-            "security": [
-              {
-                "bearer": []
-              }
-            ],
-            "parameters": [
-              {
-                "name": "limit",
-                "in": "query",
-                "required": false,
-                "schema": {
-                  "type": "integer",
-                  "minimum": 1,
-                  "maximum": 500,
-                  "default": 100
-                }
-              }
-            ],
-            "responses": {
-              "200": {
-                "description": "Events.",
-                "content": {
-                  "application/json": {
-                    "schema": {
-                      "$ref": "#/components/schemas/AuditList"
-                    }
-                  }
-                }
-              },
-              "400": {
-                "$ref": "#/components/responses/BadRequest"
-              },
-              "401": {
-                "$ref": "#/components/responses/TokenInvalid"
-              },
-              "default": {
-                "$ref": "#/components/responses/Error"
-              }
-            }
-          }
-        }
-      },
-      "components": {
-        "securitySchemes": {
-          "bearer": {
-            "type": "http",
-            "scheme": "bearer",
-            "description": "Authorization: Bearer <access_token>"
-          }
-        },
-        "responses": {
-          "Error": {
-            "description": "Any other error: 405 method_not_allowed, 413 body_too_large, 415 unsupported_media_type (send Content-Type: application/json), 503 unavailable (with Retry-After), 500 internal.",
-            "content": {
-              "application/problem+json": {
-                "schema": {
-                  "$ref": "#/components/schemas/Problem"
-                }
-              }
-            }
-          },
-          "BadRequest": {
-            "description": "invalid_request (malformed JSON, missing member, wrong type, bad value) or unknown_member.",
-            "content": {
-              "application/problem+json": {
-                "schema": {
-                  "$ref": "#/components/schemas/Problem"
-                }
-              }
-            }
-          },
-          "TokenInvalid": {
-            "description": "token_invalid: missing, unknown, expired or revoked token.",
-            "content": {
-              "application/problem+json": {
-                "schema": {
-                  "$ref": "#/components/schemas/Problem"
-                }
-              }
-            }
-          }
-        },
-        "schemas": {
-          "Id": {
-            "type": "string",
-            "pattern": "^[a-z]{3}_[A-Za-z0-9_-]{22}$",
-            "description": "Opaque random id."
-          },
-          "Timestamp": {
-            "type": "string",
-            "pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z$",
-            "format": "date-time",
-            "description": "RFC 3339, UTC, whole seconds: YYYY-MM-DDTHH:MM:SSZ."
-          },
-          "Base64URL": {
-            "type": "string",
-            "pattern": "^[A-Za-z0-9_-]+$",
-            "description": "Binary data, base64url without padding (RFC 4648 section 5)."
-          },
-          "Token": {
-            "type": "string",
-            "pattern": "^[A-Za-z0-9_-]{43}$",
-            "description": "Opaque token: 256 random bits, base64url. Store it as a secret."
-          },
-          "Problem": {
-            "type": "object",
-            "additionalProperties": false,
-            "required": [
-              "type",
-              "title",
-              "status",
-              "code",
-              "detail"
-            ],
-            "properties": {
-              "type": {
-                "type": "string",
-                "description": "urn:keybound:problem:<code>"
-              },
-              "title": {
-                "type": "string"
-              },
-              "status": {
-                "type": "integer"
-              },
-              "code": {
-                "type": "string",
-                "enum": [
-                  "invalid_request",
-                  "unknown_member",
-                  "body_too_large",
-                  "unsupported_media_type",
-                  "invalid_credentials",
-                  "throttled",
-                  "token_invalid",
-                  "challenge_expired",
-                  "challenge_used",
-                  "signature_invalid",
-                  "device_revoked",
-                  "device_suspended",
-                  "invalid_public_key",
-                  "step_up_required",
-                  "not_found",
-                  "method_not_allowed",
-                  "username_taken",
-                  "unavailable",
-                  "internal"
-                ],
-                "description": "Stable machine-readable code. Clients switch on this, never on title or detail."
-              },
-              "detail": {
-                "type": "string"
-              }
-            },
-            "description": "RFC 9457 problem details. Every error response has this body."
-          },
-          "Health": {
-            "type": "object",
-            "additionalProperties": false,
-            "required": [
-              "status"
-            ],
-            "properties": {
-              "status": {
-                "type": "string",
-                "const": "ok"
-              }
-            }
-          },
-          "CreateAccountRequest": {
-            "type": "object",
-            "additionalProperties": false,
-            "required": [
-              "username",
-              "password"
-            ],
-            "properties": {
-              "username": {
-                "type": "string",
-                "pattern": "^[A-Za-z0-9._@+-]{1,64}$",
-                "description": "Compared case-insensitively (stored lowercased)."
-              },
-              "password": {
-                "type": "string",
-                "minLength": 8,
-                "maxLength": 1024,
-                "description": "8 to 1024 characters, no composition rules."
-              }
-            }
-          },
-          "CreateAccountResponse": {
-            "type": "object",
-            "additionalProperties": false,
-            "required": [
-              "user_id"
-            ],
-            "properties": {
-              "user_id": {
-                "$ref": "#/components/schemas/Id"
-              }
-            }
-          },
-          "PasswordLoginRequest": {
-            "type": "object",
-            "additionalProperties": false,
-            "required": [
-              "username",
-              "password",
-              "client_id"
-            ],
-            "properties": {
-              "username": {
-                "type": "string",
-                "maxLength": 64
-              },
-              "password": {
-                "type": "string",
-                "maxLength": 1024
-              },
-              "client_id": {
-                "type": "string",
-                "pattern": "^[A-Za-z0-9._:-]{1,128}$",
-                "description": "Identifies the app installation. A new login from the same client_id ends that client's previous session; a device bound from this session belongs to this client_id."
-              }
-            }
-          },
-          "RefreshRequest": {
-            "type": "object",
-            "additionalProperties": false,
-            "required": [
-              "refresh_token"
-            ],
-            "properties": {
-              "refresh_token": {
-                "$ref": "#/components/schemas/Token"
-              }
-            }
-          },
-          "Tokens": {
-            "type": "object",
-            "additionalProperties": false,
-            "required": [
-              "access_token",
-              "refresh_token",
-              "token_type",
-              "expires_in",
-              "session_id",
-              "user_id"
-            ],
-            "properties": {
-              "access_token": {
-                "$ref": "#/components/schemas/Token"
-              },
-              "refresh_token": {
-                "$ref": "#/components/schemas/Token"
-              },
-              "token_type": {
-                "type": "string",
-                "const": "Bearer"
-              },
-              "expires_in": {
-                "type": "integer",
-                "description": "Seconds until the access token expires."
-              },
-              "session_id": {
-                "$ref": "#/components/schemas/Id"
-              },
-              "user_id": {
-                "$ref": "#/components/schemas/Id"
-              }
-            },
-            "description": "The tokens of a session. The refresh token is single-use: every refresh returns a new pair; presenting a used refresh token again revokes the whole session."
-          },
-          "Me": {
-            "type": "object",
-            "additionalProperties": false,
-            "required": [
-              "user_id",
-              "username",
-              "session_id",
-              "auth_method",
-              "auth_time"
-            ],
-            "properties": {
-              "user_id": {
-                "$ref": "#/components/schemas/Id"
-              },
-              "username": {
-                "type": "string"
-              },
-              "session_id": {
-                "$ref": "#/components/schemas/Id"
-              },
-              "auth_method": {
-                "type": "string",
-                "enum": [
-                  "password",
-                  "device"
-                ]
-              },
-              "auth_time": {
-                "$ref": "#/components/schemas/Timestamp"
-              }
-            }
-          },
-          "BindDeviceRequest": {
-            "type": "object",
-            "additionalProperties": false,
-            "required": [
-              "public_key",
-              "name",
-              "key_protection"
-            ],
-            "properties": {
-              "public_key": {
-                "$ref": "#/components/schemas/Base64URL",
-                "description": "P-256 public key as SubjectPublicKeyInfo DER, base64url."
-              },
-              "name": {
-                "type": "string",
-                "minLength": 1,
-                "maxLength": 64
-              },
-              "key_protection": {
-                "type": "string",
-                "enum": [
-                  "secureEnclave",
-                  "software",
-                  "emulator"
-                ]
-              }
-            }
-          },
-          "BindDeviceResponse": {
-            "type": "object",
-            "additionalProperties": false,
-            "required": [
-              "device_id"
-            ],
-            "properties": {
-              "device_id": {
-                "$ref": "#/components/schemas/Id"
-              }
-            }
-          },
-          "Device": {
-            "type": "object",
-            "additionalProperties": false,
-            "required": [
-              "device_id",
-              "name",
-              "key_protection",
-              "status",
-              "created_at",
-              "last_used_at"
-            ],
-            "properties": {
-              "device_id": {
-                "$ref": "#/components/schemas/Id"
-              },
-              "name": {
-                "type": "string"
-              },
-              "key_protection": {
-                "type": "string",
-                "enum": [
-                  "secureEnclave",
-                  "software",
-                  "emulator"
-                ]
-              },
-              "status": {
-                "type": "string",
-                "enum": [
-                  "active",
-                  "suspended",
-                  "revoked"
-                ]
-              },
-              "created_at": {
-                "$ref": "#/components/schemas/Timestamp"
-              },
-              "last_used_at": {
-                "type": [
-                  "string",
-                  "null"
-                ],
-                "pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z$",
-                "description": "RFC 3339 UTC timestamp, whole seconds, or null."
-              }
-            }
-          },
-          "DeviceList": {
-            "type": "object",
-            "additionalProperties": false,
-            "required": [
-              "devices"
-            ],
-            "properties": {
-              "devices": {
-                "type": "array",
-                "items": {
-                  "$ref": "#/components/schemas/Device"
-                }
-              }
-            }
-          },
-          "ChallengeRequest": {
-            "type": "object",
-            "additionalProperties": false,
-            "required": [
-              "device_id"
-            ],
-            "properties": {
-              "device_id": {
-                "$ref": "#/components/schemas/Id"
-              }
-            }
-          },
-          "Challenge": {
-            "type": "object",
-            "additionalProperties": false,
-            "required": [
-              "challenge_id",
-              "payload",
-              "expires_at"
-            ],
-            "properties": {
-              "challenge_id": {
-                "$ref": "#/components/schemas/Id"
-              },
-              "payload": {
-                "$ref": "#/components/schemas/Base64URL",
-                "description": "The exact signing payload bytes, base64url. Decode, parse (check purpose login, server, device), sign the decoded bytes."
-              },
-              "expires_at": {
-                "$ref": "#/components/schemas/Timestamp"
-              }
-            }
-          },
-          "DeviceLoginRequest": {
-            "type": "object",
-            "additionalProperties": false,
-            "required": [
-              "challenge_id",
-              "signature"
-            ],
-            "properties": {
-              "challenge_id": {
-                "$ref": "#/components/schemas/Id"
-              },
-              "signature": {
-                "$ref": "#/components/schemas/Base64URL",
-                "description": "ECDSA P-256 with SHA-256 over the payload bytes, DER (as SecKeyCreateSignature with ecdsaSignatureMessageX962SHA256 produces), base64url."
-              }
-            }
-          },
-          "TransferAction": {
-            "type": "object",
-            "additionalProperties": false,
-            "required": [
-              "type",
-              "amount",
-              "asset",
-              "to"
-            ],
-            "properties": {
-              "type": {
-                "type": "string",
-                "const": "transfer"
-              },
-              "amount": {
-                "type": "string",
-                "pattern": "^(0|[1-9][0-9]{0,29})(\\.[0-9]{1,18})?$",
-                "description": "Positive decimal string, never a JSON number."
-              },
-              "asset": {
-                "type": "string",
-                "pattern": "^[A-Z0-9]{1,16}$"
-              },
-              "to": {
-                "type": "string",
-                "pattern": "^[A-Za-z0-9._:-]{1,128}$"
-              }
-            }
-          },
-          "CreateApprovalRequest": {
-            "type": "object",
-            "additionalProperties": false,
-            "required": [
-              "device_id",
-              "action"
-            ],
-            "properties": {
-              "device_id": {
-                "$ref": "#/components/schemas/Id"
-              },
-              "action": {
-                "$ref": "#/components/schemas/TransferAction"
-              }
-            }
-          },
-          "ApprovalChallenge": {
-            "type": "object",
-            "additionalProperties": false,
-            "required": [
-              "approval_id",
-              "payload",
-              "expires_at"
-            ],
-            "properties": {
-              "approval_id": {
-                "$ref": "#/components/schemas/Id"
-              },
-              "payload": {
-                "$ref": "#/components/schemas/Base64URL",
-                "description": "The exact signing payload bytes (purpose approve, with the action), base64url."
-              },
-              "expires_at": {
-                "$ref": "#/components/schemas/Timestamp"
-              }
-            }
-          },
-          "ConfirmApprovalRequest": {
-            "type": "object",
-            "additionalProperties": false,
-            "required": [
-              "signature"
-            ],
-            "properties": {
-              "signature": {
-                "$ref": "#/components/schemas/Base64URL",
-                "description": "ECDSA P-256 SHA-256 signature of the payload bytes, DER, base64url."
-              }
-            }
-          },
-          "ConfirmApprovalResponse": {
-            "type": "object",
-            "additionalProperties": false,
-            "required": [
-              "status"
-            ],
-            "properties": {
-              "status": {
-                "type": "string",
-                "const": "approved"
-              }
-            }
-          },
-          "Approval": {
-            "type": "object",
-            "additionalProperties": false,
-            "required": [
-              "approval_id",
-              "status",
-              "device_id",
-              "action",
-              "created_at",
-              "expires_at",
-              "decided_at"
-            ],
-            "properties": {
-              "approval_id": {
-                "$ref": "#/components/schemas/Id"
-              },
-              "status": {
-                "type": "string",
-                "enum": [
-                  "pending",
-                  "approved",
-                  "failed",
-                  "expired"
-                ]
-              },
-              "device_id": {
-                "$ref": "#/components/schemas/Id"
-              },
-              "action": {
-                "$ref": "#/components/schemas/TransferAction"
-              },
-              "created_at": {
-                "$ref": "#/components/schemas/Timestamp"
-              },
-              "expires_at": {
-                "$ref": "#/components/schemas/Timestamp"
-              },
-              "decided_at": {
-                "type": [
-                  "string",
-                  "null"
-                ],
-                "pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z$",
-                "description": "RFC 3339 UTC timestamp, whole seconds, or null."
-              }
-            }
-          },
-          "AuditEvent": {
-            "type": "object",
-            "additionalProperties": false,
-            "required": [
-              "time",
-              "type",
-              "method",
-              "user_id",
-              "device_id",
-              "session_id",
-              "client_address"
-            ],
-            "properties": {
-              "time": {
-                "$ref": "#/components/schemas/Timestamp"
-              },
-              "type": {
-                "type": "string",
-                "enum": [
-                  "account_created",
-                  "login",
-                  "login_failed",
-                  "throttled",
-                  "lockout",
-                  "logout",
-                  "refresh_reuse",
-                  "device_bound",
-                  "device_revoked",
-                  "device_suspended",
-                  "approval_created",
-                  "approval_confirmed",
-                  "approval_failed"
-                ]
-              },
-              "method": {
-                "type": [
-                  "string",
-                  "null"
-                ],
-                "enum": [
-                  "password",
-                  "device",
-                  "approval",
-                  null
-                ]
-              },
-              "user_id": {
-                "type": [
-                  "string",
-                  "null"
-                ]
-              },
-              "device_id": {
-                "type": [
-                  "string",
-                  "null"
-                ]
-              },
-              "session_id": {
-                "type": [
-                  "string",
-                  "null"
-                ]
-              },
-              "client_address": {
-                "type": [
-                  "string",
-                  "null"
-                ]
-              }
-            }
-          },
-          "AuditList": {
-            "type": "object",
-            "additionalProperties": false,
-            "required": [
-              "events"
-            ],
-            "properties": {
-              "events": {
-                "type": "array",
-                "items": {
-                  "$ref": "#/components/schemas/AuditEvent"
-                }
-              }
-            }
-          }
-        }
-      }
-    }
+    # Keybound Server API v1. Served by the server at /openapi.yaml (embedded by scripts/embed-openapi.sh).
+    openapi: 3.1.0
+    info:
+      title: Keybound Server API
+      version: 1.0.0
+      description: 'Biometric login and transaction approval. JSON over HTTP/1.1. Errors are application/problem+json (RFC 9457) with a stable code. Request bodies are decoded strictly: unknown members, wrong types and malformed JSON give 400; bodies over 64 KiB give 413. Binary values are base64url without padding. Signing payloads are compact UTF-8 JSON with members in this order: {"keybound":1,"purpose":"login"|"approve","server":<server id>,"device":<device id>,"challenge":<base64url of 32 random bytes>,"expires":<RFC 3339>[,"action":{"type":"transfer","amount":<decimal string>,"asset":<code>,"to":<recipient>}]}. The device signs the exact bytes (ECDSA P-256, SHA-256, DER).'
+    servers:
+      - url: http://127.0.0.1:8420
+    security: []
+    paths:
+      /healthz:
+        get:
+          operationId: health
+          summary: Liveness and database check
+          description: Returns 200 when the server and its database answer.
+          security: []
+          responses:
+            '200':
+              description: Healthy.
+              content:
+                application/json:
+                  schema:
+                    $ref: '#/components/schemas/Health'
+            default:
+              $ref: '#/components/responses/Error'
+      /metrics:
+        get:
+          operationId: metrics
+          summary: Prometheus metrics
+          description: keybound_http_requests_total{route,status}, keybound_http_request_duration_seconds{route} (histogram), keybound_logins_total{method,outcome}.
+          security: []
+          responses:
+            '200':
+              description: Prometheus text exposition format 0.0.4.
+              content:
+                text/plain:
+                  schema:
+                    type: string
+            default:
+              $ref: '#/components/responses/Error'
+      /openapi.yaml:
+        get:
+          operationId: openapi
+          summary: This document
+          description: The OpenAPI document of this API.
+          security: []
+          responses:
+            '200':
+              description: OpenAPI 3.1, YAML.
+              content:
+                application/yaml:
+                  schema:
+                    type: string
+            default:
+              $ref: '#/components/responses/Error'
+      /v1/accounts:
+        post:
+          operationId: createAccount
+          summary: Create an account
+          description: Hashes the password with Argon2id (at least m=19 MiB, t=2, p=1).
+          security: []
+          requestBody:
+            required: true
+            content:
+              application/json:
+                schema:
+                  $ref: '#/components/schemas/CreateAccountRequest'
+          responses:
+            '201':
+              description: Created.
+              content:
+                application/json:
+                  schema:
+                    $ref: '#/components/schemas/CreateAccountResponse'
+            '400':
+              $ref: '#/components/responses/BadRequest'
+            '409':
+              description: username_taken.
+              content:
+                application/problem+json:
+                  schema:
+                    $ref: '#/components/schemas/Problem'
+            default:
+              $ref: '#/components/responses/Error'
+      /v1/sessions/password:
+        post:
+          operationId: passwordLogin
+          summary: Password login
+          description: Opens a session. Wrong password and unknown user give byte-identical 401 bodies. After 5 consecutive failures on an account (or too many from one client address) further attempts get 429 with Retry-After, with a delay that doubles each time. A successful password login lifts device suspensions.
+          security: []
+          requestBody:
+            required: true
+            content:
+              application/json:
+                schema:
+                  $ref: '#/components/schemas/PasswordLoginRequest'
+          responses:
+            '200':
+              description: Logged in.
+              content:
+                application/json:
+                  schema:
+                    $ref: '#/components/schemas/Tokens'
+            '400':
+              $ref: '#/components/responses/BadRequest'
+            '401':
+              description: invalid_credentials.
+              content:
+                application/problem+json:
+                  schema:
+                    $ref: '#/components/schemas/Problem'
+            '429':
+              description: throttled; see Retry-After.
+              content:
+                application/problem+json:
+                  schema:
+                    $ref: '#/components/schemas/Problem'
+              headers:
+                Retry-After:
+                  description: Seconds to wait before trying again.
+                  schema:
+                    type: integer
+                    minimum: 1
+            default:
+              $ref: '#/components/responses/Error'
+      /v1/sessions/refresh:
+        post:
+          operationId: refresh
+          summary: Refresh a session
+          description: 'Rotates the refresh token: returns a new pair and the old refresh token dies. Presenting a used refresh token revokes the whole session (RFC 9700 4.14.2).'
+          security: []
+          requestBody:
+            required: true
+            content:
+              application/json:
+                schema:
+                  $ref: '#/components/schemas/RefreshRequest'
+          responses:
+            '200':
+              description: New tokens.
+              content:
+                application/json:
+                  schema:
+                    $ref: '#/components/schemas/Tokens'
+            '400':
+              $ref: '#/components/responses/BadRequest'
+            '401':
+              $ref: '#/components/responses/TokenInvalid'
+            default:
+              $ref: '#/components/responses/Error'
+      /v1/sessions/current:
+        delete:
+          operationId: logout
+          summary: Log out
+          description: 'Revokes the current session: its access and refresh tokens stop working at once.'
+          security:
+            - bearer: []
+          responses:
+            '204':
+              description: Logged out.
+            '401':
+              $ref: '#/components/responses/TokenInvalid'
+            default:
+              $ref: '#/components/responses/Error'
+      /v1/me:
+        get:
+          operationId: me
+          summary: The caller
+          description: The user and session behind the access token.
+          security:
+            - bearer: []
+          responses:
+            '200':
+              description: The caller.
+              content:
+                application/json:
+                  schema:
+                    $ref: '#/components/schemas/Me'
+            '401':
+              $ref: '#/components/responses/TokenInvalid'
+            default:
+              $ref: '#/components/responses/Error'
+      /v1/devices:
+        post:
+          operationId: bindDevice
+          summary: Bind a device key
+          description: Registers a P-256 public key. Needs a session opened by password login within the last 5 minutes (else 403 step_up_required). A new key from the same client_id revokes the previous device of that client (and its sessions).
+          security:
+            - bearer: []
+          requestBody:
+            required: true
+            content:
+              application/json:
+                schema:
+                  $ref: '#/components/schemas/BindDeviceRequest'
+          responses:
+            '201':
+              description: Bound.
+              content:
+                application/json:
+                  schema:
+                    $ref: '#/components/schemas/BindDeviceResponse'
+            '400':
+              description: invalid_request, unknown_member or invalid_public_key.
+              content:
+                application/problem+json:
+                  schema:
+                    $ref: '#/components/schemas/Problem'
+            '401':
+              $ref: '#/components/responses/TokenInvalid'
+            '403':
+              description: step_up_required.
+              content:
+                application/problem+json:
+                  schema:
+                    $ref: '#/components/schemas/Problem'
+            default:
+              $ref: '#/components/responses/Error'
+        get:
+          operationId: listDevices
+          summary: List devices
+          description: The caller's devices, oldest first, with their status.
+          security:
+            - bearer: []
+          responses:
+            '200':
+              description: Devices.
+              content:
+                application/json:
+                  schema:
+                    $ref: '#/components/schemas/DeviceList'
+            '401':
+              $ref: '#/components/responses/TokenInvalid'
+            default:
+              $ref: '#/components/responses/Error'
+      /v1/devices/{id}:
+        delete:
+          operationId: revokeDevice
+          summary: Revoke a device
+          description: Revokes the device and ends every session it opened. Idempotent.
+          security:
+            - bearer: []
+          parameters:
+            - name: id
+              in: path
+              required: true
+              schema:
+                $ref: '#/components/schemas/Id'
+          responses:
+            '204':
+              description: Revoked.
+            '401':
+              $ref: '#/components/responses/TokenInvalid'
+            '404':
+              description: not_found (also for another user's device).
+              content:
+                application/problem+json:
+                  schema:
+                    $ref: '#/components/schemas/Problem'
+            default:
+              $ref: '#/components/responses/Error'
+      /v1/challenges:
+        post:
+          operationId: createChallenge
+          summary: Get a login challenge
+          description: Issues a single-use signing payload (purpose login) for the device, valid 60 seconds.
+          security: []
+          requestBody:
+            required: true
+            content:
+              application/json:
+                schema:
+                  $ref: '#/components/schemas/ChallengeRequest'
+          responses:
+            '201':
+              description: Issued.
+              content:
+                application/json:
+                  schema:
+                    $ref: '#/components/schemas/Challenge'
+            '400':
+              $ref: '#/components/responses/BadRequest'
+            '403':
+              description: device_revoked or device_suspended.
+              content:
+                application/problem+json:
+                  schema:
+                    $ref: '#/components/schemas/Problem'
+            '404':
+              description: not_found.
+              content:
+                application/problem+json:
+                  schema:
+                    $ref: '#/components/schemas/Problem'
+            default:
+              $ref: '#/components/responses/Error'
+      /v1/sessions/device:
+        post:
+          operationId: deviceLogin
+          summary: Device-key login
+          description: Verifies the signature over the issued payload with the device key and opens a session (auth_method device). Every attempt uses the challenge up; of several simultaneous attempts exactly one can succeed. 5 consecutive bad signatures suspend the device until a password login.
+          security: []
+          requestBody:
+            required: true
+            content:
+              application/json:
+                schema:
+                  $ref: '#/components/schemas/DeviceLoginRequest'
+          responses:
+            '200':
+              description: Logged in.
+              content:
+                application/json:
+                  schema:
+                    $ref: '#/components/schemas/Tokens'
+            '400':
+              $ref: '#/components/responses/BadRequest'
+            '401':
+              description: signature_invalid.
+              content:
+                application/problem+json:
+                  schema:
+                    $ref: '#/components/schemas/Problem'
+            '403':
+              description: device_revoked or device_suspended.
+              content:
+                application/problem+json:
+                  schema:
+                    $ref: '#/components/schemas/Problem'
+            '404':
+              description: 'not_found: unknown challenge.'
+              content:
+                application/problem+json:
+                  schema:
+                    $ref: '#/components/schemas/Problem'
+            '409':
+              description: challenge_used.
+              content:
+                application/problem+json:
+                  schema:
+                    $ref: '#/components/schemas/Problem'
+            '410':
+              description: challenge_expired.
+              content:
+                application/problem+json:
+                  schema:
+                    $ref: '#/components/schemas/Problem'
+            default:
+              $ref: '#/components/responses/Error'
+      /v1/approvals:
+        post:
+          operationId: createApproval
+          summary: Request an approval
+          description: Issues a signing payload (purpose approve) naming the action, for one of the caller's devices, valid 5 minutes.
+          security:
+            - bearer: []
+          requestBody:
+            required: true
+            content:
+              application/json:
+                schema:
+                  $ref: '#/components/schemas/CreateApprovalRequest'
+          responses:
+            '201':
+              description: Issued.
+              content:
+                application/json:
+                  schema:
+                    $ref: '#/components/schemas/ApprovalChallenge'
+            '400':
+              $ref: '#/components/responses/BadRequest'
+            '401':
+              $ref: '#/components/responses/TokenInvalid'
+            '403':
+              description: device_revoked or device_suspended.
+              content:
+                application/problem+json:
+                  schema:
+                    $ref: '#/components/schemas/Problem'
+            '404':
+              description: 'not_found: no such device for this user.'
+              content:
+                application/problem+json:
+                  schema:
+                    $ref: '#/components/schemas/Problem'
+            default:
+              $ref: '#/components/responses/Error'
+      /v1/approvals/{id}/confirm:
+        post:
+          operationId: confirmApproval
+          summary: Confirm an approval
+          description: 'Accepts a signature of the exact payload bytes, once. The first confirmation decides: a bad signature marks the approval failed.'
+          security:
+            - bearer: []
+          parameters:
+            - name: id
+              in: path
+              required: true
+              schema:
+                $ref: '#/components/schemas/Id'
+          requestBody:
+            required: true
+            content:
+              application/json:
+                schema:
+                  $ref: '#/components/schemas/ConfirmApprovalRequest'
+          responses:
+            '200':
+              description: Approved.
+              content:
+                application/json:
+                  schema:
+                    $ref: '#/components/schemas/ConfirmApprovalResponse'
+            '400':
+              $ref: '#/components/responses/BadRequest'
+            '401':
+              description: token_invalid or signature_invalid.
+              content:
+                application/problem+json:
+                  schema:
+                    $ref: '#/components/schemas/Problem'
+            '403':
+              description: device_revoked or device_suspended.
+              content:
+                application/problem+json:
+                  schema:
+                    $ref: '#/components/schemas/Problem'
+            '404':
+              description: not_found (also for another user's approval).
+              content:
+                application/problem+json:
+                  schema:
+                    $ref: '#/components/schemas/Problem'
+            '409':
+              description: 'challenge_used: already decided.'
+              content:
+                application/problem+json:
+                  schema:
+                    $ref: '#/components/schemas/Problem'
+            '410':
+              description: challenge_expired.
+              content:
+                application/problem+json:
+                  schema:
+                    $ref: '#/components/schemas/Problem'
+            default:
+              $ref: '#/components/responses/Error'
+      /v1/approvals/{id}:
+        get:
+          operationId: getApproval
+          summary: Approval status
+          description: pending, approved, failed or expired.
+          security:
+            - bearer: []
+          parameters:
+            - name: id
+              in: path
+              required: true
+              schema:
+                $ref: '#/components/schemas/Id'
+          responses:
+            '200':
+              description: The approval.
+              content:
+                application/json:
+                  schema:
+                    $ref: '#/components/schemas/Approval'
+            '401':
+              $ref: '#/components/responses/TokenInvalid'
+            '404':
+              description: not_found.
+              content:
+                application/problem+json:
+                  schema:
+                    $ref: '#/components/schemas/Problem'
+            default:
+              $ref: '#/components/responses/Error'
+      /v1/audit:
+        get:
+          operationId: audit
+          summary: The caller's audit events
+          description: Newest first. Never contains a secret, token or signature.
+          security:
+            - bearer: []
+          parameters:
+            - name: limit
+              in: query
+              required: false
+              schema:
+                type: integer
+                minimum: 1
+                maximum: 500
+                default: 100
+          responses:
+            '200':
+              description: Events.
+              content:
+                application/json:
+                  schema:
+                    $ref: '#/components/schemas/AuditList'
+            '400':
+              $ref: '#/components/responses/BadRequest'
+            '401':
+              $ref: '#/components/responses/TokenInvalid'
+            default:
+              $ref: '#/components/responses/Error'
+    components:
+      securitySchemes:
+        bearer:
+          type: http
+          scheme: bearer
+          description: 'Authorization: Bearer <access_token>'
+      responses:
+        Error:
+          description: 'Any other error: 405 method_not_allowed, 413 body_too_large, 415 unsupported_media_type (send Content-Type: application/json), 503 unavailable (with Retry-After), 500 internal.'
+          content:
+            application/problem+json:
+              schema:
+                $ref: '#/components/schemas/Problem'
+        BadRequest:
+          description: invalid_request (malformed JSON, missing member, wrong type, bad value) or unknown_member.
+          content:
+            application/problem+json:
+              schema:
+                $ref: '#/components/schemas/Problem'
+        TokenInvalid:
+          description: 'token_invalid: missing, unknown, expired or revoked token.'
+          content:
+            application/problem+json:
+              schema:
+                $ref: '#/components/schemas/Problem'
+      schemas:
+        Id:
+          type: string
+          pattern: ^[a-z]{3}_[A-Za-z0-9_-]{22}$
+          description: Opaque random id.
+        Timestamp:
+          type: string
+          pattern: ^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z$
+          format: date-time
+          description: 'RFC 3339, UTC, whole seconds: YYYY-MM-DDTHH:MM:SSZ.'
+        Base64URL:
+          type: string
+          pattern: ^[A-Za-z0-9_-]+$
+          description: Binary data, base64url without padding (RFC 4648 section 5).
+        Token:
+          type: string
+          pattern: ^[A-Za-z0-9_-]{43}$
+          description: 'Opaque token: 256 random bits, base64url. Store it as a secret.'
+        Problem:
+          type: object
+          additionalProperties: false
+          required:
+            - type
+            - title
+            - status
+            - code
+            - detail
+          properties:
+            type:
+              type: string
+              description: urn:keybound:problem:<code>
+            title:
+              type: string
+            status:
+              type: integer
+            code:
+              type: string
+              enum:
+                - invalid_request
+                - unknown_member
+                - body_too_large
+                - unsupported_media_type
+                - invalid_credentials
+                - throttled
+                - token_invalid
+                - challenge_expired
+                - challenge_used
+                - signature_invalid
+                - device_revoked
+                - device_suspended
+                - invalid_public_key
+                - step_up_required
+                - not_found
+                - method_not_allowed
+                - username_taken
+                - unavailable
+                - internal
+              description: Stable machine-readable code. Clients switch on this, never on title or detail.
+            detail:
+              type: string
+          description: RFC 9457 problem details. Every error response has this body.
+        Health:
+          type: object
+          additionalProperties: false
+          required:
+            - status
+          properties:
+            status:
+              type: string
+              const: ok
+        CreateAccountRequest:
+          type: object
+          additionalProperties: false
+          required:
+            - username
+            - password
+          properties:
+            username:
+              type: string
+              pattern: ^[A-Za-z0-9._@+-]{1,64}$
+              description: Compared case-insensitively (stored lowercased).
+            password:
+              type: string
+              minLength: 8
+              maxLength: 1024
+              description: 8 to 1024 characters, no composition rules.
+        CreateAccountResponse:
+          type: object
+          additionalProperties: false
+          required:
+            - user_id
+          properties:
+            user_id:
+              $ref: '#/components/schemas/Id'
+        PasswordLoginRequest:
+          type: object
+          additionalProperties: false
+          required:
+            - username
+            - password
+            - client_id
+          properties:
+            username:
+              type: string
+              maxLength: 64
+            password:
+              type: string
+              maxLength: 1024
+            client_id:
+              type: string
+              pattern: ^[A-Za-z0-9._:-]{1,128}$
+              description: Identifies the app installation. A new login from the same client_id ends that client's previous session; a device bound from this session belongs to this client_id.
+        RefreshRequest:
+          type: object
+          additionalProperties: false
+          required:
+            - refresh_token
+          properties:
+            refresh_token:
+              $ref: '#/components/schemas/Token'
+        Tokens:
+          type: object
+          additionalProperties: false
+          required:
+            - access_token
+            - refresh_token
+            - token_type
+            - expires_in
+            - session_id
+            - user_id
+          properties:
+            access_token:
+              $ref: '#/components/schemas/Token'
+            refresh_token:
+              $ref: '#/components/schemas/Token'
+            token_type:
+              type: string
+              const: Bearer
+            expires_in:
+              type: integer
+              description: Seconds until the access token expires.
+            session_id:
+              $ref: '#/components/schemas/Id'
+            user_id:
+              $ref: '#/components/schemas/Id'
+          description: 'The tokens of a session. The refresh token is single-use: every refresh returns a new pair; presenting a used refresh token again revokes the whole session.'
+        Me:
+          type: object
+          additionalProperties: false
+          required:
+            - user_id
+            - username
+            - session_id
+            - auth_method
+            - auth_time
+          properties:
+            user_id:
+              $ref: '#/components/schemas/Id'
+            username:
+              type: string
+            session_id:
+              $ref: '#/components/schemas/Id'
+            auth_method:
+              type: string
+              enum:
+                - password
+                - device
+            auth_time:
+              $ref: '#/components/schemas/Timestamp'
+        BindDeviceRequest:
+          type: object
+          additionalProperties: false
+          required:
+            - public_key
+            - name
+            - key_protection
+          properties:
+            public_key:
+              $ref: '#/components/schemas/Base64URL'
+              description: P-256 public key as SubjectPublicKeyInfo DER, base64url.
+            name:
+              type: string
+              minLength: 1
+              maxLength: 64
+            key_protection:
+              type: string
+              enum:
+                - secureEnclave
+                - software
+                - emulator
+        BindDeviceResponse:
+          type: object
+          additionalProperties: false
+          required:
+            - device_id
+          properties:
+            device_id:
+              $ref: '#/components/schemas/Id'
+        Device:
+          type: object
+          additionalProperties: false
+          required:
+            - device_id
+            - name
+            - key_protection
+            - status
+            - created_at
+            - last_used_at
+          properties:
+            device_id:
+              $ref: '#/components/schemas/Id'
+            name:
+              type: string
+            key_protection:
+              type: string
+              enum:
+                - secureEnclave
+                - software
+                - emulator
+            status:
+              type: string
+              enum:
+                - active
+                - suspended
+                - revoked
+            created_at:
+              $ref: '#/components/schemas/Timestamp'
+            last_used_at:
+              type:
+                - string
+                - 'null'
+              pattern: ^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z$
+              description: RFC 3339 UTC timestamp, whole seconds, or null.
+        DeviceList:
+          type: object
+          additionalProperties: false
+          required:
+            - devices
+          properties:
+            devices:
+              type: array
+              items:
+                $ref: '#/components/schemas/Device'
+        ChallengeRequest:
+          type: object
+          additionalProperties: false
+          required:
+            - device_id
+          properties:
+            device_id:
+              $ref: '#/components/schemas/Id'
+        Challenge:
+          type: object
+          additionalProperties: false
+          required:
+            - challenge_id
+            - payload
+            - expires_at
+          properties:
+            challenge_id:
+              $ref: '#/components/schemas/Id'
+            payload:
+              $ref: '#/components/schemas/Base64URL'
+              description: The exact signing payload bytes, base64url. Decode, parse (check purpose login, server, device), sign the decoded bytes.
+            expires_at:
+              $ref: '#/components/schemas/Timestamp'
+        DeviceLoginRequest:
+          type: object
+          additionalProperties: false
+          required:
+            - challenge_id
+            - signature
+          properties:
+            challenge_id:
+              $ref: '#/components/schemas/Id'
+            signature:
+              $ref: '#/components/schemas/Base64URL'
+              description: ECDSA P-256 with SHA-256 over the payload bytes, DER (as SecKeyCreateSignature with ecdsaSignatureMessageX962SHA256 produces), base64url.
+        TransferAction:
+          type: object
+          additionalProperties: false
+          required:
+            - type
+            - amount
+            - asset
+            - to
+          properties:
+            type:
+              type: string
+              const: transfer
+            amount:
+              type: string
+              pattern: ^(0|[1-9][0-9]{0,29})(\.[0-9]{1,18})?$
+              description: Positive decimal string, never a JSON number.
+            asset:
+              type: string
+              pattern: ^[A-Z0-9]{1,16}$
+            to:
+              type: string
+              pattern: ^[A-Za-z0-9._:-]{1,128}$
+        CreateApprovalRequest:
+          type: object
+          additionalProperties: false
+          required:
+            - device_id
+            - action
+          properties:
+            device_id:
+              $ref: '#/components/schemas/Id'
+            action:
+              $ref: '#/components/schemas/TransferAction'
+        ApprovalChallenge:
+          type: object
+          additionalProperties: false
+          required:
+            - approval_id
+            - payload
+            - expires_at
+          properties:
+            approval_id:
+              $ref: '#/components/schemas/Id'
+            payload:
+              $ref: '#/components/schemas/Base64URL'
+              description: The exact signing payload bytes (purpose approve, with the action), base64url.
+            expires_at:
+              $ref: '#/components/schemas/Timestamp'
+        ConfirmApprovalRequest:
+          type: object
+          additionalProperties: false
+          required:
+            - signature
+          properties:
+            signature:
+              $ref: '#/components/schemas/Base64URL'
+              description: ECDSA P-256 SHA-256 signature of the payload bytes, DER, base64url.
+        ConfirmApprovalResponse:
+          type: object
+          additionalProperties: false
+          required:
+            - status
+          properties:
+            status:
+              type: string
+              const: approved
+        Approval:
+          type: object
+          additionalProperties: false
+          required:
+            - approval_id
+            - status
+            - device_id
+            - action
+            - created_at
+            - expires_at
+            - decided_at
+          properties:
+            approval_id:
+              $ref: '#/components/schemas/Id'
+            status:
+              type: string
+              enum:
+                - pending
+                - approved
+                - failed
+                - expired
+            device_id:
+              $ref: '#/components/schemas/Id'
+            action:
+              $ref: '#/components/schemas/TransferAction'
+            created_at:
+              $ref: '#/components/schemas/Timestamp'
+            expires_at:
+              $ref: '#/components/schemas/Timestamp'
+            decided_at:
+              type:
+                - string
+                - 'null'
+              pattern: ^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z$
+              description: RFC 3339 UTC timestamp, whole seconds, or null.
+        AuditEvent:
+          type: object
+          additionalProperties: false
+          required:
+            - time
+            - type
+            - method
+            - user_id
+            - device_id
+            - session_id
+            - client_address
+          properties:
+            time:
+              $ref: '#/components/schemas/Timestamp'
+            type:
+              type: string
+              enum:
+                - account_created
+                - login
+                - login_failed
+                - throttled
+                - lockout
+                - logout
+                - refresh_reuse
+                - device_bound
+                - device_revoked
+                - device_suspended
+                - approval_created
+                - approval_confirmed
+                - approval_failed
+            method:
+              type:
+                - string
+                - 'null'
+              enum:
+                - password
+                - device
+                - approval
+                - null
+            user_id:
+              type:
+                - string
+                - 'null'
+            device_id:
+              type:
+                - string
+                - 'null'
+            session_id:
+              type:
+                - string
+                - 'null'
+            client_address:
+              type:
+                - string
+                - 'null'
+        AuditList:
+          type: object
+          additionalProperties: false
+          required:
+            - events
+          properties:
+            events:
+              type: array
+              items:
+                $ref: '#/components/schemas/AuditEvent'
 
     """#

@@ -6,7 +6,7 @@ import KeyboundWire
 /// media type matches, and the JSON body validates against the schema (types, required members,
 /// no undocumented members, enums, patterns, nullability).
 ///
-/// The document is written in YAML's JSON-compatible syntax, so the strict JSON parser reads it.
+/// The document is read with ``YAMLSubset``.
 final class OpenAPISpec: Sendable {
     static let shared = OpenAPISpec()
 
@@ -20,7 +20,7 @@ final class OpenAPISpec: Sendable {
 
     private init() {
         do {
-            root = try JSON.parse(Data(contentsOf: Self.documentURL))
+            root = try YAMLSubset.parse(String(contentsOf: Self.documentURL, encoding: .utf8))
             loadError = nil
         } catch {
             root = .null

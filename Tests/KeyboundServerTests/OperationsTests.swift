@@ -180,3 +180,28 @@ struct OperationsTests {
         #expect(String(decoding: data, as: UTF8.self) == #"{"status":"ok"}"#)
     }
 }
+
+@Suite("YAML subset reader")
+struct YAMLSubsetTests {
+    @Test func readsTheSubset() throws {
+        let text = """
+            # comment
+            a: 1
+            b:
+              - x
+              - 'it''s'
+              - key: "q\\"uote"
+                other: []
+            c:
+            - {}
+            '200':
+              d: plain text: with colon
+            """
+        let value = try YAMLSubset.parse(text)
+        let expected =
+            #"{"a":1,"b":["x","it's",{"key":"q\"uote","other":[]}],"c":[{}],"200":{"d":"plain text: with colon"}}"#
+        #expect(String(decoding: JSON.serialize(value), as: UTF8.self) == expected)
+        #expect(throws: YAMLSubset.Failure.self) { try YAMLSubset.parse("a: 1\na: 2") }
+        #expect(throws: YAMLSubset.Failure.self) { try YAMLSubset.parse("a: [1, 2]") }
+    }
+}

@@ -56,13 +56,13 @@ final class ServeProcess: Sendable {
             throw TestFailure("keybound serve did not start (\(Self.executable.path))")
         }
         port = found
+        guard let baseURL = URL(string: "http://127.0.0.1:\(found)") else { throw TestFailure("bad URL") }
+        client = Client(baseURL: baseURL)
         // Keep draining stderr so the child never blocks on a full pipe.
         Task.detached { while !reader.availableData.isEmpty {} }
     }
 
-    var client: Client {
-        Client(baseURL: URL(string: "http://127.0.0.1:\(port)")!)
-    }
+    let client: Client
 
     func kill(_ signal: Int32) -> Int32 {
         Foundation.kill(process.processIdentifier, signal)

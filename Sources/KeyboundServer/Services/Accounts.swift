@@ -36,7 +36,8 @@ extension Application {
             ).map { (id: try $0.text(0), hash: try $0.text(1)) }
             let blockedUntil =
                 try [accountScope, addressScope].map { scope in
-                    try connection.queryOne("SELECT blocked_until FROM throttles WHERE scope = ?", [.text(scope)])?
+                    try connection.queryOne(
+                        "SELECT blocked_until FROM throttles WHERE scope = ?", [.text(scope)])?
                         .integer(0) ?? 0
                 }.max() ?? 0
             return (user, blockedUntil)

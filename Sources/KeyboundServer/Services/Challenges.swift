@@ -56,7 +56,9 @@ extension Application {
                 let payload = Base64URL.decode(try row.text(1))
             else { return .failure(.notFound) }
             func refuse(_ error: APIError) throws -> Result<TokenResponse, APIError> {
-                try audit(connection, context, "login_failed", method: "device", userID: device.userID, deviceID: device.id)
+                try audit(
+                    connection, context, "login_failed", method: "device", userID: device.userID,
+                    deviceID: device.id)
                 metrics.recordLogin(method: "device", outcome: "failure")
                 return .failure(error)
             }

@@ -8,7 +8,8 @@ extension Application {
         let now = clock.nowMilliseconds
         do {
             try database.write { connection in
-                try connection.execute("DELETE FROM challenges WHERE expires_at < ?", [.integer(now - 3_600_000)])
+                try connection.execute(
+                    "DELETE FROM challenges WHERE expires_at < ?", [.integer(now - 3_600_000)])
                 try connection.execute("DELETE FROM tokens WHERE expires_at < ?", [.integer(now)])
                 try connection.execute(
                     "DELETE FROM throttles WHERE blocked_until < ? AND updated_at < ?",

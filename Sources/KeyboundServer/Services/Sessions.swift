@@ -130,7 +130,8 @@ extension Application {
             let method = AuthMethod(rawValue: try row.text(6))
         else { throw APIError.tokenInvalid }
         return Caller(
-            sessionID: try row.text(2), userID: try row.text(3), username: try row.text(9), clientID: try row.text(4),
+            sessionID: try row.text(2), userID: try row.text(3), username: try row.text(9),
+            clientID: try row.text(4),
             deviceID: try row.optionalText(5), authMethod: method, authTime: try row.integer(7))
     }
 
