@@ -9,10 +9,10 @@ public struct ServerError: Error, Sendable, CustomStringConvertible {
 /// The Keybound API server.
 ///
 /// ```swift
-/// var configuration = Configuration.testing(databasePath: "/tmp/keybound.sqlite")  // port 0
+/// let configuration = Configuration.testing(databasePath: "/tmp/keybound.sqlite")  // port 0
 /// let server = try Server(configuration: configuration)
 /// try server.start()
-/// let baseURL = server.baseURL!  // http://127.0.0.1:<port>
+/// guard let baseURL = server.baseURL else { … }  // http://127.0.0.1:<port>
 /// …
 /// server.stop()
 /// ```
