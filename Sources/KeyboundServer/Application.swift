@@ -17,7 +17,8 @@ final class Application: Sendable {
         self.configuration = configuration
         logger = Logger(sink: configuration.log, clock: configuration.clock)
         database = try openDatabase(
-            url: configuration.databaseURL, connections: configuration.workerThreads + 2)
+            url: configuration.databaseURL, connections: configuration.workerThreads + 2,
+            synchronous: configuration.sqliteSynchronous)
         try Migrations.apply(to: database)
         hasher = try PasswordHasher(
             parameters: configuration.argon2, concurrency: configuration.hashingConcurrency)

@@ -1,5 +1,14 @@
 import Foundation
 
+/// SQLite's commit durability (`PRAGMA synchronous` in WAL mode).
+public enum SQLiteSynchronous: String, Sendable, CaseIterable {
+    /// Every commit is synced to disk before the response: survives kill -9 and power loss.
+    case full
+    /// Every commit reaches the operating system before the response: survives kill -9 of the
+    /// server, may lose the last commits if the machine loses power.
+    case normal
+}
+
 /// Everything that configures a ``Server``. Every property has a safe default.
 public struct Configuration: Sendable {
     /// The numeric address to listen on (default loopback `127.0.0.1`; `::1` for IPv6).
@@ -8,6 +17,9 @@ public struct Configuration: Sendable {
     public var port: UInt16 = 8420
     /// The database: `sqlite:PATH`.
     public var databaseURL: String = "sqlite:keybound.sqlite"
+    /// How SQLite commits: `.full` (default) survives a power loss, `.normal` survives a crash
+    /// of the process (kill -9) but may lose the last commits on a power loss, and is faster.
+    public var sqliteSynchronous: SQLiteSynchronous = .full
     /// This server's id, written into every signing payload (`"server"`); devices check it.
     public var serverID: String = "keybound"
     /// Access token lifetime in seconds (default 15 minutes).

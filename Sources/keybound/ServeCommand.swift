@@ -20,6 +20,8 @@ enum ServeCommand {
           --single-session          any login ends the user's other sessions KEYBOUND_SINGLE_SESSION (=1)
           --access-token-ttl SEC    access token lifetime          KEYBOUND_ACCESS_TOKEN_TTL  (900)
           --refresh-token-ttl SEC   refresh token lifetime         KEYBOUND_REFRESH_TOKEN_TTL (2592000)
+          --sqlite-synchronous M    full (survives power loss) or normal (survives kill -9, faster)
+                                                                   KEYBOUND_SQLITE_SYNCHRONOUS (full)
           --workers N               HTTP worker threads            KEYBOUND_WORKERS     (core count, min 2)
           --body-limit BYTES        largest request body           KEYBOUND_BODY_LIMIT  (65536)
           --connection-timeout SEC  idle connection timeout        KEYBOUND_CONNECTION_TIMEOUT (30)
@@ -90,6 +92,12 @@ enum ServeCommand {
                 throw UsageError("--db must be sqlite:PATH, e.g. sqlite:/var/lib/keybound/keybound.sqlite")
             }
             configuration.databaseURL = url
+        }
+        if let mode = value("sqlite-synchronous", "KEYBOUND_SQLITE_SYNCHRONOUS") {
+            guard let synchronous = SQLiteSynchronous(rawValue: mode) else {
+                throw UsageError("--sqlite-synchronous must be full or normal")
+            }
+            configuration.sqliteSynchronous = synchronous
         }
         if let serverID = value("server-id", "KEYBOUND_SERVER_ID") { configuration.serverID = serverID }
         configuration.tlsCertificatePath = value("tls-cert", "KEYBOUND_TLS_CERT")

@@ -80,10 +80,12 @@ final class ServeProcess: Sendable {
 
 @Suite("keybound serve as a process")
 struct ProcessTests {
-    @Test func killDashNineRightAfterA2xxLosesNothing() async throws {
+    @Test(arguments: ["full", "normal"])
+    func killDashNineRightAfterA2xxLosesNothing(synchronous: String) async throws {
         let directory = try TemporaryDirectory()
         let database = "sqlite:" + directory.path("durable.sqlite")
-        let first = try await ServeProcess(arguments: ["--db", database, "--server-id", "durable"])
+        let first = try await ServeProcess(
+            arguments: ["--db", database, "--server-id", "durable", "--sqlite-synchronous", synchronous])
         try await first.client.createAccount("alice")
         let tokens = try await first.client.login("alice")
         let (_, deviceID) = try await first.client.bindDevice(tokens.accessToken)
@@ -122,6 +124,7 @@ struct ProcessTests {
         #expect(try run(["serve", "--argon2-memory", "1024"]).0 == 2)
         #expect(try run(["serve", "--listen", "nonsense"]).0 == 2)
         #expect(try run(["serve", "--db", "mysql://x"]).0 == 2)
+        #expect(try run(["serve", "--sqlite-synchronous", "off"]).0 == 2)
     }
 }
 

@@ -10,7 +10,7 @@ private final class SQLiteConnection: SQLConnection, @unchecked Sendable {
     private let handle: OpaquePointer
     private var statements: [String: OpaquePointer] = [:]
 
-    init(path: String, busyTimeoutMilliseconds: Int32) throws {
+    init(path: String, busyTimeoutMilliseconds: Int32, synchronous: SQLiteSynchronous) throws {
         var opened: OpaquePointer?
         let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX
         let status = sqlite3_open_v2(path, &opened, flags, nil)
@@ -22,10 +22,11 @@ private final class SQLiteConnection: SQLConnection, @unchecked Sendable {
         handle = opened
         try check(sqlite3_busy_timeout(handle, busyTimeoutMilliseconds))
         try check(sqlite3_extended_result_codes(handle, 1))
-        // WAL lets readers run beside the writer; FULL syncs the WAL on every commit, so an
-        // acknowledged change survives a crash of the process or of the machine.
+        // WAL lets readers run beside the writer. FULL syncs the WAL on every commit, so an
+        // acknowledged change survives a crash of the process or of the machine; NORMAL writes it
+        // to the OS before the commit returns, so it survives kill -9 but not a power loss.
         _ = try query("PRAGMA journal_mode = WAL", [])
-        try execute("PRAGMA synchronous = FULL", [])
+        try execute("PRAGMA synchronous = \(synchronous == .full ? "FULL" : "NORMAL")", [])
         try execute("PRAGMA foreign_keys = ON", [])
     }
 
@@ -133,19 +134,25 @@ final class SQLiteDatabase: Database {
     private let path: String
     private let maximumConnections: Int
     private let busyTimeoutMilliseconds: Int32
+    private let synchronous: SQLiteSynchronous
     private let pool = Locked(Pool())
     private let available: DispatchSemaphore
 
     /// - Parameters:
     ///   - path: the database file (created if missing).
     ///   - maximumConnections: at most this many connections (one per worker thread).
-    init(path: String, maximumConnections: Int, busyTimeoutMilliseconds: Int32 = 5000) throws {
+    init(
+        path: String, maximumConnections: Int, synchronous: SQLiteSynchronous,
+        busyTimeoutMilliseconds: Int32 = 5000
+    ) throws {
         self.path = path
+        self.synchronous = synchronous
         self.maximumConnections = max(1, maximumConnections)
         self.busyTimeoutMilliseconds = busyTimeoutMilliseconds
         available = DispatchSemaphore(value: self.maximumConnections)
         // Open one connection now so a bad path fails at start, not on the first request.
-        let first = try SQLiteConnection(path: path, busyTimeoutMilliseconds: busyTimeoutMilliseconds)
+        let first = try SQLiteConnection(
+            path: path, busyTimeoutMilliseconds: busyTimeoutMilliseconds, synchronous: synchronous)
         pool.withLock {
             $0.idle.append(first)
             $0.open = 1
@@ -157,7 +164,9 @@ final class SQLiteDatabase: Database {
         defer { available.signal() }
         let reused: SQLiteConnection? = pool.withLock { $0.idle.popLast() }
         let connection =
-            try reused ?? SQLiteConnection(path: path, busyTimeoutMilliseconds: busyTimeoutMilliseconds)
+            try reused
+            ?? SQLiteConnection(
+                path: path, busyTimeoutMilliseconds: busyTimeoutMilliseconds, synchronous: synchronous)
         defer { pool.withLock { $0.idle.append(connection) } }
         return try body(connection)
     }
@@ -172,11 +181,11 @@ final class SQLiteDatabase: Database {
 }
 
 /// Opens the database a URL names: `sqlite:PATH` (PostgreSQL comes later).
-func openDatabase(url: String, connections: Int) throws -> any Database {
+func openDatabase(url: String, connections: Int, synchronous: SQLiteSynchronous) throws -> any Database {
     if url.hasPrefix("sqlite:") {
         let path = String(url.dropFirst("sqlite:".count))
         guard !path.isEmpty else { throw DatabaseError.unsupportedURL(url) }
-        return try SQLiteDatabase(path: path, maximumConnections: connections)
+        return try SQLiteDatabase(path: path, maximumConnections: connections, synchronous: synchronous)
     }
     throw DatabaseError.unsupportedURL(url)
 }
