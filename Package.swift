@@ -50,7 +50,9 @@ let package = Package(
             name: "KeyboundCryptoTests", dependencies: ["KeyboundCrypto"], resources: [.copy("Vectors")]),
         .testTarget(name: "KeyboundTests", dependencies: ["Keybound", "KeyboundWire"]),
         .testTarget(name: "KeyboundEmulatorTests", dependencies: ["KeyboundEmulator", "KeyboundCrypto"]),
-        .testTarget(name: "KeyboundServerTests", dependencies: ["KeyboundServer"]),
+        .testTarget(name: "KeyboundWireTests", dependencies: ["KeyboundWire"]),
+        .testTarget(
+            name: "KeyboundServerTests", dependencies: ["KeyboundServer", "KeyboundWire", "KeyboundCrypto"]),
     ],
     swiftLanguageModes: [.v6]
 )
