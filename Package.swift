@@ -51,7 +51,9 @@ let package = Package(
         // KeyboundApple too: its policy → SecAccessControl and error-domain mappings are platform-neutral.
         .testTarget(name: "KeyboundTests", dependencies: ["Keybound", "KeyboundWire", "KeyboundApple"]),
         .testTarget(name: "KeyboundEmulatorTests", dependencies: ["KeyboundEmulator", "KeyboundCrypto"]),
-        .testTarget(name: "KeyboundServerTests", dependencies: ["KeyboundServer"]),
+        .testTarget(name: "KeyboundWireTests", dependencies: ["KeyboundWire"]),
+        .testTarget(
+            name: "KeyboundServerTests", dependencies: ["KeyboundServer", "KeyboundWire", "KeyboundCrypto"]),
     ],
     swiftLanguageModes: [.v6]
 )

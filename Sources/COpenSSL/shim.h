@@ -11,4 +11,30 @@
 #include <openssl/params.h>
 #include <openssl/x509.h>
 #include <openssl/bn.h>
+
+// OpenSSL's parameter-name macros import into Swift as `String`; passed as `const char *` they
+// become temporaries that `OSSL_PARAM` would keep pointing at. These copies live for the whole
+// process.
+static const char *const keybound_param_group_name = OSSL_PKEY_PARAM_GROUP_NAME;
+static const char *const keybound_param_pub_key = OSSL_PKEY_PARAM_PUB_KEY;
+static const char *const keybound_param_priv_key = OSSL_PKEY_PARAM_PRIV_KEY;
+static const char *const keybound_param_kdf_digest = OSSL_KDF_PARAM_DIGEST;
+static const char *const keybound_param_kdf_key = OSSL_KDF_PARAM_KEY;
+static const char *const keybound_param_kdf_salt = OSSL_KDF_PARAM_SALT;
+static const char *const keybound_param_kdf_info = OSSL_KDF_PARAM_INFO;
+
+// Names OpenSSL keeps pointing at after the call: parameter values in OSSL_PARAM, and the key type
+// that EVP_PKEY_CTX_new_from_name stores without copying.
+static const char *const keybound_key_type_ec = "EC";
+static const char *const keybound_curve_p256 = "prime256v1";
+static const char *const keybound_digest_sha256 = "SHA256";
+
+// `EVP_PKEY_PUBLIC_KEY` is a compound macro, which Swift does not import.
+static const int keybound_selection_public_key = EVP_PKEY_PUBLIC_KEY;
+
+// `EVP_EC_gen` is a macro over the variadic `EVP_PKEY_Q_keygen`; Swift imports neither.
+static inline EVP_PKEY *keybound_ec_p256_generate(void) {
+    return EVP_PKEY_Q_keygen(NULL, NULL, "EC", "P-256");
+}
+
 #endif

@@ -1,7 +1,150 @@
-/// `keybound serve`: runs the HTTP API server.
+import Dispatch
+import Foundation
+import KeyboundServer
+
+/// `keybound serve`: runs the HTTP API server until SIGTERM or SIGINT.
 enum ServeCommand {
+    static let usage = """
+        keybound serve — run the Keybound HTTP API server
+
+        usage: keybound serve [options]
+
+        Every option can also be set by an environment variable; the flag wins.
+
+        options:
+          --listen HOST:PORT        numeric address and port       KEYBOUND_LISTEN      (127.0.0.1:8420)
+          --db URL                  sqlite:PATH                    KEYBOUND_DB          (sqlite:keybound.sqlite)
+          --server-id ID            id written into signing payloads KEYBOUND_SERVER_ID (keybound)
+          --tls-cert FILE           PEM certificate (with --tls-key: HTTPS) KEYBOUND_TLS_CERT
+          --tls-key FILE            PEM private key                KEYBOUND_TLS_KEY
+          --single-session          any login ends the user's other sessions KEYBOUND_SINGLE_SESSION (=1)
+          --access-token-ttl SEC    access token lifetime          KEYBOUND_ACCESS_TOKEN_TTL  (900)
+          --refresh-token-ttl SEC   refresh token lifetime         KEYBOUND_REFRESH_TOKEN_TTL (2592000)
+          --sqlite-synchronous M    full (survives power loss) or normal (survives kill -9, faster)
+                                                                   KEYBOUND_SQLITE_SYNCHRONOUS (full)
+          --workers N               HTTP worker threads            KEYBOUND_WORKERS     (core count, min 2)
+          --body-limit BYTES        largest request body           KEYBOUND_BODY_LIMIT  (65536)
+          --connection-timeout SEC  idle connection timeout        KEYBOUND_CONNECTION_TIMEOUT (30)
+          --argon2-memory KIB       Argon2id memory, >= 19456      KEYBOUND_ARGON2_MEMORY (19456)
+          --argon2-iterations N     Argon2id passes, >= 2          KEYBOUND_ARGON2_ITERATIONS (2)
+          --help                    print this help
+
+        Logs are JSON lines on standard error. SIGTERM or SIGINT stops the server gracefully.
+        """
+
     static func run(_ arguments: [String]) async -> Int32 {
-        printError("keybound serve: not built yet")
-        return 1
+        let configuration: Configuration
+        do {
+            var parsed = try Arguments(arguments, flagNames: ["help", "single-session"])
+            if parsed.flag("help") {
+                print(usage)
+                return 0
+            }
+            configuration = try makeConfiguration(&parsed, environment: ProcessInfo.processInfo.environment)
+            try parsed.finish()
+            guard parsed.positionals.isEmpty else {
+                throw UsageError("unexpected argument '\(parsed.positionals[0])' (see keybound serve --help)")
+            }
+        } catch {
+            printError("keybound serve: \(error)")
+            return 2
+        }
+        let server: Server
+        do {
+            server = try Server(configuration: configuration)
+            try server.start()
+        } catch {
+            printError("keybound serve: \(error)")
+            return 1
+        }
+        await waitForTermination()
+        server.stop()
+        return 0
+    }
+
+    /// Builds the configuration from flags, then `KEYBOUND_*` variables, then defaults.
+    static func makeConfiguration(_ arguments: inout Arguments, environment: [String: String]) throws
+        -> Configuration
+    {
+        var configuration = Configuration()
+        func value(_ flag: String, _ variable: String) -> String? {
+            arguments.option(flag) ?? environment[variable].flatMap { $0.isEmpty ? nil : $0 }
+        }
+        func integer(_ flag: String, _ variable: String, _ range: ClosedRange<Int>) throws -> Int? {
+            guard let text = value(flag, variable) else { return nil }
+            guard let number = Int(text), range.contains(number) else {
+                throw UsageError(
+                    "--\(flag) must be an integer from \(range.lowerBound) to \(range.upperBound)")
+            }
+            return number
+        }
+        if let listen = value("listen", "KEYBOUND_LISTEN") {
+            guard let colon = listen.lastIndex(of: ":"),
+                let port = UInt16(listen[listen.index(after: colon)...])
+            else { throw UsageError("--listen must be HOST:PORT, e.g. 127.0.0.1:8420 or [::1]:8420") }
+            var host = String(listen[..<colon])
+            if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+            configuration.host = host.isEmpty ? "127.0.0.1" : host
+            configuration.port = port
+        }
+        if let url = value("db", "KEYBOUND_DB") {
+            guard url.hasPrefix("sqlite:"), url.count > "sqlite:".count else {
+                throw UsageError("--db must be sqlite:PATH, e.g. sqlite:/var/lib/keybound/keybound.sqlite")
+            }
+            configuration.databaseURL = url
+        }
+        if let mode = value("sqlite-synchronous", "KEYBOUND_SQLITE_SYNCHRONOUS") {
+            guard let synchronous = SQLiteSynchronous(rawValue: mode) else {
+                throw UsageError("--sqlite-synchronous must be full or normal")
+            }
+            configuration.sqliteSynchronous = synchronous
+        }
+        if let serverID = value("server-id", "KEYBOUND_SERVER_ID") { configuration.serverID = serverID }
+        configuration.tlsCertificatePath = value("tls-cert", "KEYBOUND_TLS_CERT")
+        configuration.tlsKeyPath = value("tls-key", "KEYBOUND_TLS_KEY")
+        guard (configuration.tlsCertificatePath == nil) == (configuration.tlsKeyPath == nil) else {
+            throw UsageError("--tls-cert and --tls-key go together")
+        }
+        let singleSessionVariable = environment["KEYBOUND_SINGLE_SESSION"]?.lowercased()
+        configuration.singleSession =
+            arguments.flag("single-session") || ["1", "true", "yes"].contains(singleSessionVariable ?? "")
+        if let ttl = try integer("access-token-ttl", "KEYBOUND_ACCESS_TOKEN_TTL", 60...86_400) {
+            configuration.accessTokenLifetime = ttl
+        }
+        if let ttl = try integer("refresh-token-ttl", "KEYBOUND_REFRESH_TOKEN_TTL", 300...31_536_000) {
+            configuration.refreshTokenLifetime = ttl
+        }
+        if let workers = try integer("workers", "KEYBOUND_WORKERS", 1...256) {
+            configuration.workerThreads = workers
+        }
+        if let limit = try integer("body-limit", "KEYBOUND_BODY_LIMIT", 1024...16_777_216) {
+            configuration.bodyLimit = limit
+        }
+        if let timeout = try integer("connection-timeout", "KEYBOUND_CONNECTION_TIMEOUT", 1...3600) {
+            configuration.connectionTimeout = timeout
+        }
+        // Production never goes below OWASP's Argon2id minimum.
+        if let memory = try integer("argon2-memory", "KEYBOUND_ARGON2_MEMORY", 19_456...4_194_304) {
+            configuration.argon2.memoryKiB = memory
+        }
+        if let iterations = try integer("argon2-iterations", "KEYBOUND_ARGON2_ITERATIONS", 2...64) {
+            configuration.argon2.iterations = iterations
+        }
+        return configuration
+    }
+
+    /// Suspends until SIGTERM or SIGINT arrives.
+    private static func waitForTermination() async {
+        let (signals, continuation) = AsyncStream<Int32>.makeStream()
+        var sources: [any DispatchSourceSignal] = []
+        for number in [SIGTERM, SIGINT] {
+            signal(number, SIG_IGN)  // delivered through the dispatch source instead
+            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+            source.setEventHandler { continuation.yield(number) }
+            source.resume()
+            sources.append(source)
+        }
+        for await _ in signals { break }
+        for source in sources { source.cancel() }
     }
 }

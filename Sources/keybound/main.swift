@@ -25,6 +25,8 @@ let status: Int32
 switch command {
 case "serve":
     status = await ServeCommand.run(rest)
+case "device":
+    status = await DeviceCommand.run(rest)
 case "--version", "version":
     print("keybound \(keyboundVersion)")
     status = 0

@@ -58,7 +58,10 @@ import Testing
 
 @Suite struct ItemNameAndPromptTests {
     @Test func namesAreValidatedOnce() throws {
-        #expect(try ItemName("refresh-token_v1.2").rawValue == "refresh-token_v1.2")
+        let good = "refresh-token_v1.2"
+        #expect(try ItemName(good).rawValue == good)
+        // A literal is checked too: it goes through the literal initializer.
+        #expect(ItemName("device-key").rawValue == "device-key")
         for bad in [
             "", "has space", "slash/name", String(repeating: "a", count: 129), "émoji", "~keybound.x",
         ] {

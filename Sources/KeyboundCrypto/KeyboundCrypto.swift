@@ -1,1 +1,0 @@
-// The KeyboundCrypto module; see DESIGN in README.md.

@@ -1,0 +1,98 @@
+#if !canImport(CryptoKit)
+    internal import COpenSSL
+    import Foundation
+
+    /// Drains this thread's libcrypto error queue into a ``CryptoError/backend(_:)`` naming the
+    /// function that failed.
+    func openSSLError(_ function: String) -> CryptoError {
+        .backend(openSSLErrorText(function))
+    }
+
+    /// Drains this thread's libcrypto error queue into one line naming the function that failed.
+    func openSSLErrorText(_ function: String) -> String {
+        var reasons: [String] = []
+        var code = ERR_get_error()
+        while code != 0 {
+            var buffer = [CChar](repeating: 0, count: 256)
+            ERR_error_string_n(code, &buffer, buffer.count)
+            let bytes = buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }
+            reasons.append(String(decoding: bytes, as: UTF8.self))
+            code = ERR_get_error()
+        }
+        if reasons.isEmpty {
+            return "\(function) failed"
+        }
+        return "\(function) failed: \(reasons.joined(separator: "; "))"
+    }
+
+    /// Algorithms fetched from the default provider once per process.
+    ///
+    /// Fetching by name costs a lookup under a lock on every use; a fetched `EVP_MD` / `EVP_CIPHER`
+    /// / `EVP_KDF` is immutable and reference-counted, and OpenSSL documents it as safe to use from
+    /// many threads at once. A failed fetch (libcrypto without the default provider) is kept and
+    /// reported by every operation that needs it.
+    enum OpenSSLAlgorithms {
+        static let sha256 = Result { try FetchedDigest(name: "SHA256") }
+        static let aes256GCM = Result { try FetchedCipher(name: "AES-256-GCM") }
+        static let hkdf = Result { try FetchedKDF(name: "HKDF") }
+    }
+
+    /// Owns one fetched `EVP_MD`.
+    final class FetchedDigest: @unchecked Sendable {
+        // Safe to share: a fetched EVP_MD is never modified after EVP_MD_fetch returns it.
+        let pointer: OpaquePointer
+
+        init(name: String) throws {
+            guard let pointer = EVP_MD_fetch(nil, name, nil) else {
+                throw openSSLError("EVP_MD_fetch(\(name))")
+            }
+            self.pointer = pointer
+        }
+
+        deinit { EVP_MD_free(pointer) }
+    }
+
+    /// Owns one fetched `EVP_CIPHER`.
+    final class FetchedCipher: @unchecked Sendable {
+        // Safe to share: a fetched EVP_CIPHER is never modified after EVP_CIPHER_fetch returns it.
+        let pointer: OpaquePointer
+
+        init(name: String) throws {
+            guard let pointer = EVP_CIPHER_fetch(nil, name, nil) else {
+                throw openSSLError("EVP_CIPHER_fetch(\(name))")
+            }
+            self.pointer = pointer
+        }
+
+        deinit { EVP_CIPHER_free(pointer) }
+    }
+
+    /// Owns one fetched `EVP_KDF`.
+    final class FetchedKDF: @unchecked Sendable {
+        // Safe to share: a fetched EVP_KDF is never modified after EVP_KDF_fetch returns it.
+        let pointer: OpaquePointer
+
+        init(name: String) throws {
+            guard let pointer = EVP_KDF_fetch(nil, name, nil) else {
+                throw openSSLError("EVP_KDF_fetch(\(name))")
+            }
+            self.pointer = pointer
+        }
+
+        deinit { EVP_KDF_free(pointer) }
+    }
+
+    extension Data {
+        /// Calls `body` with a pointer that is never null, even for empty data: OpenSSL refuses a
+        /// null pointer in places where a zero length would be fine (an empty HKDF key, for one).
+        func withNonNullBytes<R>(_ body: (UnsafePointer<UInt8>, Int) throws -> R) rethrows -> R {
+            try withUnsafeBytes { raw in
+                if let base = raw.baseAddress {
+                    return try body(base.assumingMemoryBound(to: UInt8.self), raw.count)
+                }
+                var empty: UInt8 = 0
+                return try withUnsafePointer(to: &empty) { try body($0, 0) }
+            }
+        }
+    }
+#endif

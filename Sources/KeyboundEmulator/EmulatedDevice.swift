@@ -1,0 +1,535 @@
+import Foundation
+import Keybound
+import KeyboundCrypto
+
+/// An emulated Apple device — biometric sensor, passcode, Keychain and Secure Enclave — that
+/// behaves as Apple documents, so every edge case of biometric login runs on Linux CI.
+///
+/// It implements all three backend protocols, and enforces each item's and key's
+/// ``AccessPolicy`` itself: a read or a signature needs a ``Verification`` this device issued,
+/// with the right factor, the current enrollment, and within its reuse window.
+///
+/// The rules (DESIGN.md, "The emulator"):
+/// - Touch ID ends an evaluation after 3 failed matches, Face ID and Optic ID after 2; five
+///   failed matches in a row, across evaluations, lock biometry out until the passcode is
+///   entered. Policies that accept the passcode fall back to it; biometrics-only ones report
+///   `biometryLockout` (or `authenticationFailed`, `userFallback`).
+/// - No sensor → `biometryNotAvailable`; nothing enrolled → `biometryNotEnrolled`; no passcode
+///   → `passcodeNotSet` (and biometrics are unavailable too).
+/// - Any enrollment change destroys `biometryCurrentSet` items and keys; `biometryAny` and
+///   `userPresence` ones survive. Removing the passcode destroys every
+///   `whenPasscodeSetThisDeviceOnly` item and key.
+/// - While locked, `whenUnlocked…` material answers `interactionNotAllowed`; `afterFirstUnlock…`
+///   material is readable once the device was unlocked after boot.
+/// - Every error carries the Apple-native code (`LAError`, `OSStatus`) a real device gives.
+///
+/// ```swift
+/// let device = try EmulatedDevice(biometry: .faceID)
+/// await device.present(.match)
+/// let verification = try await device.verify(.biometryCurrentSet, prompt: prompt)
+/// ```
+public actor EmulatedDevice: UserVerifier, SecureStore, KeyVault {
+    /// Failed matches in a row that lock biometry out.
+    public static let lockoutThreshold = 5
+    /// How long a single-use verification (reuse window 0) stays usable: the time between the
+    /// prompt and the Keychain call it was for.
+    public static let singleUseLifetime: TimeInterval = 30
+    /// Apple's limits on enrolled identities (Touch ID: 5 fingers; Face ID: 2 appearances).
+    public static let maximumEnrolledIdentities = 5
+
+    private struct IssuedVerification {
+        let factors: Set<Verification.Factor>
+        let verifiedAt: Date
+        let reuseDuration: TimeInterval
+        let enrollmentState: Data
+        let applicationPasswordHash: Data?
+        var used = false
+    }
+
+    private var state: DeviceState
+    /// Verifications this device issued; anything else is refused. Not persisted: a prompt
+    /// lives no longer than the process that showed it.
+    private var issued: [String: IssuedVerification] = [:]
+    private let clock: Clock
+    private let random: RandomSource
+
+    /// A new device, unlocked.
+    ///
+    /// - Parameters:
+    ///   - biometry: the sensor (`.none` for a device without one).
+    ///   - passcode: the device passcode (4–64 characters), or nil for none.
+    ///   - enrolledIdentities: enrolled fingers or faces, 0–5 (0 when `biometry` is `.none`).
+    ///   - clock: time, for reuse windows.
+    ///   - random: randomness, for enrollment states and ids.
+    /// - Throws: ``KeyboundError/invalidInput`` for values outside those ranges.
+    public init(
+        biometry: BiometryType = .faceID, passcode: String? = "123456", enrolledIdentities: Int = 1,
+        clock: Clock = .system, random: RandomSource = .system
+    ) throws {
+        guard (0...Self.maximumEnrolledIdentities).contains(enrolledIdentities) else {
+            throw KeyboundError.invalidInput("enrolled identities must be 0…5, not \(enrolledIdentities)")
+        }
+        guard biometry != .none || enrolledIdentities == 0 else {
+            throw KeyboundError.invalidInput("a device without biometry has no enrolled identities")
+        }
+        state = DeviceState(
+            biometryType: biometry, enrolledIdentities: enrolledIdentities,
+            enrollmentState: random.bytes(16), passcodeHash: try passcode.map(Self.passcodeHash),
+            isLocked: false, hasUnlockedSinceBoot: true, consecutiveFailedMatches: 0, queue: [],
+            items: [:], keys: [:])
+        self.clock = clock
+        self.random = random
+    }
+
+    private init(state: DeviceState, clock: Clock, random: RandomSource) {
+        self.state = state
+        self.clock = clock
+        self.random = random
+    }
+
+    // MARK: - Scripting the user
+
+    /// Queues what the user does at the next prompt attempts, in order.
+    public func present(_ outcomes: PresentationOutcome...) { state.queue.append(contentsOf: outcomes) }
+
+    /// Queues what the user does at the next prompt attempts, in order.
+    public func present(_ outcomes: [PresentationOutcome]) { state.queue.append(contentsOf: outcomes) }
+
+    // MARK: - Changing the device
+
+    /// Enrolls one more finger or face: an enrollment change.
+    /// - Throws: `biometryNotAvailable` without a sensor, `passcodeNotSet` without a passcode
+    ///   (Apple requires one), `invalidInput` past the maximum.
+    public func enroll() throws {
+        guard state.biometryType != .none else { throw la(KeyboundError.LAErrorCode.biometryNotAvailable) }
+        guard state.passcodeHash != nil else { throw la(KeyboundError.LAErrorCode.passcodeNotSet) }
+        guard state.enrolledIdentities < Self.maximumEnrolledIdentities else {
+            throw KeyboundError.invalidInput(
+                "at most \(Self.maximumEnrolledIdentities) identities can be enrolled")
+        }
+        state.enrolledIdentities += 1
+        enrollmentChanged()
+    }
+
+    /// Removes every enrolled finger or face: an enrollment change.
+    public func unenrollAll() {
+        state.enrolledIdentities = 0
+        enrollmentChanged()
+    }
+
+    /// Locks the device.
+    public func lock() { state.isLocked = true }
+
+    /// Unlocks the device (the first unlock since boot, if it was not yet).
+    public func unlock() {
+        state.isLocked = false
+        state.hasUnlockedSinceBoot = true
+    }
+
+    /// Restarts the device: locked, and not unlocked since boot.
+    public func reboot() {
+        state.isLocked = true
+        state.hasUnlockedSinceBoot = false
+        issued = [:]
+    }
+
+    /// Sets or changes the device passcode.
+    public func setPasscode(_ passcode: String) throws {
+        state.passcodeHash = try Self.passcodeHash(passcode)
+    }
+
+    /// Removes the passcode: every `whenPasscodeSetThisDeviceOnly` item and key is destroyed,
+    /// and biometrics become unavailable until a passcode is set again.
+    public func removePasscode() {
+        state.passcodeHash = nil
+        state.consecutiveFailedMatches = 0
+        state.items = state.items.filter { $0.value.policy.accessibility != .whenPasscodeSetThisDeviceOnly }
+        state.keys = state.keys.filter { $0.value.policy.accessibility != .whenPasscodeSetThisDeviceOnly }
+        issued = [:]
+    }
+
+    /// What the device looks like now.
+    public func snapshot() -> DeviceSnapshot {
+        DeviceSnapshot(
+            biometryType: state.biometryType, enrolledIdentities: state.enrolledIdentities,
+            isPasscodeSet: state.passcodeHash != nil, isLocked: state.isLocked,
+            hasUnlockedSinceBoot: state.hasUnlockedSinceBoot,
+            consecutiveFailedMatches: state.consecutiveFailedMatches, isBiometryLockedOut: isLockedOut,
+            queuedOutcomes: state.queue.count, items: state.items.keys.map(\.rawValue).sorted(),
+            keys: state.keys.keys.map(\.rawValue).sorted())
+    }
+
+    private var isLockedOut: Bool { state.consecutiveFailedMatches >= Self.lockoutThreshold }
+
+    private func enrollmentChanged() {
+        state.enrollmentState = random.bytes(16)
+        state.items = state.items.filter { !$0.value.policy.isBoundToCurrentEnrollment }
+        state.keys = state.keys.filter { !$0.value.policy.isBoundToCurrentEnrollment }
+    }
+
+    // MARK: - UserVerifier
+
+    public func availability() -> VerificationAvailability {
+        VerificationAvailability(
+            biometryType: state.biometryType, biometryError: biometryUnavailableReason(),
+            isPasscodeSet: state.passcodeHash != nil,
+            enrollmentState: state.enrolledIdentities > 0 && state.passcodeHash != nil
+                ? state.enrollmentState : nil)
+    }
+
+    private func biometryUnavailableReason() -> KeyboundError? {
+        if state.biometryType == .none { return la(KeyboundError.LAErrorCode.biometryNotAvailable) }
+        if state.passcodeHash == nil { return la(KeyboundError.LAErrorCode.passcodeNotSet) }
+        if state.enrolledIdentities == 0 { return la(KeyboundError.LAErrorCode.biometryNotEnrolled) }
+        if isLockedOut { return la(KeyboundError.LAErrorCode.biometryLockout) }
+        return nil
+    }
+
+    public func verify(_ policy: AccessPolicy, prompt: VerificationPrompt) throws -> Verification {
+        var factors: Set<Verification.Factor> = []
+        if prompt.applicationPassword != nil { factors.insert(.applicationPassword) }
+        let needsUser = policy.constraints.contains { $0 != .applicationPassword }
+        if needsUser {
+            guard !state.isLocked else {
+                throw la(KeyboundError.LAErrorCode.notInteractive, "the device is locked: no prompt can show")
+            }
+            guard state.passcodeHash != nil else { throw la(KeyboundError.LAErrorCode.passcodeNotSet) }
+            switch policy.combination {
+            case .or:
+                if policy.acceptsBiometry {
+                    factors.insert(try biometricStage(passcodeFallback: policy.acceptsPasscodeAlone))
+                } else {
+                    factors.insert(try passcodeStage())
+                }
+            case .and:
+                let needsBiometry = policy.constraints.contains { $0.acceptsBiometry && !$0.acceptsPasscode }
+                let needsPasscode = policy.constraints.contains { $0.acceptsPasscode && !$0.acceptsBiometry }
+                if needsBiometry { factors.insert(try biometricStage(passcodeFallback: false)) }
+                if needsPasscode { factors.insert(try passcodeStage()) }
+                if !needsBiometry && !needsPasscode {
+                    factors.insert(try biometricStage(passcodeFallback: true))
+                }
+            }
+        } else if policy.requiresVerification && prompt.applicationPassword == nil {
+            throw la(
+                KeyboundError.LAErrorCode.authenticationFailed, "this policy needs the application password")
+        }
+        let id = random.bytes(16).map { String(format: "%02x", $0) }.joined()
+        let now = clock.now()
+        issued[id] = IssuedVerification(
+            factors: factors, verifiedAt: now, reuseDuration: policy.reuseDuration,
+            enrollmentState: state.enrollmentState,
+            applicationPasswordHash: prompt.applicationPassword.map { Digest.sha256(Data($0.utf8)) })
+        return Verification(id: id, factors: factors, verifiedAt: now, reuseDuration: policy.reuseDuration)
+    }
+
+    /// One biometric evaluation: attempts until a match, the per-evaluation limit, lockout,
+    /// cancel or fallback. Returns the factor that satisfied it (`.passcode` after a fallback).
+    private func biometricStage(passcodeFallback: Bool) throws -> Verification.Factor {
+        if let reason = biometryUnavailableReason() {
+            if passcodeFallback { return try passcodeStage() }
+            throw reason
+        }
+        let attemptsPerEvaluation = state.biometryType == .touchID ? 3 : 2
+        var attempts = 0
+        while true {
+            guard let outcome = nextOutcome() else { throw la(KeyboundError.LAErrorCode.userCancel) }
+            switch outcome {
+            case .match:
+                state.consecutiveFailedMatches = 0
+                return .biometry
+            case .noMatch:
+                state.consecutiveFailedMatches += 1
+                attempts += 1
+                if isLockedOut {
+                    if passcodeFallback { return try passcodeStage() }
+                    throw la(KeyboundError.LAErrorCode.biometryLockout)
+                }
+                if attempts >= attemptsPerEvaluation {
+                    if passcodeFallback { return try passcodeStage() }
+                    throw la(KeyboundError.LAErrorCode.authenticationFailed)
+                }
+            case .userFallback, .passcode:
+                // The fallback button: the passcode screen when the policy accepts it,
+                // otherwise the app's own password path.
+                guard passcodeFallback else { throw la(KeyboundError.LAErrorCode.userFallback) }
+                if case .passcode = outcome { state.queue.insert(outcome, at: 0) }
+                return try passcodeStage()
+            case .userCancel: throw la(KeyboundError.LAErrorCode.userCancel)
+            case .systemCancel: throw la(KeyboundError.LAErrorCode.systemCancel)
+            case .appCancel: throw la(KeyboundError.LAErrorCode.appCancel)
+            }
+        }
+    }
+
+    /// The passcode screen. A right passcode clears a biometric lockout.
+    private func passcodeStage() throws -> Verification.Factor {
+        var wrongEntries = 0
+        while true {
+            guard let outcome = nextOutcome() else { throw la(KeyboundError.LAErrorCode.userCancel) }
+            switch outcome {
+            case .passcode(let code):
+                if let hash = state.passcodeHash, let typed = try? Self.passcodeHash(code),
+                    ConstantTime.equals(hash, typed)
+                {
+                    state.consecutiveFailedMatches = 0
+                    return .passcode
+                }
+                wrongEntries += 1
+                if wrongEntries >= Self.lockoutThreshold {
+                    throw la(
+                        KeyboundError.LAErrorCode.authenticationFailed, "wrong passcode \(wrongEntries) times"
+                    )
+                }
+            case .userCancel, .userFallback: throw la(KeyboundError.LAErrorCode.userCancel)
+            case .systemCancel: throw la(KeyboundError.LAErrorCode.systemCancel)
+            case .appCancel: throw la(KeyboundError.LAErrorCode.appCancel)
+            case .match, .noMatch: continue  // no sensor on the passcode screen
+            }
+        }
+    }
+
+    private func nextOutcome() -> PresentationOutcome? {
+        state.queue.isEmpty ? nil : state.queue.removeFirst()
+    }
+
+    // MARK: - Enforcement, inside the device
+
+    /// Whether the data class is readable in the device's lock state.
+    private func checkAccessible(_ policy: AccessPolicy) throws {
+        let accessibility = policy.accessibility
+        if accessibility.requiresUnlockedDevice && state.isLocked {
+            throw os(KeyboundError.OSStatusCode.interactionNotAllowed, "the device is locked")
+        }
+        if !state.hasUnlockedSinceBoot {
+            throw os(KeyboundError.OSStatusCode.interactionNotAllowed, "not unlocked since boot")
+        }
+        if accessibility == .whenPasscodeSetThisDeviceOnly && state.passcodeHash == nil {
+            throw KeyboundError(
+                .passcodeNotSet, native: .osStatus(KeyboundError.OSStatusCode.authFailed),
+                message: "whenPasscodeSetThisDeviceOnly needs a device passcode")
+        }
+    }
+
+    /// The access-control check of the Keychain and Secure Enclave: the verification must be
+    /// one this device issued, fresh, unused when single-use, and satisfy the policy.
+    private func authorize(
+        _ policy: AccessPolicy, applicationPasswordHash: Data?, verification: Verification?
+    ) throws {
+        guard policy.requiresVerification else { return }
+        guard let verification, var record = issued[verification.id] else {
+            throw os(KeyboundError.OSStatusCode.authFailed, "no verification this device issued")
+        }
+        let age = clock.now().timeIntervalSince(record.verifiedAt)
+        if record.reuseDuration == 0 {
+            guard !record.used, age <= Self.singleUseLifetime else {
+                throw os(
+                    KeyboundError.OSStatusCode.authFailed, "the verification was already used or expired")
+            }
+        } else {
+            guard age <= record.reuseDuration else {
+                throw os(KeyboundError.OSStatusCode.authFailed, "the verification's reuse window is over")
+            }
+        }
+        func satisfies(_ constraint: AccessPolicy.Constraint) -> Bool {
+            switch constraint {
+            case .biometryCurrentSet:
+                record.factors.contains(.biometry) && record.enrollmentState == state.enrollmentState
+            case .biometryAny: record.factors.contains(.biometry)
+            case .userPresence: record.factors.contains(.biometry) || record.factors.contains(.passcode)
+            case .devicePasscode: record.factors.contains(.passcode)
+            case .applicationPassword:
+                record.applicationPasswordHash != nil
+                    && record.applicationPasswordHash == applicationPasswordHash
+            }
+        }
+        let satisfied =
+            switch policy.combination {
+            case .or: policy.constraints.contains(where: satisfies)
+            case .and: policy.constraints.allSatisfy(satisfies)
+            }
+        guard satisfied else {
+            throw os(KeyboundError.OSStatusCode.authFailed, "the verification does not satisfy \(policy)")
+        }
+        record.used = true
+        issued[verification.id] = record
+    }
+
+    /// Refuses to create material that a real device would refuse.
+    private func checkCreatable(_ policy: AccessPolicy) throws {
+        try checkAccessible(policy)
+        if policy.requiresBiometry, let reason = biometryUnavailableReason(), reason != .biometryLockout {
+            throw reason
+        }
+    }
+
+    // MARK: - SecureStore
+
+    public func store(_ value: Data, as name: ItemName, policy: AccessPolicy, verification: Verification?)
+        throws
+    {
+        try checkCreatable(policy)
+        var applicationPasswordHash: Data?
+        if policy.constraints.contains(.applicationPassword) {
+            guard let verification, let record = issued[verification.id],
+                let hash = record.applicationPasswordHash
+            else {
+                throw os(KeyboundError.OSStatusCode.authFailed, "this policy needs the application password")
+            }
+            applicationPasswordHash = hash
+        }
+        state.items[name] = DeviceState.Item(
+            value: value, policy: policy, applicationPasswordHash: applicationPasswordHash)
+    }
+
+    public func read(_ name: ItemName, verification: Verification?) throws -> Data {
+        let item = try existingItem(name)
+        try checkAccessible(item.policy)
+        try authorize(
+            item.policy, applicationPasswordHash: item.applicationPasswordHash, verification: verification)
+        return item.value
+    }
+
+    public func update(_ value: Data, as name: ItemName, verification: Verification?) throws {
+        var item = try existingItem(name)
+        try checkAccessible(item.policy)
+        try authorize(
+            item.policy, applicationPasswordHash: item.applicationPasswordHash, verification: verification)
+        item.value = value
+        state.items[name] = item
+    }
+
+    public func delete(_ name: ItemName) {
+        state.items[name] = nil
+    }
+
+    public func exists(_ name: ItemName) -> Bool {
+        state.items[name] != nil
+    }
+
+    /// The policy an item was stored with — what the emulated OS evaluates when it prompts.
+    public func itemPolicy(_ name: ItemName) throws -> AccessPolicy { try existingItem(name).policy }
+
+    private func existingItem(_ name: ItemName) throws -> DeviceState.Item {
+        guard let item = state.items[name] else {
+            throw os(KeyboundError.OSStatusCode.itemNotFound, "no item \(name)")
+        }
+        return item
+    }
+
+    // MARK: - KeyVault
+
+    public func createKey(_ name: ItemName, policy: AccessPolicy) throws -> Data {
+        guard !policy.constraints.contains(.applicationPassword) else {
+            throw KeyboundError.invalidInput("secure element keys do not take an application password")
+        }
+        try checkCreatable(policy)
+        let key = try P256SigningKey()
+        state.keys[name] = DeviceState.Key(privateKey: key.rawRepresentation, policy: policy)
+        return key.publicKey.spkiDER
+    }
+
+    public func publicKey(_ name: ItemName) throws -> Data {
+        try signingKey(try existingKey(name)).publicKey.spkiDER
+    }
+
+    public func sign(_ message: Data, with name: ItemName, verification: Verification?) throws -> Data {
+        let key = try usableKey(name, verification: verification)
+        return try signingKey(key).signature(for: message).derRepresentation
+    }
+
+    /// The emulated secure element seals with an AES-256-GCM key it derives inside itself from
+    /// the private key; the bytes differ from Apple's ECIES, the contract is the same: anyone
+    /// may encrypt, only a verified user can decrypt.
+    public func encrypt(_ plaintext: Data, for name: ItemName) throws -> Data {
+        try AES256GCM.seal(plaintext, key: try sealingKey(try existingKey(name)))
+    }
+
+    public func decrypt(_ ciphertext: Data, with name: ItemName, verification: Verification?) throws -> Data {
+        let key = try usableKey(name, verification: verification)
+        do {
+            return try AES256GCM.open(ciphertext, key: try sealingKey(key))
+        } catch {
+            throw KeyboundError.invalidInput("the ciphertext was not sealed to \(name), or was altered")
+        }
+    }
+
+    public func deleteKey(_ name: ItemName) {
+        state.keys[name] = nil
+    }
+
+    public func keyExists(_ name: ItemName) -> Bool {
+        state.keys[name] != nil
+    }
+
+    /// The policy a key was created with — what the emulated OS evaluates when it prompts.
+    public func keyPolicy(_ name: ItemName) throws -> AccessPolicy { try existingKey(name).policy }
+
+    private func existingKey(_ name: ItemName) throws -> DeviceState.Key {
+        guard let key = state.keys[name] else {
+            throw os(KeyboundError.OSStatusCode.itemNotFound, "no key \(name)")
+        }
+        return key
+    }
+
+    private func usableKey(_ name: ItemName, verification: Verification?) throws -> DeviceState.Key {
+        let key = try existingKey(name)
+        try checkAccessible(key.policy)
+        try authorize(key.policy, applicationPasswordHash: nil, verification: verification)
+        return key
+    }
+
+    private func signingKey(_ key: DeviceState.Key) throws -> P256SigningKey {
+        try P256SigningKey(rawRepresentation: key.privateKey)
+    }
+
+    private func sealingKey(_ key: DeviceState.Key) throws -> Data {
+        try HKDFSHA256.deriveKey(
+            inputKeyMaterial: key.privateKey, salt: Data("keybound-emulator-seal".utf8), info: Data(),
+            outputByteCount: AES256GCM.keyByteCount)
+    }
+
+    // MARK: - Persistence
+
+    private static let fileContext = Data("keybound-emulated-device-v1".utf8)
+
+    /// Writes the device (AES-256-GCM under `key`, 32 bytes) atomically to `url`.
+    public func save(to url: URL, key: Data) throws {
+        let plaintext = try JSONEncoder().encode(state)
+        let sealed = try AES256GCM.seal(plaintext, key: key, authenticating: Self.fileContext)
+        try sealed.write(to: url, options: [.atomic])
+    }
+
+    /// Reads a device written by ``save(to:key:)``.
+    /// - Throws: ``KeyboundError/invalidInput`` when the file is not a device sealed with `key`.
+    public static func load(
+        from url: URL, key: Data, clock: Clock = .system, random: RandomSource = .system
+    ) throws -> EmulatedDevice {
+        let sealed = try Data(contentsOf: url)
+        let state: DeviceState
+        do {
+            let plaintext = try AES256GCM.open(sealed, key: key, authenticating: fileContext)
+            state = try JSONDecoder().decode(DeviceState.self, from: plaintext)
+        } catch {
+            throw KeyboundError.invalidInput("\(url.path) is not a device state sealed with this key")
+        }
+        return EmulatedDevice(state: state, clock: clock, random: random)
+    }
+
+    // MARK: - Helpers
+
+    private static func passcodeHash(_ passcode: String) throws -> Data {
+        guard (4...64).contains(passcode.count) else {
+            throw KeyboundError.invalidInput("a passcode is 4–64 characters")
+        }
+        return Digest.sha256(Data(passcode.utf8))
+    }
+
+    private nonisolated func la(_ code: Int, _ message: String? = nil) -> KeyboundError {
+        KeyboundError(laErrorCode: code, message: message)
+    }
+
+    private nonisolated func os(_ status: Int32, _ message: String? = nil) -> KeyboundError {
+        KeyboundError(osStatus: status, message: message) ?? .unexpected
+    }
+}

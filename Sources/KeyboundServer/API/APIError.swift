@@ -1,0 +1,87 @@
+import Foundation
+import KeyboundWire
+
+/// An error a handler answers with: becomes an `application/problem+json` response.
+struct APIError: Error {
+    let status: Int
+    let code: ProblemCode
+    let detail: String
+    var headers: [String: String] = [:]
+
+    init(_ status: Int, _ code: ProblemCode, _ detail: String, headers: [String: String] = [:]) {
+        self.status = status
+        self.code = code
+        self.detail = detail
+        self.headers = headers
+    }
+
+    static func invalid(_ detail: String) -> APIError { APIError(400, .invalidRequest, detail) }
+
+    static let invalidCredentials = APIError(
+        401, .invalidCredentials, "The username or the password is wrong.")
+    static let tokenInvalid = APIError(
+        401, .tokenInvalid, "The token is missing, unknown, expired or revoked.",
+        headers: ["WWW-Authenticate": "Bearer error=\"invalid_token\""])
+    static let notFound = APIError(404, .notFound, "No such resource.")
+    static let challengeUsed = APIError(409, .challengeUsed, "This challenge was already used.")
+    static let challengeExpired = APIError(410, .challengeExpired, "This challenge has expired.")
+    static let signatureInvalid = APIError(
+        401, .signatureInvalid, "The signature does not verify for the issued payload and the device key.")
+    static let deviceRevoked = APIError(403, .deviceRevoked, "This device was revoked.")
+    static let deviceSuspended = APIError(
+        403, .deviceSuspended,
+        "This device is suspended after repeated bad signatures; log in with the password.")
+
+    static func throttled(retryAfter seconds: Int64) -> APIError {
+        APIError(
+            429, .throttled, "Too many failed attempts. Try again later.",
+            headers: ["Retry-After": String(max(1, seconds))])
+    }
+
+    /// Short titles, one per code (RFC 9457 `title`).
+    static func title(for code: ProblemCode) -> String {
+        switch code {
+        case .invalidRequest: "Invalid request"
+        case .unknownMember: "Unknown member"
+        case .bodyTooLarge: "Body too large"
+        case .unsupportedMediaType: "Unsupported media type"
+        case .invalidCredentials: "Invalid credentials"
+        case .throttled: "Too many attempts"
+        case .tokenInvalid: "Invalid token"
+        case .challengeExpired: "Challenge expired"
+        case .challengeUsed: "Challenge already used"
+        case .signatureInvalid: "Invalid signature"
+        case .deviceRevoked: "Device revoked"
+        case .deviceSuspended: "Device suspended"
+        case .invalidPublicKey: "Invalid public key"
+        case .stepUpRequired: "Password authentication required"
+        case .notFound: "Not found"
+        case .methodNotAllowed: "Method not allowed"
+        case .usernameTaken: "Username taken"
+        case .unavailable: "Service unavailable"
+        default: "Internal error"
+        }
+    }
+
+    var response: HTTPResponse {
+        let problem = Problem(status: status, code: code, title: Self.title(for: code), detail: detail)
+        var headers = headers
+        headers["Content-Type"] = Problem.mediaType
+        headers["Cache-Control"] = "no-store"
+        return HTTPResponse(status: status, headers: headers, body: problem.jsonData)
+    }
+}
+
+extension HTTPResponse {
+    /// A JSON response with `Cache-Control: no-store` (bodies may carry tokens).
+    static func json(_ status: Int, _ message: some WireMessage, headers: [String: String] = [:])
+        -> HTTPResponse
+    {
+        var headers = headers
+        headers["Content-Type"] = "application/json"
+        headers["Cache-Control"] = "no-store"
+        return HTTPResponse(status: status, headers: headers, body: message.jsonData)
+    }
+
+    static let noContent = HTTPResponse(status: 204, headers: ["Cache-Control": "no-store"])
+}

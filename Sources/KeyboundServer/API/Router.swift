@@ -1,0 +1,86 @@
+import Foundation
+import KeyboundWire
+
+/// What a handler receives.
+struct RequestContext {
+    let request: HTTPRequest
+    /// Path parameters by name (`{id}` → `id`).
+    let parameters: [String: String]
+    /// The current time of this request, in milliseconds since 1970.
+    let now: Int64
+
+    var clientAddress: String { request.clientAddress }
+
+    /// Decodes the body strictly.
+    /// - Throws: ``APIError`` 415 for a non-JSON content type, 400 for anything that does not match.
+    func decode<T: WireMessage>(_ type: T.Type) throws -> T {
+        if let contentType = request.headers["content-type"] {
+            let mediaType = contentType.split(separator: ";").first.map {
+                $0.trimmingCharacters(in: .whitespaces).lowercased()
+            }
+            guard mediaType == "application/json" else {
+                throw APIError(415, .unsupportedMediaType, "The body must be application/json.")
+            }
+        }
+        do {
+            return try T(jsonData: request.body)
+        } catch {
+            throw APIError(400, ProblemCode(rawValue: error.code.rawValue), error.detail)
+        }
+    }
+
+    /// A path parameter (always present for a matched route).
+    func parameter(_ name: String) -> String { parameters[name] ?? "" }
+}
+
+/// A route: method, path pattern (`/v1/devices/{id}`), handler.
+struct Route: Sendable {
+    let method: String
+    let pattern: String
+    let handler: @Sendable (Application, RequestContext) throws -> HTTPResponse
+
+    fileprivate var segments: [Substring] { pattern.split(separator: "/", omittingEmptySubsequences: false) }
+}
+
+/// A small router: exact segments and `{name}` parameters.
+struct Router: Sendable {
+    enum Match {
+        case found(Route, [String: String])
+        /// The path exists with other methods.
+        case methodNotAllowed(pattern: String, allowed: [String])
+        case notFound
+    }
+
+    private let routes: [Route]
+
+    init(_ routes: [Route]) { self.routes = routes }
+
+    func match(method: String, path: String) -> Match {
+        let segments = path.split(separator: "/", omittingEmptySubsequences: false)
+        var allowed: [String] = []
+        var allowedPattern = ""
+        for route in routes {
+            let pattern = route.segments
+            guard pattern.count == segments.count else { continue }
+            var parameters: [String: String] = [:]
+            var matches = true
+            for (expected, actual) in zip(pattern, segments) {
+                if expected.hasPrefix("{"), expected.hasSuffix("}") {
+                    guard !actual.isEmpty, actual.count <= 128 else {
+                        matches = false
+                        break
+                    }
+                    parameters[String(expected.dropFirst().dropLast())] = String(actual)
+                } else if expected != actual {
+                    matches = false
+                    break
+                }
+            }
+            guard matches else { continue }
+            if route.method == method { return .found(route, parameters) }
+            allowed.append(route.method)
+            allowedPattern = route.pattern
+        }
+        return allowed.isEmpty ? .notFound : .methodNotAllowed(pattern: allowedPattern, allowed: allowed)
+    }
+}

@@ -1,0 +1,96 @@
+import Foundation
+import KeyboundWire
+
+extension Application {
+    /// The route table of Server API v1 (see docs/openapi.yaml).
+    static let routes: [Route] = [
+        Route(method: "GET", pattern: "/healthz") { app, _ in try app.health() },
+        Route(method: "GET", pattern: "/metrics") { app, _ in
+            HTTPResponse(
+                status: 200, headers: ["Content-Type": "text/plain; version=0.0.4; charset=utf-8"],
+                body: Data(app.metrics.render().utf8))
+        },
+        Route(method: "GET", pattern: "/openapi.yaml") { _, _ in
+            HTTPResponse(
+                status: 200, headers: ["Content-Type": "application/yaml; charset=utf-8"],
+                body: Data(OpenAPIDocument.yaml.utf8))
+        },
+        Route(method: "POST", pattern: "/v1/accounts") { app, context in try app.createAccount(context) },
+        Route(method: "POST", pattern: "/v1/sessions/password") { app, context in
+            try app.passwordLogin(context)
+        },
+        Route(method: "POST", pattern: "/v1/sessions/refresh") { app, context in try app.refresh(context) },
+        Route(method: "DELETE", pattern: "/v1/sessions/current") { app, context in try app.logout(context) },
+        Route(method: "GET", pattern: "/v1/me") { app, context in try app.me(context) },
+        Route(method: "POST", pattern: "/v1/devices") { app, context in try app.bindDevice(context) },
+        Route(method: "GET", pattern: "/v1/devices") { app, context in try app.listDevices(context) },
+        Route(method: "DELETE", pattern: "/v1/devices/{id}") { app, context in try app.revokeDevice(context)
+        },
+        Route(method: "POST", pattern: "/v1/challenges") { app, context in try app.createChallenge(context) },
+        Route(method: "POST", pattern: "/v1/sessions/device") { app, context in try app.deviceLogin(context)
+        },
+        Route(method: "POST", pattern: "/v1/approvals") { app, context in try app.createApproval(context) },
+        Route(method: "POST", pattern: "/v1/approvals/{id}/confirm") { app, context in
+            try app.confirmApproval(context)
+        },
+        Route(method: "GET", pattern: "/v1/approvals/{id}") { app, context in try app.approvalStatus(context)
+        },
+        Route(method: "GET", pattern: "/v1/audit") { app, context in try app.auditEvents(context) },
+    ]
+
+    func health() throws -> HTTPResponse {
+        _ = try database.read { try $0.query("SELECT 1", []) }
+        return .json(200, HealthResponse())
+    }
+}
+
+/// Input grammars, checked once at the edge.
+enum Validate {
+    private static func allBytes(_ text: String, _ allowed: (UInt8) -> Bool) -> Bool {
+        text.utf8.allSatisfy(allowed)
+    }
+
+    private static func isAlphanumeric(_ byte: UInt8) -> Bool {
+        (byte >= 0x30 && byte <= 0x39) || (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x61 && byte <= 0x7A)
+    }
+
+    /// Usernames compare case-insensitively: they are stored lowercased.
+    static func username(_ raw: String) throws -> String {
+        let username = raw.lowercased()
+        guard (1...64).contains(username.utf8.count),
+            allBytes(username, { isAlphanumeric($0) || Array("._@+-".utf8).contains($0) })
+        else { throw APIError.invalid("username must be 1-64 of a-z 0-9 . _ @ + -") }
+        return username
+    }
+
+    /// Passwords: 8–1024 characters, no composition rules.
+    static func newPassword(_ password: String) throws {
+        guard (8...1024).contains(password.count), password.utf8.count <= 4096 else {
+            throw APIError.invalid("password must be 8-1024 characters")
+        }
+    }
+
+    /// A password given at login: only the upper bound is checked (the hash does the rest).
+    static func loginPassword(_ password: String) throws {
+        guard password.count <= 1024, password.utf8.count <= 4096 else {
+            throw APIError.invalid("password must be at most 1024 characters")
+        }
+    }
+
+    static func clientID(_ clientID: String) throws {
+        guard (1...128).contains(clientID.utf8.count),
+            allBytes(clientID, { isAlphanumeric($0) || Array("._:-".utf8).contains($0) })
+        else { throw APIError.invalid("client_id must be 1-128 of A-Z a-z 0-9 . _ : -") }
+    }
+
+    static func deviceName(_ name: String) throws {
+        guard (1...64).contains(name.count), name.utf8.count <= 256,
+            !name.unicodeScalars.contains(where: { $0.properties.generalCategory == .control })
+        else { throw APIError.invalid("name must be 1-64 characters without control characters") }
+    }
+
+    /// Opaque ids are short printable ASCII; anything else cannot exist.
+    static func identifier(_ id: String) -> Bool {
+        (1...64).contains(id.utf8.count) && allBytes(id, { isAlphanumeric($0) || $0 == 0x5F || $0 == 0x2D })
+    }
+}

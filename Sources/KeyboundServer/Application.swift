@@ -1,0 +1,73 @@
+import Foundation
+import KeyboundWire
+
+/// The request pipeline shared by the live server and the in-process test mode: routing,
+/// problem+json errors, metrics and the access log.
+final class Application: Sendable {
+    let configuration: Configuration
+    let database: any Database
+    let hasher: PasswordHasher
+    let metrics = Metrics()
+    let logger: Logger
+    private static let router = Router(Application.routes)
+
+    var clock: ServerClock { configuration.clock }
+
+    init(configuration: Configuration) throws {
+        self.configuration = configuration
+        logger = Logger(sink: configuration.log, clock: configuration.clock)
+        database = try openDatabase(
+            url: configuration.databaseURL, connections: configuration.workerThreads + 2,
+            synchronous: configuration.sqliteSynchronous)
+        try Migrations.apply(to: database)
+        hasher = try PasswordHasher(
+            parameters: configuration.argon2, concurrency: configuration.hashingConcurrency)
+    }
+
+    /// Handles one request. Never throws: every failure becomes a problem response.
+    func handle(_ request: HTTPRequest) -> HTTPResponse {
+        let started = DispatchTime.now().uptimeNanoseconds
+        let (routeName, response) = dispatch(request)
+        let seconds = Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9
+        metrics.recordRequest(route: routeName, status: response.status, seconds: seconds)
+        logger.log(
+            .info, "request",
+            [
+                ("method", request.method), ("route", routeName), ("status", response.status),
+                ("duration_ms", seconds * 1000), ("client", request.clientAddress),
+            ])
+        return response
+    }
+
+    private func dispatch(_ request: HTTPRequest) -> (String, HTTPResponse) {
+        switch Self.router.match(method: request.method, path: request.path) {
+        case .notFound:
+            return ("unmatched", APIError(404, .notFound, "No such path.").response)
+        case .methodNotAllowed(let pattern, let allowed):
+            var error = APIError(405, .methodNotAllowed, "Use \(allowed.joined(separator: ", ")).")
+            error.headers["Allow"] = allowed.joined(separator: ", ")
+            return (pattern, error.response)
+        case .found(let route, let parameters):
+            if request.bodyExceededLimit {
+                let detail = "The body is larger than \(configuration.bodyLimit) bytes."
+                return (route.pattern, APIError(413, .bodyTooLarge, detail).response)
+            }
+            let context = RequestContext(request: request, parameters: parameters, now: clock.nowMilliseconds)
+            do {
+                return (route.pattern, try route.handler(self, context))
+            } catch let error as APIError {
+                return (route.pattern, error.response)
+            } catch DatabaseError.busy {
+                var error = APIError(503, .unavailable, "The server is busy. Try again.")
+                error.headers["Retry-After"] = "1"
+                return (route.pattern, error.response)
+            } catch {
+                // Internal errors carry no request data (no secrets); log the error itself.
+                logger.log(
+                    .error, "internal error",
+                    [("route", route.pattern), ("error", String(describing: error))])
+                return (route.pattern, APIError(500, .internal, "An internal error occurred.").response)
+            }
+        }
+    }
+}

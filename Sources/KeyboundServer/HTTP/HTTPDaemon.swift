@@ -1,0 +1,221 @@
+import CMicroHTTPD
+import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// Options of the HTTP listener.
+struct HTTPDaemonOptions {
+    var host: String
+    var port: UInt16
+    var threads: Int
+    var connectionTimeoutSeconds: Int
+    var connectionLimit: Int
+    var bodyLimit: Int
+    var tlsKeyPEM: String?
+    var tlsCertificatePEM: String?
+}
+
+/// Errors starting the listener.
+struct HTTPDaemonError: Error, CustomStringConvertible {
+    let description: String
+}
+
+/// What the C callbacks reach through their `cls` pointer.
+private final class DaemonContext: Sendable {
+    let bodyLimit: Int
+    let handler: @Sendable (HTTPRequest) -> HTTPResponse
+    /// Requests between their first callback and their completion notice.
+    let inFlight = Locked(0)
+
+    init(bodyLimit: Int, handler: @escaping @Sendable (HTTPRequest) -> HTTPResponse) {
+        self.bodyLimit = bodyLimit
+        self.handler = handler
+    }
+}
+
+/// Per-request state kept in libmicrohttpd's `con_cls` slot while the body arrives.
+private final class RequestState {
+    var body = Data()
+    var exceeded = false
+}
+
+private func collectValues(
+    _ connection: OpaquePointer, kind: MHD_ValueKind
+) -> [String: String] {
+    var values: [String: String] = [:]
+    withUnsafeMutablePointer(to: &values) { pointer in
+        _ = MHD_get_connection_values(connection, kind, collectIterator, pointer)
+    }
+    return values
+}
+
+private let collectIterator: MHD_KeyValueIterator = { cls, _, key, value in
+    guard let cls, let key else { return .YES }
+    let values = cls.assumingMemoryBound(to: [String: String].self)
+    values.pointee[String(cString: key).lowercased()] = value.map { String(cString: $0) } ?? ""
+    return .YES
+}
+
+private let accessHandler: MHD_AccessHandlerCallback = {
+    cls, connection, url, method, _, uploadData, uploadDataSize, conCls in
+    guard let cls, let connection, let url, let method, let uploadDataSize, let conCls else { return .NO }
+    let context = Unmanaged<DaemonContext>.fromOpaque(cls).takeUnretainedValue()
+
+    // Step 1: the first call carries only the headers. Create the per-request state.
+    guard let statePointer = conCls.pointee else {
+        let state = RequestState()
+        if let length = MHD_lookup_connection_value(connection, .HEADER_KIND, "Content-Length"),
+            let declared = Int(String(cString: length)), declared > context.bodyLimit
+        {
+            state.exceeded = true
+        }
+        conCls.pointee = Unmanaged.passRetained(state).toOpaque()
+        context.inFlight.withLock { $0 += 1 }
+        return .YES
+    }
+    let state = Unmanaged<RequestState>.fromOpaque(statePointer).takeUnretainedValue()
+
+    // Step 2: body chunks. Keep at most the limit; beyond it, read and discard.
+    if uploadDataSize.pointee > 0 {
+        let size = uploadDataSize.pointee
+        if !state.exceeded, let uploadData {
+            if state.body.count + size > context.bodyLimit {
+                state.exceeded = true
+                state.body = Data()
+            } else {
+                uploadData.withMemoryRebound(to: UInt8.self, capacity: size) {
+                    state.body.append($0, count: size)
+                }
+            }
+        }
+        uploadDataSize.pointee = 0
+        return .YES
+    }
+
+    // Step 3: the whole request is here. Route it and queue the response.
+    var address = [CChar](repeating: 0, count: 64)
+    let clientAddress =
+        kb_mhd_client_address(connection, &address, address.count) == 0
+        ? String(decoding: address.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        : "unknown"
+    var request = HTTPRequest(
+        method: String(cString: method), path: String(cString: url),
+        headers: collectValues(connection, kind: .HEADER_KIND), body: state.body, clientAddress: clientAddress
+    )
+    request.query = collectValues(connection, kind: .GET_ARGUMENT_KIND)
+    request.bodyExceededLimit = state.exceeded
+    let response = context.handler(request)
+    return queue(response, on: connection)
+}
+
+private func queue(_ response: HTTPResponse, on connection: OpaquePointer) -> MHD_Result {
+    let created = response.body.withUnsafeBytes { buffer in
+        MHD_create_response_from_buffer(
+            buffer.count, UnsafeMutableRawPointer(mutating: buffer.baseAddress), .RESPMEM_MUST_COPY)
+    }
+    guard let mhdResponse = created else { return .NO }
+    defer { MHD_destroy_response(mhdResponse) }
+    for (name, value) in response.headers where MHD_add_response_header(mhdResponse, name, value) != .YES {
+        return .NO
+    }
+    return MHD_queue_response(connection, UInt32(response.status), mhdResponse)
+}
+
+private let completedHandler: MHD_RequestCompletedCallback = { cls, _, conCls, _ in
+    guard let conCls, let statePointer = conCls.pointee else { return }
+    Unmanaged<RequestState>.fromOpaque(statePointer).release()
+    conCls.pointee = nil
+    if let cls {
+        Unmanaged<DaemonContext>.fromOpaque(cls).takeUnretainedValue().inFlight.withLock { $0 -= 1 }
+    }
+}
+
+/// The libmicrohttpd daemon: a pool of worker threads accepting HTTP/1.1 (optionally TLS) on one
+/// address, handing each complete request to a synchronous handler.
+///
+/// `@unchecked Sendable` is safe because the stored C handles (the daemon, the TLS strings it
+/// reads) are created in `init`, never mutated, and freed once: `stop()` runs under `stopped`'s
+/// lock, and `deinit` runs when no other reference exists. libmicrohttpd itself is thread-safe
+/// for `MHD_quiesce_daemon`/`MHD_stop_daemon` called from one thread.
+final class HTTPDaemon: @unchecked Sendable {
+    private let daemon: OpaquePointer
+    private let context: Unmanaged<DaemonContext>
+    private let tlsKey: UnsafeMutablePointer<CChar>?
+    private let tlsCertificate: UnsafeMutablePointer<CChar>?
+    private let stopped = Locked(false)
+    /// The port the daemon listens on (the real one when 0 was asked for).
+    let port: UInt16
+
+    init(options: HTTPDaemonOptions, handler: @escaping @Sendable (HTTPRequest) -> HTTPResponse) throws {
+        var storage = sockaddr_storage()
+        let family = kb_make_sockaddr(options.host, options.port, &storage)
+        guard family >= 0 else {
+            throw HTTPDaemonError(
+                description: "listen address \(options.host) is not a numeric IPv4 or IPv6 address")
+        }
+        var flags = MHD_USE_AUTO_INTERNAL_THREAD.rawValue | MHD_USE_ITC.rawValue
+        if family == AF_INET6 { flags |= MHD_USE_IPv6.rawValue }
+        var tlsKey: UnsafeMutablePointer<CChar>?
+        var tlsCertificate: UnsafeMutablePointer<CChar>?
+        if let key = options.tlsKeyPEM, let certificate = options.tlsCertificatePEM {
+            guard MHD_is_feature_supported(.FEATURE_TLS) == .YES else {
+                throw HTTPDaemonError(description: "this libmicrohttpd was built without TLS")
+            }
+            flags |= MHD_USE_TLS.rawValue
+            tlsKey = strdup(key)
+            tlsCertificate = strdup(certificate)
+        }
+        let context = Unmanaged.passRetained(DaemonContext(bodyLimit: options.bodyLimit, handler: handler))
+        let started = withUnsafePointer(to: &storage) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { address in
+                kb_mhd_start(
+                    flags, address, UInt32(max(1, options.threads)), UInt32(options.connectionTimeoutSeconds),
+                    UInt32(options.connectionLimit), 64 * 1024, accessHandler, context.toOpaque(),
+                    completedHandler,
+                    context.toOpaque(), tlsKey, tlsCertificate)
+            }
+        }
+        guard let started else {
+            context.release()
+            free(tlsKey)
+            free(tlsCertificate)
+            throw HTTPDaemonError(
+                description:
+                    "cannot listen on \(options.host):\(options.port) (address in use, or bad TLS key/certificate)"
+            )
+        }
+        daemon = started
+        self.context = context
+        self.tlsKey = tlsKey
+        self.tlsCertificate = tlsCertificate
+        port = kb_mhd_bound_port(started)
+    }
+
+    /// Stops accepting connections, lets requests in flight finish (up to `gracePeriod`), then
+    /// stops the worker threads. Safe to call more than once.
+    func stop(gracePeriod: TimeInterval = 5) {
+        let first = stopped.withLock { alreadyStopped in
+            defer { alreadyStopped = true }
+            return !alreadyStopped
+        }
+        guard first else { return }
+        let listener = MHD_quiesce_daemon(daemon)
+        let deadline = Date().addingTimeInterval(gracePeriod)
+        while context.takeUnretainedValue().inFlight.withLock({ $0 }) > 0, Date() < deadline {
+            usleep(10_000)
+        }
+        MHD_stop_daemon(daemon)
+        if listener >= 0 { close(listener) }
+    }
+
+    deinit {
+        stop(gracePeriod: 0)
+        context.release()
+        free(tlsKey)
+        free(tlsCertificate)
+    }
+}

@@ -1,0 +1,75 @@
+import Foundation
+
+/// An HTTP request as the router sees it. Used by the live server and by the in-process test
+/// mode (``Server/handle(_:)``), so both go through exactly the same code.
+public struct HTTPRequest: Sendable {
+    /// `GET`, `POST`, `DELETE`, …
+    public var method: String
+    /// The path without the query, e.g. `/v1/me`.
+    public var path: String
+    /// Query parameters.
+    public var query: [String: String]
+    /// Header fields; names are lowercased.
+    public var headers: [String: String]
+    /// The body.
+    public var body: Data
+    /// The peer's numeric address, used for throttling and the audit log.
+    public var clientAddress: String
+    /// Set by the HTTP layer when the body exceeded the limit (its bytes were discarded).
+    var bodyExceededLimit = false
+
+    /// - Parameters:
+    ///   - method: the method.
+    ///   - path: the path; a `?query` part is split off into ``query``.
+    ///   - headers: header fields (names are lowercased here).
+    ///   - body: the body.
+    ///   - clientAddress: the peer address (default loopback).
+    public init(
+        method: String, path: String, headers: [String: String] = [:], body: Data = Data(),
+        clientAddress: String = "127.0.0.1"
+    ) {
+        self.method = method
+        var query: [String: String] = [:]
+        if let mark = path.firstIndex(of: "?") {
+            self.path = String(path[..<mark])
+            for pair in path[path.index(after: mark)...].split(separator: "&") {
+                let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+                let name = String(parts[0]).removingPercentEncoding ?? String(parts[0])
+                let value =
+                    parts.count > 1 ? (String(parts[1]).removingPercentEncoding ?? String(parts[1])) : ""
+                query[name] = value
+            }
+        } else {
+            self.path = path
+        }
+        self.query = query
+        self.headers = Dictionary(headers.map { ($0.key.lowercased(), $0.value) }, uniquingKeysWith: { $1 })
+        self.body = body
+        self.clientAddress = clientAddress
+    }
+}
+
+/// An HTTP response.
+public struct HTTPResponse: Sendable {
+    /// The status code.
+    public var status: Int
+    /// Header fields (names as sent).
+    public var headers: [String: String]
+    /// The body.
+    public var body: Data
+
+    /// - Parameters:
+    ///   - status: the status code.
+    ///   - headers: header fields.
+    ///   - body: the body.
+    public init(status: Int, headers: [String: String] = [:], body: Data = Data()) {
+        self.status = status
+        self.headers = headers
+        self.body = body
+    }
+
+    /// The value of a header, looked up case-insensitively.
+    public func header(_ name: String) -> String? {
+        headers.first { $0.key.lowercased() == name.lowercased() }?.value
+    }
+}

@@ -1,1 +1,0 @@
-// The KeyboundServer module; see DESIGN in README.md.

@@ -1,0 +1,131 @@
+import Foundation
+
+/// A failure to start the server: bad configuration, an unusable database, a busy port.
+public struct ServerError: Error, Sendable, CustomStringConvertible {
+    public let description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// The Keybound API server.
+///
+/// ```swift
+/// let configuration = Configuration.testing(databasePath: "/tmp/keybound.sqlite")  // port 0
+/// let server = try Server(configuration: configuration)
+/// try server.start()
+/// guard let baseURL = server.baseURL else { … }  // http://127.0.0.1:<port>
+/// …
+/// server.stop()
+/// ```
+///
+/// ``handle(_:)`` drives the same router without sockets (no ``start()`` needed).
+public final class Server: Sendable {
+    /// The configuration the server was created with.
+    public let configuration: Configuration
+    private let application: Application
+    private let daemon = Locked<HTTPDaemon?>(nil)
+    private let housekeeping = Locked<(any DispatchSourceTimer)?>(nil)
+
+    /// Opens the database and applies migrations. Does not listen yet.
+    /// - Throws: ``ServerError`` when the database cannot be opened or migrated.
+    public init(configuration: Configuration) throws {
+        self.configuration = configuration
+        do {
+            application = try Application(configuration: configuration)
+        } catch {
+            throw ServerError("cannot start: \(error)")
+        }
+        if !configuration.argon2.meetsOWASPMinimum {
+            application.logger.log(.warning, "argon2id parameters are below the OWASP minimum (testing only)")
+        }
+    }
+
+    /// Starts listening on ``Configuration/host``:``Configuration/port`` with a pool of worker threads.
+    /// - Throws: ``ServerError`` when the address is taken or the TLS files are unreadable.
+    public func start() throws {
+        var tlsKey: String?
+        var tlsCertificate: String?
+        switch (configuration.tlsKeyPath, configuration.tlsCertificatePath) {
+        case (nil, nil): break
+        case (let keyPath?, let certificatePath?):
+            guard let key = try? String(contentsOfFile: keyPath, encoding: .utf8),
+                let certificate = try? String(contentsOfFile: certificatePath, encoding: .utf8)
+            else { throw ServerError("cannot read the TLS key or certificate file") }
+            tlsKey = key
+            tlsCertificate = certificate
+        default:
+            throw ServerError("TLS needs both a certificate and a key")
+        }
+        let options = HTTPDaemonOptions(
+            host: configuration.host, port: configuration.port, threads: configuration.workerThreads,
+            connectionTimeoutSeconds: configuration.connectionTimeout,
+            connectionLimit: configuration.connectionLimit,
+            bodyLimit: configuration.bodyLimit, tlsKeyPEM: tlsKey, tlsCertificatePEM: tlsCertificate)
+        try daemon.withLock { current in
+            guard current == nil else { throw ServerError("the server is already running") }
+            do {
+                current = try HTTPDaemon(options: options) { [application] request in
+                    application.handle(request)
+                }
+            } catch {
+                throw ServerError("\(error)")
+            }
+        }
+        let timer = DispatchSource.makeTimerSource(queue: .global(qos: .utility))
+        timer.schedule(deadline: .now(), repeating: .seconds(600))
+        timer.setEventHandler { [application] in application.purgeExpired() }
+        timer.resume()
+        housekeeping.withLock { $0 = timer }
+        application.logger.log(
+            .info, "listening",
+            [
+                ("address", configuration.host), ("port", Int(port ?? 0)),
+                ("tls", tlsKey != nil ? "on" : "off"),
+                ("server_id", configuration.serverID),
+            ])
+    }
+
+    /// The port the server listens on (the real one when configured with 0), or nil when stopped.
+    public var port: UInt16? { daemon.withLock { $0?.port } }
+
+    /// `http://host:port` (or `https://`) while running, else nil.
+    public var baseURL: URL? {
+        guard let port else { return nil }
+        let scheme = configuration.tlsKeyPath == nil ? "http" : "https"
+        let host = configuration.host.contains(":") ? "[\(configuration.host)]" : configuration.host
+        return URL(string: "\(scheme)://\(host):\(port)")
+    }
+
+    /// Stops accepting connections, lets requests in flight finish (up to `gracePeriod` seconds),
+    /// then stops. Every acknowledged change is already committed. Safe to call more than once.
+    public func stop(gracePeriod: TimeInterval = 5) {
+        let running = daemon.withLock { current in
+            defer { current = nil }
+            return current
+        }
+        guard let running else { return }
+        housekeeping.withLock { timer in
+            timer?.cancel()
+            timer = nil
+        }
+        running.stop(gracePeriod: gracePeriod)
+        application.logger.log(.info, "stopped")
+    }
+
+    /// Handles one request in-process, through the same router, services and storage as the
+    /// live server, without a socket. For tests.
+    public func handle(_ request: HTTPRequest) async -> HTTPResponse {
+        var request = request
+        request.bodyExceededLimit = request.body.count > configuration.bodyLimit
+        if request.bodyExceededLimit { request.body = Data() }
+        let application = application
+        let sendableRequest = request
+        // Handlers block (Argon2id, SQLite): run them off the cooperative thread pool.
+        return await withCheckedContinuation { continuation in
+            DispatchQueue.global().async {
+                continuation.resume(returning: application.handle(sendableRequest))
+            }
+        }
+    }
+
+    deinit { stop(gracePeriod: 0) }
+}

@@ -1,0 +1,108 @@
+import Foundation
+import KeyboundWire
+
+extension Application {
+    func createApproval(_ context: RequestContext) throws -> HTTPResponse {
+        let caller = try authenticate(context)
+        let request = try context.decode(CreateApprovalRequest.self)
+        let approvalID = SecureRandomBytes.identifier("apr")
+        let issued = try database.write { connection in
+            guard let device = try loadDevice(connection, id: request.deviceID),
+                device.userID == caller.userID
+            else {
+                throw APIError.notFound
+            }
+            if let refusal = device.checkUsable() { throw refusal }
+            let issued = try makePayload(
+                context, purpose: .approve, deviceID: device.id, lifetime: configuration.approvalLifetime,
+                action: request.action)
+            try connection.execute(
+                """
+                INSERT INTO approvals (id, user_id, device_id, action, payload, status, created_at, expires_at,
+                    decided_at)
+                VALUES (?, ?, ?, ?, ?, 'pending', ?, ?, NULL)
+                """,
+                [
+                    .text(approvalID), .text(caller.userID), .text(device.id),
+                    .text(String(decoding: JSON.serialize(request.action.json), as: UTF8.self)),
+                    .text(Base64URL.encode(issued.payload.bytes)), .integer(context.now),
+                    .integer(issued.expiresAt),
+                ])
+            try audit(
+                connection, context, "approval_created", userID: caller.userID, deviceID: device.id,
+                sessionID: caller.sessionID)
+            return issued
+        }
+        return .json(
+            201,
+            ApprovalChallengeResponse(
+                approvalID: approvalID, payload: issued.payload.bytes, expiresAt: issued.payload.expires),
+            headers: ["Location": "/v1/approvals/\(approvalID)"])
+    }
+
+    func confirmApproval(_ context: RequestContext) throws -> HTTPResponse {
+        let caller = try authenticate(context)
+        let request = try context.decode(ConfirmApprovalRequest.self)
+        let approvalID = context.parameter("id")
+        guard Validate.identifier(approvalID) else { throw APIError.notFound }
+        let result: Result<Void, APIError> = try database.write { connection in
+            // Bound to the user: another user's approval does not exist for this caller.
+            guard
+                let row = try connection.queryOne(
+                    "SELECT device_id, payload, status, expires_at FROM approvals WHERE id = ? AND user_id = ?",
+                    [.text(approvalID), .text(caller.userID)])
+            else { return .failure(.notFound) }
+            guard try row.text(2) == ApprovalStatus.pending.rawValue else { return .failure(.challengeUsed) }
+            guard context.now < (try row.integer(3)) else { return .failure(.challengeExpired) }
+            guard let device = try loadDevice(connection, id: try row.text(0)),
+                let payload = Base64URL.decode(try row.text(1))
+            else { return .failure(.notFound) }
+            if let refusal = device.checkUsable() { return .failure(refusal) }
+            let valid =
+                try verifyDeviceSignature(
+                    connection, context, device: device, payload: payload, signature: request.signature,
+                    method: "approval") == nil
+            // Single use: the first confirmation decides, valid or not.
+            let decided = try connection.execute(
+                "UPDATE approvals SET status = ?, decided_at = ? WHERE id = ? AND status = 'pending'",
+                [
+                    .text(valid ? ApprovalStatus.approved.rawValue : ApprovalStatus.failed.rawValue),
+                    .integer(context.now), .text(approvalID),
+                ])
+            guard decided == 1 else { return .failure(.challengeUsed) }
+            guard valid else { return .failure(.signatureInvalid) }
+            try audit(
+                connection, context, "approval_confirmed", userID: caller.userID, deviceID: device.id,
+                sessionID: caller.sessionID)
+            return .success(())
+        }
+        try result.get()
+        return .json(200, ConfirmApprovalResponse(status: .approved))
+    }
+
+    func approvalStatus(_ context: RequestContext) throws -> HTTPResponse {
+        let caller = try authenticate(context)
+        let approvalID = context.parameter("id")
+        guard Validate.identifier(approvalID) else { throw APIError.notFound }
+        let row = try database.read { connection in
+            try connection.queryOne(
+                """
+                SELECT device_id, action, status, created_at, expires_at, decided_at
+                FROM approvals WHERE id = ? AND user_id = ?
+                """, [.text(approvalID), .text(caller.userID)])
+        }
+        guard let row else { throw APIError.notFound }
+        var status = ApprovalStatus(rawValue: try row.text(2)) ?? .failed
+        if status == .pending, context.now >= (try row.integer(4)) { status = .expired }
+        let action = try ApprovalAction(json: JSON.parse(Data(try row.text(1).utf8)))
+        func date(_ milliseconds: Int64) -> Date {
+            Date(timeIntervalSince1970: TimeInterval(milliseconds / 1000))
+        }
+        return .json(
+            200,
+            ApprovalResponse(
+                approvalID: approvalID, status: status, deviceID: try row.text(0), action: action,
+                createdAt: date(try row.integer(3)), expiresAt: date(try row.integer(4)),
+                decidedAt: try row.optionalInteger(5).map(date)))
+    }
+}

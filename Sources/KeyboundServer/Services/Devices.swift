@@ -1,0 +1,171 @@
+import Foundation
+import KeyboundCrypto
+import KeyboundWire
+
+/// A device row, as the device services need it.
+struct DeviceRecord {
+    let id: String
+    let userID: String
+    let clientID: String
+    let publicKey: Data
+    let failedSignatures: Int64
+    let suspended: Bool
+    let revoked: Bool
+
+    static let columns = "id, user_id, client_id, public_key, failed_signatures, suspended_at, revoked_at"
+
+    init(_ row: SQLRow, offset: Int = 0) throws {
+        id = try row.text(offset)
+        userID = try row.text(offset + 1)
+        clientID = try row.text(offset + 2)
+        publicKey = Base64URL.decode(try row.text(offset + 3)) ?? Data()
+        failedSignatures = try row.integer(offset + 4)
+        suspended = try row.optionalInteger(offset + 5) != nil
+        revoked = try row.optionalInteger(offset + 6) != nil
+    }
+
+    /// Refuses revoked and suspended devices.
+    func checkUsable() -> APIError? {
+        if revoked { return .deviceRevoked }
+        if suspended { return .deviceSuspended }
+        return nil
+    }
+}
+
+extension Application {
+    func loadDevice(_ connection: any SQLConnection, id: String) throws -> DeviceRecord? {
+        guard Validate.identifier(id) else { return nil }
+        return try connection.queryOne(
+            "SELECT \(DeviceRecord.columns) FROM devices WHERE id = ?", [.text(id)]
+        )
+        .map { try DeviceRecord($0) }
+    }
+
+    /// Verifies a device signature over the exact payload bytes the server issued. Bad
+    /// signatures count toward suspension; a good one resets the count.
+    /// - Returns: nil when valid, otherwise the error to answer with (after committing).
+    func verifyDeviceSignature(
+        _ connection: any SQLConnection, _ context: RequestContext, device: DeviceRecord, payload: Data,
+        signature: Data, method: String
+    ) throws -> APIError? {
+        let valid: Bool
+        if let key = try? P256PublicKey(spkiDER: device.publicKey),
+            let parsed = try? P256Signature(derRepresentation: signature)
+        {
+            valid = key.isValidSignature(parsed, for: payload)
+        } else {
+            valid = false
+        }
+        if valid {
+            try connection.execute(
+                "UPDATE devices SET failed_signatures = 0, last_used_at = ? WHERE id = ?",
+                [.integer(context.now), .text(device.id)])
+            return nil
+        }
+        let failures = device.failedSignatures + 1
+        let suspend = failures >= Int64(configuration.deviceFailureLimit)
+        try connection.execute(
+            "UPDATE devices SET failed_signatures = ?, suspended_at = ? WHERE id = ?",
+            [.integer(failures), suspend ? .integer(context.now) : .null, .text(device.id)])
+        try audit(
+            connection, context, method == "device" ? "login_failed" : "approval_failed", method: method,
+            userID: device.userID, deviceID: device.id)
+        if suspend {
+            try audit(connection, context, "device_suspended", userID: device.userID, deviceID: device.id)
+        }
+        return .signatureInvalid
+    }
+
+    func bindDevice(_ context: RequestContext) throws -> HTTPResponse {
+        let caller = try authenticate(context)
+        // Step-up: a password authentication in this session within the window.
+        guard caller.authMethod == .password,
+            context.now - caller.authTime <= Int64(configuration.stepUpWindow) * 1000
+        else {
+            throw APIError(
+                403, .stepUpRequired,
+                "Binding a device needs a password login within the last \(configuration.stepUpWindow / 60) minutes."
+            )
+        }
+        let request = try context.decode(BindDeviceRequest.self)
+        try Validate.deviceName(request.name)
+        guard let key = try? P256PublicKey(spkiDER: request.publicKey) else {
+            throw APIError(400, .invalidPublicKey, "public_key must be a P-256 SubjectPublicKeyInfo (DER).")
+        }
+        let deviceID = SecureRandomBytes.identifier("dev")
+        try database.write { connection in
+            // A new key for the same client replaces the old one: revoke it and its sessions.
+            let previous = try connection.query(
+                "SELECT id FROM devices WHERE user_id = ? AND client_id = ? AND revoked_at IS NULL",
+                [.text(caller.userID), .text(caller.clientID)])
+            for row in previous {
+                try revoke(connection, context, deviceID: try row.text(0), userID: caller.userID)
+            }
+            try connection.execute(
+                """
+                INSERT INTO devices (id, user_id, client_id, name, key_protection, public_key, created_at,
+                    last_used_at, failed_signatures, suspended_at, revoked_at)
+                VALUES (?, ?, ?, ?, ?, ?, ?, NULL, 0, NULL, NULL)
+                """,
+                [
+                    .text(deviceID), .text(caller.userID), .text(caller.clientID), .text(request.name),
+                    .text(request.keyProtection.rawValue), .text(Base64URL.encode(key.spkiDER)),
+                    .integer(context.now),
+                ])
+            try audit(
+                connection, context, "device_bound", userID: caller.userID, deviceID: deviceID,
+                sessionID: caller.sessionID)
+        }
+        return .json(
+            201, BindDeviceResponse(deviceID: deviceID), headers: ["Location": "/v1/devices/\(deviceID)"])
+    }
+
+    /// Revokes a device and ends the sessions it opened.
+    private func revoke(
+        _ connection: any SQLConnection, _ context: RequestContext, deviceID: String, userID: String
+    )
+        throws
+    {
+        try connection.execute(
+            "UPDATE devices SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL",
+            [.integer(context.now), .text(deviceID)])
+        try revokeSessions(
+            connection, where: "device_id = ?", [.text(deviceID)], reason: "device_revoked", now: context.now)
+        try audit(connection, context, "device_revoked", userID: userID, deviceID: deviceID)
+    }
+
+    func listDevices(_ context: RequestContext) throws -> HTTPResponse {
+        let caller = try authenticate(context)
+        let rows = try database.read { connection in
+            try connection.query(
+                """
+                SELECT id, name, key_protection, created_at, last_used_at, suspended_at, revoked_at
+                FROM devices WHERE user_id = ? ORDER BY created_at, id
+                """, [.text(caller.userID)])
+        }
+        let devices = try rows.map { row in
+            let status: DeviceStatus =
+                try row.optionalInteger(6) != nil
+                ? .revoked : try row.optionalInteger(5) != nil ? .suspended : .active
+            return DeviceInfo(
+                deviceID: try row.text(0), name: try row.text(1),
+                keyProtection: KeyProtection(rawValue: try row.text(2)) ?? .software, status: status,
+                createdAt: Date(timeIntervalSince1970: TimeInterval(try row.integer(3) / 1000)),
+                lastUsedAt: try row.optionalInteger(4).map {
+                    Date(timeIntervalSince1970: TimeInterval($0 / 1000))
+                })
+        }
+        return .json(200, DeviceListResponse(devices: devices))
+    }
+
+    func revokeDevice(_ context: RequestContext) throws -> HTTPResponse {
+        let caller = try authenticate(context)
+        try database.write { connection in
+            guard let device = try loadDevice(connection, id: context.parameter("id")),
+                device.userID == caller.userID
+            else { throw APIError.notFound }
+            if !device.revoked { try revoke(connection, context, deviceID: device.id, userID: caller.userID) }
+        }
+        return .noContent
+    }
+}

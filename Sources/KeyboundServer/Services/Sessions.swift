@@ -1,0 +1,226 @@
+import Foundation
+import KeyboundCrypto
+import KeyboundWire
+
+/// The authenticated caller of a bearer request.
+struct Caller {
+    let sessionID: String
+    let userID: String
+    let username: String
+    let clientID: String
+    let deviceID: String?
+    let authMethod: AuthMethod
+    let authTime: Int64
+}
+
+extension Application {
+    // MARK: Audit
+
+    /// Records an audit event in the current transaction. Never pass a secret here.
+    func audit(
+        _ connection: any SQLConnection, _ context: RequestContext, _ type: String, method: String? = nil,
+        userID: String? = nil, deviceID: String? = nil, sessionID: String? = nil
+    ) throws {
+        try connection.execute(
+            """
+            INSERT INTO audit_events (id, time, type, method, user_id, device_id, session_id, client_address)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+            """,
+            [
+                .text(SecureRandomBytes.identifier("evt")), .integer(context.now), .text(type), method.sql,
+                userID.sql, deviceID.sql, sessionID.sql, .text(context.clientAddress),
+            ])
+        logger.log(
+            .info, "audit",
+            [
+                ("event", type), ("method", method), ("user_id", userID), ("device_id", deviceID),
+                ("session_id", sessionID), ("client", context.clientAddress),
+            ])
+    }
+
+    // MARK: Tokens and sessions
+
+    /// Issues a fresh access and refresh token for a session.
+    func issueTokens(_ connection: any SQLConnection, sessionID: String, userID: String, now: Int64) throws
+        -> TokenResponse
+    {
+        let access = SecureRandomBytes.token()
+        let refresh = SecureRandomBytes.token()
+        let insert =
+            "INSERT INTO tokens (hash, session_id, kind, expires_at, used_at) VALUES (?, ?, ?, ?, NULL)"
+        try connection.execute(
+            insert,
+            [
+                .text(TokenHash.of(access)), .text(sessionID), "access",
+                .integer(now + Int64(configuration.accessTokenLifetime) * 1000),
+            ])
+        try connection.execute(
+            insert,
+            [
+                .text(TokenHash.of(refresh)), .text(sessionID), "refresh",
+                .integer(now + Int64(configuration.refreshTokenLifetime) * 1000),
+            ])
+        return TokenResponse(
+            accessToken: access, refreshToken: refresh, expiresIn: configuration.accessTokenLifetime,
+            sessionID: sessionID, userID: userID)
+    }
+
+    /// Opens a session: ends the user's previous session from the same client (or all of the
+    /// user's sessions with `--single-session`), then issues tokens.
+    func openSession(
+        _ connection: any SQLConnection, _ context: RequestContext, userID: String, clientID: String,
+        method: AuthMethod, deviceID: String?
+    ) throws -> TokenResponse {
+        if configuration.singleSession {
+            try revokeSessions(
+                connection, where: "user_id = ?", [.text(userID)], reason: "replaced", now: context.now)
+        } else {
+            try revokeSessions(
+                connection, where: "user_id = ? AND client_id = ?", [.text(userID), .text(clientID)],
+                reason: "replaced", now: context.now)
+        }
+        let sessionID = SecureRandomBytes.identifier("ses")
+        try connection.execute(
+            """
+            INSERT INTO sessions (id, user_id, client_id, device_id, auth_method, auth_time, created_at,
+                revoked_at, revoke_reason)
+            VALUES (?, ?, ?, ?, ?, ?, ?, NULL, NULL)
+            """,
+            [
+                .text(sessionID), .text(userID), .text(clientID), deviceID.sql, .text(method.rawValue),
+                .integer(context.now), .integer(context.now),
+            ])
+        try audit(
+            connection, context, "login", method: method.rawValue, userID: userID, deviceID: deviceID,
+            sessionID: sessionID)
+        metrics.recordLogin(method: method.rawValue, outcome: "success")
+        return try issueTokens(connection, sessionID: sessionID, userID: userID, now: context.now)
+    }
+
+    /// Revokes every live session matching `condition`; their tokens stop working at once.
+    func revokeSessions(
+        _ connection: any SQLConnection, where condition: String, _ parameters: [SQLValue], reason: String,
+        now: Int64
+    ) throws {
+        try connection.execute(
+            "UPDATE sessions SET revoked_at = ?, revoke_reason = ? WHERE revoked_at IS NULL AND \(condition)",
+            [.integer(now), .text(reason)] + parameters)
+    }
+
+    /// Authenticates `Authorization: Bearer <access token>`.
+    /// - Throws: ``APIError/tokenInvalid`` for a missing, unknown, expired or revoked token.
+    func authenticate(_ context: RequestContext) throws -> Caller {
+        guard let header = context.request.headers["authorization"] else { throw APIError.tokenInvalid }
+        let parts = header.split(separator: " ", maxSplits: 1)
+        guard parts.count == 2, parts[0].lowercased() == "bearer" else { throw APIError.tokenInvalid }
+        let token = parts[1].trimmingCharacters(in: .whitespaces)
+        guard (16...128).contains(token.utf8.count) else { throw APIError.tokenInvalid }
+        let hash = TokenHash.of(token)
+        let row = try database.read { connection in
+            try connection.queryOne(
+                """
+                SELECT t.hash, t.expires_at, s.id, s.user_id, s.client_id, s.device_id, s.auth_method,
+                    s.auth_time, s.revoked_at, u.username
+                FROM tokens t JOIN sessions s ON s.id = t.session_id JOIN users u ON u.id = s.user_id
+                WHERE t.hash = ? AND t.kind = 'access'
+                """, [.text(hash)])
+        }
+        guard let row, ConstantTime.equals(Data(try row.text(0).utf8), Data(hash.utf8)),
+            try row.integer(1) > context.now, try row.optionalInteger(8) == nil,
+            let method = AuthMethod(rawValue: try row.text(6))
+        else { throw APIError.tokenInvalid }
+        return Caller(
+            sessionID: try row.text(2), userID: try row.text(3), username: try row.text(9),
+            clientID: try row.text(4),
+            deviceID: try row.optionalText(5), authMethod: method, authTime: try row.integer(7))
+    }
+
+    // MARK: Handlers
+
+    func refresh(_ context: RequestContext) throws -> HTTPResponse {
+        let request = try context.decode(RefreshRequest.self)
+        guard (16...128).contains(request.refreshToken.utf8.count) else { throw APIError.tokenInvalid }
+        let hash = TokenHash.of(request.refreshToken)
+        let result: Result<TokenResponse, APIError> = try database.write { connection in
+            guard
+                let row = try connection.queryOne(
+                    """
+                    SELECT t.hash, t.expires_at, t.used_at, s.id, s.user_id, s.revoked_at
+                    FROM tokens t JOIN sessions s ON s.id = t.session_id
+                    WHERE t.hash = ? AND t.kind = 'refresh'
+                    """, [.text(hash)]),
+                ConstantTime.equals(Data(try row.text(0).utf8), Data(hash.utf8))
+            else { return .failure(.tokenInvalid) }
+            let sessionID = try row.text(3)
+            let userID = try row.text(4)
+            guard try row.optionalInteger(5) == nil else { return .failure(.tokenInvalid) }
+            if try row.optionalInteger(2) != nil {
+                // Reuse of a rotated refresh token: someone else has a copy. End the whole family.
+                try revokeSessions(
+                    connection, where: "id = ?", [.text(sessionID)], reason: "refresh_reuse", now: context.now
+                )
+                try audit(connection, context, "refresh_reuse", userID: userID, sessionID: sessionID)
+                metrics.recordLogin(method: "refresh", outcome: "reuse")
+                return .failure(.tokenInvalid)
+            }
+            guard try row.integer(1) > context.now else { return .failure(.tokenInvalid) }
+            let changed = try connection.execute(
+                "UPDATE tokens SET used_at = ? WHERE hash = ? AND used_at IS NULL",
+                [.integer(context.now), .text(hash)])
+            guard changed == 1 else { return .failure(.tokenInvalid) }
+            metrics.recordLogin(method: "refresh", outcome: "success")
+            return .success(
+                try issueTokens(connection, sessionID: sessionID, userID: userID, now: context.now))
+        }
+        return .json(200, try result.get())
+    }
+
+    func logout(_ context: RequestContext) throws -> HTTPResponse {
+        let caller = try authenticate(context)
+        try database.write { connection in
+            try revokeSessions(
+                connection, where: "id = ?", [.text(caller.sessionID)], reason: "logout", now: context.now)
+            try audit(
+                connection, context, "logout", userID: caller.userID, deviceID: caller.deviceID,
+                sessionID: caller.sessionID)
+        }
+        return .noContent
+    }
+
+    func me(_ context: RequestContext) throws -> HTTPResponse {
+        let caller = try authenticate(context)
+        return .json(
+            200,
+            MeResponse(
+                userID: caller.userID, username: caller.username, sessionID: caller.sessionID,
+                authMethod: caller.authMethod,
+                authTime: Date(timeIntervalSince1970: TimeInterval(caller.authTime / 1000))))
+    }
+
+    func auditEvents(_ context: RequestContext) throws -> HTTPResponse {
+        let caller = try authenticate(context)
+        var limit = 100
+        if let text = context.request.query["limit"] {
+            guard let value = Int(text), (1...500).contains(value) else {
+                throw APIError.invalid("limit must be an integer from 1 to 500")
+            }
+            limit = value
+        }
+        let rows = try database.read { connection in
+            try connection.query(
+                """
+                SELECT time, type, method, user_id, device_id, session_id, client_address
+                FROM audit_events WHERE user_id = ? ORDER BY time DESC, id LIMIT ?
+                """, [.text(caller.userID), .integer(Int64(limit))])
+        }
+        let events = try rows.map { row in
+            AuditEvent(
+                time: Date(timeIntervalSince1970: TimeInterval(try row.integer(0) / 1000)),
+                type: try row.text(1),
+                method: try row.optionalText(2), userID: try row.optionalText(3),
+                deviceID: try row.optionalText(4),
+                sessionID: try row.optionalText(5), clientAddress: try row.optionalText(6))
+        }
+        return .json(200, AuditListResponse(events: events))
+    }
+}

@@ -1,0 +1,232 @@
+import Foundation
+
+/// A value bound to or read from SQL. Only the types every engine has alike: 64-bit integers
+/// (`BIGINT`), text (`TEXT`) and NULL. Binary data is stored as base64url or hex text.
+enum SQLValue: Sendable, Equatable {
+    case null
+    case integer(Int64)
+    case text(String)
+}
+
+extension SQLValue: ExpressibleByStringLiteral, ExpressibleByIntegerLiteral {
+    init(stringLiteral value: String) { self = .text(value) }
+    init(integerLiteral value: Int64) { self = .integer(value) }
+}
+
+extension Optional where Wrapped == String {
+    var sql: SQLValue { map { .text($0) } ?? .null }
+}
+
+extension Optional where Wrapped == Int64 {
+    var sql: SQLValue { map { .integer($0) } ?? .null }
+}
+
+/// One result row.
+struct SQLRow: Sendable {
+    let values: [SQLValue]
+
+    func text(_ column: Int) throws -> String {
+        guard column < values.count, case .text(let text) = values[column] else {
+            throw DatabaseError.unexpectedType(column: column)
+        }
+        return text
+    }
+
+    func optionalText(_ column: Int) throws -> String? {
+        guard column < values.count else { throw DatabaseError.unexpectedType(column: column) }
+        if case .null = values[column] { return nil }
+        return try text(column)
+    }
+
+    func integer(_ column: Int) throws -> Int64 {
+        guard column < values.count, case .integer(let number) = values[column] else {
+            throw DatabaseError.unexpectedType(column: column)
+        }
+        return number
+    }
+
+    func optionalInteger(_ column: Int) throws -> Int64? {
+        guard column < values.count else { throw DatabaseError.unexpectedType(column: column) }
+        if case .null = values[column] { return nil }
+        return try integer(column)
+    }
+}
+
+/// Storage failures. None of them is the client's fault.
+enum DatabaseError: Error, CustomStringConvertible {
+    /// The engine reported an error (code and message; never contains bound values).
+    case engine(code: Int32, message: String)
+    /// The database stayed locked longer than the busy timeout.
+    case busy
+    /// A column did not hold the expected type.
+    case unexpectedType(column: Int)
+    /// The configured URL names no supported engine.
+    case unsupportedURL(String)
+    /// The schema is newer than this server knows.
+    case schemaTooNew(Int64)
+
+    var description: String {
+        switch self {
+        case .engine(let code, let message): "database error \(code): \(message)"
+        case .busy: "database busy"
+        case .unexpectedType(let column): "unexpected column type at \(column)"
+        case .unsupportedURL(let url): "unsupported database URL \(url) (use sqlite:PATH)"
+        case .schemaTooNew(let version): "database schema version \(version) is newer than this server"
+        }
+    }
+}
+
+/// A connection inside a transaction. SQL uses `?` placeholders and portable syntax only
+/// (`BIGINT`, `TEXT`, no engine-specific functions), so every engine runs the same statements.
+protocol SQLConnection: AnyObject {
+    /// Runs a statement that returns rows.
+    func query(_ sql: String, _ parameters: [SQLValue]) throws -> [SQLRow]
+    /// Runs a statement and returns the number of rows it changed.
+    @discardableResult
+    func execute(_ sql: String, _ parameters: [SQLValue]) throws -> Int
+}
+
+extension SQLConnection {
+    func queryOne(_ sql: String, _ parameters: [SQLValue]) throws -> SQLRow? {
+        try query(sql, parameters).first
+    }
+}
+
+/// The storage protocol: transactions over a pool of connections. The SQLite implementation is
+/// ``SQLiteDatabase``; a PostgreSQL implementation provides the same two methods.
+protocol Database: Sendable {
+    /// Runs `body` in one write transaction and commits it; any thrown error rolls back.
+    /// When this returns, the change is durable.
+    @discardableResult
+    func write<T>(_ body: (any SQLConnection) throws -> T) throws -> T
+    /// Runs `body` in a read-only transaction (one consistent snapshot).
+    func read<T>(_ body: (any SQLConnection) throws -> T) throws -> T
+}
+
+/// Versioned schema migrations, identical in meaning on every engine. Each runs in one
+/// transaction together with the row that records it.
+enum Migrations {
+    static let all: [(version: Int64, statements: [String])] = [
+        (
+            1,
+            [
+                """
+                CREATE TABLE users (
+                    id TEXT PRIMARY KEY,
+                    username TEXT NOT NULL UNIQUE,
+                    password_hash TEXT NOT NULL,
+                    created_at BIGINT NOT NULL
+                )
+                """,
+                """
+                CREATE TABLE throttles (
+                    scope TEXT PRIMARY KEY,
+                    failures BIGINT NOT NULL,
+                    blocked_until BIGINT NOT NULL,
+                    updated_at BIGINT NOT NULL
+                )
+                """,
+                """
+                CREATE TABLE devices (
+                    id TEXT PRIMARY KEY,
+                    user_id TEXT NOT NULL REFERENCES users (id),
+                    client_id TEXT NOT NULL,
+                    name TEXT NOT NULL,
+                    key_protection TEXT NOT NULL,
+                    public_key TEXT NOT NULL,
+                    created_at BIGINT NOT NULL,
+                    last_used_at BIGINT,
+                    failed_signatures BIGINT NOT NULL,
+                    suspended_at BIGINT,
+                    revoked_at BIGINT
+                )
+                """,
+                "CREATE INDEX devices_by_user ON devices (user_id)",
+                """
+                CREATE TABLE sessions (
+                    id TEXT PRIMARY KEY,
+                    user_id TEXT NOT NULL REFERENCES users (id),
+                    client_id TEXT NOT NULL,
+                    device_id TEXT,
+                    auth_method TEXT NOT NULL,
+                    auth_time BIGINT NOT NULL,
+                    created_at BIGINT NOT NULL,
+                    revoked_at BIGINT,
+                    revoke_reason TEXT
+                )
+                """,
+                "CREATE INDEX sessions_by_user ON sessions (user_id)",
+                "CREATE INDEX sessions_by_device ON sessions (device_id)",
+                """
+                CREATE TABLE tokens (
+                    hash TEXT PRIMARY KEY,
+                    session_id TEXT NOT NULL REFERENCES sessions (id),
+                    kind TEXT NOT NULL,
+                    expires_at BIGINT NOT NULL,
+                    used_at BIGINT
+                )
+                """,
+                "CREATE INDEX tokens_by_session ON tokens (session_id)",
+                """
+                CREATE TABLE challenges (
+                    id TEXT PRIMARY KEY,
+                    device_id TEXT NOT NULL REFERENCES devices (id),
+                    payload TEXT NOT NULL,
+                    created_at BIGINT NOT NULL,
+                    expires_at BIGINT NOT NULL,
+                    used_at BIGINT
+                )
+                """,
+                """
+                CREATE TABLE approvals (
+                    id TEXT PRIMARY KEY,
+                    user_id TEXT NOT NULL REFERENCES users (id),
+                    device_id TEXT NOT NULL REFERENCES devices (id),
+                    action TEXT NOT NULL,
+                    payload TEXT NOT NULL,
+                    status TEXT NOT NULL,
+                    created_at BIGINT NOT NULL,
+                    expires_at BIGINT NOT NULL,
+                    decided_at BIGINT
+                )
+                """,
+                """
+                CREATE TABLE audit_events (
+                    id TEXT PRIMARY KEY,
+                    time BIGINT NOT NULL,
+                    type TEXT NOT NULL,
+                    method TEXT,
+                    user_id TEXT,
+                    device_id TEXT,
+                    session_id TEXT,
+                    client_address TEXT
+                )
+                """,
+                "CREATE INDEX audit_by_user ON audit_events (user_id, time)",
+            ]
+        )
+    ]
+
+    /// Applies every migration newer than the recorded version, each in its own transaction.
+    static func apply(to database: any Database) throws {
+        try database.write { connection in
+            try connection.execute(
+                "CREATE TABLE IF NOT EXISTS schema_migrations (version BIGINT PRIMARY KEY, applied_at BIGINT NOT NULL)",
+                [])
+        }
+        let newest = all.last?.version ?? 0
+        for migration in all {
+            try database.write { connection in
+                let current =
+                    try connection.queryOne("SELECT MAX(version) FROM schema_migrations", [])?
+                    .optionalInteger(0) ?? 0
+                guard current <= newest else { throw DatabaseError.schemaTooNew(current) }
+                guard migration.version > current else { return }
+                for statement in migration.statements { try connection.execute(statement, []) }
+                try connection.execute(
+                    "INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)",
+                    [.integer(migration.version), .integer(Int64(Date().timeIntervalSince1970))])
+            }
+        }
+    }
+}

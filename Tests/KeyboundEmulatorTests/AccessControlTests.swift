@@ -1,0 +1,249 @@
+import Foundation
+import Keybound
+import KeyboundCrypto
+import KeyboundEmulator
+import Testing
+
+/// Reuse windows, UI-gate bypass attempts, and the typed invalidation signal.
+@Suite struct AccessControlTests {
+    @Test func reuseWindowBoundsAreZeroToThreeHundredSeconds() throws {
+        #expect(try AccessPolicy.biometryCurrentSet.reusing(for: 0).reuseDuration == 0)
+        #expect(try AccessPolicy.biometryCurrentSet.reusing(for: 300).reuseDuration == 300)
+        #expect(throws: KeyboundError.invalidInput) {
+            try AccessPolicy.biometryCurrentSet.reusing(for: 300.5)
+        }
+        #expect(throws: KeyboundError.invalidInput) { try AccessPolicy.biometryCurrentSet.reusing(for: -1) }
+        #expect(throws: KeyboundError.invalidInput) {
+            try AccessPolicy.biometryCurrentSet.reusing(for: .infinity)
+        }
+    }
+
+    @Test func aSingleUseVerificationWorksOnceAndExpires() async throws {
+        let (device, time) = try makeDevice()
+        try await device.store(Data("v".utf8), as: "t", policy: .biometryCurrentSet, verification: nil)
+        await device.present(.match, .match)
+        let once = try await device.verify(.biometryCurrentSet, prompt: prompt)
+        #expect(try await device.read("t", verification: once) == Data("v".utf8))
+        #expect(
+            await keyboundError { try await device.read("t", verification: once) } == .authenticationFailed)
+
+        let late = try await device.verify(.biometryCurrentSet, prompt: prompt)
+        time.advance(EmulatedDevice.singleUseLifetime + 1)
+        #expect(
+            await keyboundError { try await device.read("t", verification: late) } == .authenticationFailed)
+    }
+
+    @Test func aReusableVerificationWorksWithinItsWindowOnly() async throws {
+        let (device, time) = try makeDevice()
+        try await device.store(Data("v".utf8), as: "t", policy: .biometryCurrentSet, verification: nil)
+        await device.present(.match)
+        let verification = try await device.verify(
+            try AccessPolicy.biometryCurrentSet.reusing(for: 300), prompt: prompt)
+        for _ in 0..<3 {
+            #expect(try await device.read("t", verification: verification) == Data("v".utf8))
+        }
+        time.advance(299)
+        #expect(try await device.read("t", verification: verification) == Data("v".utf8))
+        time.advance(2)
+        #expect(
+            await keyboundError { try await device.read("t", verification: verification) }
+                == .authenticationFailed)
+    }
+
+    @Test func aVerificationForAnotherPolicyDoesNotUnlockBiometricMaterial() async throws {
+        let (device, _) = try makeDevice()
+        try await device.store(Data("v".utf8), as: "t", policy: .biometryCurrentSet, verification: nil)
+        _ = try await device.createKey("k", policy: .biometryCurrentSet)
+        // The user typed the passcode: that satisfies a passcode policy, not a biometric one.
+        await device.present(.passcode("123456"))
+        let byPasscode = try await device.verify(
+            try AccessPolicy.devicePasscode.reusing(for: 60), prompt: prompt)
+        #expect(
+            await keyboundError { try await device.read("t", verification: byPasscode) }
+                == .authenticationFailed)
+        #expect(
+            await keyboundError { try await device.sign(Data(), with: "k", verification: byPasscode) }
+                == .authenticationFailed)
+        // And a biometric verification does not open a passcode-only item.
+        try await device.store(Data("p".utf8), as: "p", policy: .devicePasscode, verification: nil)
+        await device.present(.match)
+        let byFace = try await device.verify(.biometryAny, prompt: prompt)
+        #expect(
+            await keyboundError { try await device.read("p", verification: byFace) } == .authenticationFailed)
+    }
+
+    @Test func noVerificationPolicyReadsWithoutPrompt() async throws {
+        let (device, _) = try makeDevice()
+        try await device.store(Data("pref".utf8), as: "p", policy: .noVerification, verification: nil)
+        #expect(try await device.read("p", verification: nil) == Data("pref".utf8))
+    }
+
+    @Test func storingTwiceReplacesTheItem() async throws {
+        let (device, _) = try makeDevice()
+        try await device.store(Data("1".utf8), as: "p", policy: .noVerification, verification: nil)
+        try await device.store(Data("2".utf8), as: "p", policy: .noVerification, verification: nil)
+        #expect(try await device.read("p", verification: nil) == Data("2".utf8))
+    }
+
+    @Test func updateNeedsTheSameVerificationAsRead() async throws {
+        let (device, _) = try makeDevice()
+        try await device.store(Data("1".utf8), as: "t", policy: .biometryCurrentSet, verification: nil)
+        #expect(
+            await keyboundError { try await device.update(Data("2".utf8), as: "t", verification: nil) }
+                == .authenticationFailed)
+        #expect(
+            await keyboundError { try await device.update(Data("2".utf8), as: "none", verification: nil) }
+                == .itemNotFound)
+        await device.present(.match, .match)
+        try await device.update(
+            Data("2".utf8), as: "t",
+            verification: try await device.verify(.biometryCurrentSet, prompt: prompt))
+        #expect(
+            try await device.read(
+                "t", verification: try await device.verify(.biometryCurrentSet, prompt: prompt))
+                == Data("2".utf8))
+    }
+
+    @Test func applicationPasswordMustMatch() async throws {
+        let (device, _) = try makeDevice()
+        let policy = try AccessPolicy(constraints: [.applicationPassword])
+        let right = try VerificationPrompt(reason: "Unlock", applicationPassword: "correct horse")
+        let wrong = try VerificationPrompt(reason: "Unlock", applicationPassword: "battery staple")
+        #expect(
+            await keyboundError {
+                try await device.store(Data("x".utf8), as: "a", policy: policy, verification: nil)
+            }
+                == .authenticationFailed)
+        try await device.store(
+            Data("x".utf8), as: "a", policy: policy,
+            verification: try await device.verify(policy, prompt: right))
+        #expect(
+            await keyboundError {
+                try await device.read("a", verification: try await device.verify(policy, prompt: wrong))
+            }
+                == .authenticationFailed)
+        #expect(
+            try await device.read("a", verification: try await device.verify(policy, prompt: right))
+                == Data("x".utf8))
+    }
+
+    @Test func sealedDataOpensOnlyAfterVerification() async throws {
+        let (device, _) = try makeDevice()
+        _ = try await device.createKey("seal", policy: .biometryCurrentSet)
+        let sealed = try await device.encrypt(Data("large secret".utf8), for: "seal")
+        #expect(
+            await keyboundError { try await device.decrypt(sealed, with: "seal", verification: nil) }
+                == .authenticationFailed)
+        await device.present(.match, .match)
+        let verification = try await device.verify(.biometryCurrentSet, prompt: prompt)
+        #expect(
+            try await device.decrypt(sealed, with: "seal", verification: verification)
+                == Data("large secret".utf8))
+        var tampered = sealed
+        tampered[tampered.count - 1] ^= 1
+        let again = try await device.verify(.biometryCurrentSet, prompt: prompt)
+        #expect(
+            await keyboundError { try await device.decrypt(tampered, with: "seal", verification: again) }
+                == .invalidInput)
+    }
+
+    // The typed invalidation signal through ProtectedStore / ProtectedKeys.
+    @Test func protectedStoreTellsInvalidatedFromNeverStored() async throws {
+        let (device, _) = try makeDevice()
+        let store = ProtectedStore(store: device, verifier: device)
+        try await store.store("refresh-123", as: "refresh", policy: .biometryCurrentSet)
+        #expect(try await store.status("refresh") == .present)
+        #expect(try await store.status("never") == .absent)
+        await device.present(.match)
+        let token = try await store.read(
+            "refresh", as: String.self,
+            verification: try await device.verify(.biometryCurrentSet, prompt: prompt))
+        #expect(token == "refresh-123")
+
+        try await device.enroll()
+        #expect(try await store.status("refresh") == .invalidated)
+        await device.present(.match)
+        let verification = try await device.verify(.biometryCurrentSet, prompt: prompt)
+        let error = await keyboundError { try await store.read("refresh", verification: verification) }
+        #expect(error == .invalidated)
+        #expect(error?.recovery == .reenroll)
+        // The dead material and its marker are gone: now it reads as never stored.
+        #expect(try await store.status("refresh") == .absent)
+        #expect(await keyboundError { try await store.read("refresh", verification: nil) } == .itemNotFound)
+        #expect(await keyboundError { try await store.read("never", verification: nil) } == .itemNotFound)
+    }
+
+    @Test func passcodeRemovalIsReportedAsInvalidated() async throws {
+        let (device, _) = try makeDevice()
+        let store = ProtectedStore(store: device, verifier: device)
+        try await store.store(Data("t".utf8), as: "t", policy: .devicePasscode)
+        await device.removePasscode()
+        #expect(await keyboundError { try await store.read("t", verification: nil) } == .invalidated)
+    }
+
+    @Test func deliberateDeleteIsNotInvalidation() async throws {
+        let (device, _) = try makeDevice()
+        let store = ProtectedStore(store: device, verifier: device)
+        try await store.store(Data("t".utf8), as: "t", policy: .biometryCurrentSet)
+        try await store.delete("t")
+        try await device.enroll()
+        #expect(try await store.status("t") == .absent)
+        #expect(await keyboundError { try await store.read("t", verification: nil) } == .itemNotFound)
+    }
+
+    @Test func protectedKeysReportInvalidationAfterEnrollmentChange() async throws {
+        let (device, _) = try makeDevice()
+        let keys = ProtectedKeys(vault: device, markers: device, verifier: device)
+        _ = try await keys.createKey("device-key", policy: .biometryCurrentSet)
+        #expect(try await keys.status("device-key") == .present)
+        await device.unenrollAll()
+        try await device.enroll()
+        #expect(try await keys.status("device-key") == .invalidated)
+        await device.present(.match)
+        let verification = try await device.verify(.biometryCurrentSet, prompt: prompt)
+        #expect(
+            await keyboundError {
+                try await keys.sign(Data(), with: "device-key", verification: verification)
+            } == .invalidated)
+        #expect(try await keys.status("device-key") == .absent)
+    }
+
+    /// Every code of the error table that a device can produce, produced by the emulator.
+    @Test func everyDeviceErrorCodeIsReachable() async throws {
+        var seen: Set<KeyboundError.Code> = []
+        func record(_ error: KeyboundError?) { if let error { seen.insert(error.code) } }
+        let (device, _) = try makeDevice()
+        for outcome in [PresentationOutcome.userCancel, .systemCancel, .appCancel, .userFallback] {
+            await device.present(outcome)
+            record(await keyboundError { try await device.verify(.biometryCurrentSet, prompt: prompt) })
+        }
+        for _ in 0..<3 {
+            await device.present(.noMatch, .noMatch)
+            record(await keyboundError { try await device.verify(.biometryCurrentSet, prompt: prompt) })
+        }
+        record(await keyboundError { try await device.read("missing", verification: nil) })
+        await device.lock()
+        record(await keyboundError { try await device.read("missing-but-locked", verification: nil) })
+        record(await keyboundError { try await device.verify(.biometryCurrentSet, prompt: prompt) })
+        let (noSensor, _) = try makeDevice(biometry: .none, enrolled: 0)
+        record(await keyboundError { try await noSensor.verify(.biometryAny, prompt: prompt) })
+        let (unenrolled, _) = try makeDevice(enrolled: 0)
+        record(await keyboundError { try await unenrolled.verify(.biometryAny, prompt: prompt) })
+        let (noPasscode, _) = try makeDevice(passcode: nil)
+        record(await keyboundError { try await noPasscode.verify(.devicePasscode, prompt: prompt) })
+        let (changing, _) = try makeDevice()
+        let store = ProtectedStore(store: changing, verifier: changing)
+        try await store.store(Data(), as: "x", policy: .biometryCurrentSet)
+        try await changing.enroll()
+        record(await keyboundError { try await store.read("x", verification: nil) })
+        let badName = "not a valid name!"
+        record(await keyboundError { try ItemName(badName) })
+
+        let expected: Set<KeyboundError.Code> = [
+            .userCancel, .systemCancel, .appCancel, .userFallback, .authenticationFailed, .biometryLockout,
+            .biometryNotAvailable, .biometryNotEnrolled, .passcodeNotSet, .invalidated, .itemNotFound,
+            .interactionNotAllowed, .invalidInput,
+        ]
+        #expect(seen == expected)
+    }
+}

@@ -1,0 +1,150 @@
+import Foundation
+import KeyboundWire
+import Testing
+
+@testable import KeyboundServer
+
+@Suite("Accounts and password login")
+struct AccountTests {
+    @Test func createAccountThenTakenUsername() async throws {
+        let live = try LiveServer()
+        let userID = try await live.client.createAccount("alice")
+        #expect(userID.hasPrefix("usr_"))
+        let again = try await live.client.post(
+            "/v1/accounts", CreateAccountRequest(username: "ALICE", password: "another password"))
+        #expect(again.status == 409)
+        #expect(again.problem?.code == .usernameTaken)
+    }
+
+    @Test func passwordLengthRules() async throws {
+        let live = try LiveServer()
+        for password in ["short", String(repeating: "x", count: 1025)] {
+            let reply = try await live.client.post(
+                "/v1/accounts", CreateAccountRequest(username: "bob", password: password))
+            #expect(reply.status == 400)
+            #expect(reply.problem?.code == .invalidRequest)
+        }
+        try await live.client.createAccount("bob", password: String(repeating: "é", count: 1024))
+    }
+
+    @Test func loginMeLogout() async throws {
+        let live = try LiveServer()
+        let userID = try await live.client.createAccount("alice")
+        let tokens = try await live.client.login("alice")
+        #expect(tokens.userID == userID)
+        #expect(tokens.tokenType == "Bearer")
+        #expect(tokens.expiresIn == 900)
+        let me = try await live.client.get("/v1/me", token: tokens.accessToken)
+        #expect(me.status == 200)
+        let body = try me.decode(MeResponse.self)
+        #expect(body.username == "alice")
+        #expect(body.authMethod == .password)
+        #expect(body.sessionID == tokens.sessionID)
+        #expect(abs(body.authTime.timeIntervalSince(live.clock.now)) < 2)
+
+        let logout = try await live.client.delete("/v1/sessions/current", token: tokens.accessToken)
+        #expect(logout.status == 204)
+        let after = try await live.client.get("/v1/me", token: tokens.accessToken)
+        #expect(after.status == 401)
+        #expect(after.problem?.code == .tokenInvalid)
+        #expect(after.header("WWW-Authenticate")?.hasPrefix("Bearer") == true)
+        let refresh = try await live.client.post(
+            "/v1/sessions/refresh", RefreshRequest(refreshToken: tokens.refreshToken))
+        #expect(refresh.status == 401)
+    }
+
+    @Test func unknownUserAndWrongPasswordAreByteIdentical() async throws {
+        let live = try LiveServer()
+        try await live.client.createAccount("alice")
+        let wrong = try await live.client.post(
+            "/v1/sessions/password",
+            PasswordLoginRequest(username: "alice", password: "wrong password", clientID: "c"))
+        let unknown = try await live.client.post(
+            "/v1/sessions/password",
+            PasswordLoginRequest(username: "mallory", password: "wrong password", clientID: "c"))
+        #expect(wrong.status == 401)
+        #expect(unknown.status == 401)
+        #expect(wrong.body == unknown.body)
+        #expect(wrong.problem?.code == .invalidCredentials)
+        #expect(wrong.header("Content-Type") == unknown.header("Content-Type"))
+    }
+
+    @Test func sixthWrongPasswordIsThrottledWithGrowingDelay() async throws {
+        let live = try LiveServer()
+        try await live.client.createAccount("alice")
+        let wrong = PasswordLoginRequest(username: "alice", password: "wrong password", clientID: "c")
+        for _ in 1...5 {
+            #expect(try await live.client.post("/v1/sessions/password", wrong).status == 401)
+        }
+        let sixth = try await live.client.post("/v1/sessions/password", wrong)
+        #expect(sixth.status == 429)
+        #expect(sixth.problem?.code == .throttled)
+        #expect(sixth.header("Retry-After") == "60")
+        // The right password is refused too while blocked, and the answer does not say which factor failed.
+        let right = try await live.client.post(
+            "/v1/sessions/password",
+            PasswordLoginRequest(username: "alice", password: Client.password, clientID: "c"))
+        #expect(right.status == 429)
+        #expect(right.body == sixth.body)
+
+        // After the block, one more failure blocks again for twice as long.
+        live.clock.advance(by: 61)
+        #expect(try await live.client.post("/v1/sessions/password", wrong).status == 401)
+        let blocked = try await live.client.post("/v1/sessions/password", wrong)
+        #expect(blocked.status == 429)
+        #expect(blocked.header("Retry-After") == "120")
+
+        // A successful login resets the count.
+        live.clock.advance(by: 121)
+        _ = try await live.client.login("alice", clientID: "c")
+        #expect(try await live.client.post("/v1/sessions/password", wrong).status == 401)
+
+        let events = try await live.client.get(
+            "/v1/audit", token: try await live.client.login("alice").accessToken)
+        let types = try events.decode(AuditListResponse.self).events.map(\.type)
+        #expect(types.contains("lockout"))
+        #expect(types.contains("throttled"))
+        #expect(types.contains("login_failed"))
+    }
+
+    @Test func unknownUsernamesAreThrottledAlike() async throws {
+        let live = try LiveServer()
+        let wrong = PasswordLoginRequest(username: "nobody", password: "wrong password", clientID: "c")
+        for _ in 1...5 { _ = try await live.client.post("/v1/sessions/password", wrong) }
+        let sixth = try await live.client.post("/v1/sessions/password", wrong)
+        #expect(sixth.status == 429)
+    }
+
+    @Test func clientAddressIsThrottled() async throws {
+        let live = try LiveServer { $0.addressFailureLimit = 3 }
+        for name in ["a1", "a2", "a3"] {
+            let reply = try await live.client.post(
+                "/v1/sessions/password",
+                PasswordLoginRequest(username: name, password: "wrong password", clientID: "c"))
+            #expect(reply.status == 401)
+        }
+        let next = try await live.client.post(
+            "/v1/sessions/password",
+            PasswordLoginRequest(username: "a4", password: "wrong password", clientID: "c"))
+        #expect(next.status == 429)
+        #expect(next.header("Retry-After") != nil)
+    }
+
+    @Test func defaultArgon2ParametersAreOWASPMinimum() throws {
+        let configuration = Configuration()
+        #expect(configuration.argon2 == .owaspMinimum)
+        let hasher = try PasswordHasher(parameters: configuration.argon2, concurrency: 1)
+        let encoded = try hasher.hash("correct horse battery")
+        #expect(encoded.hasPrefix("$argon2id$v=19$m=19456,t=2,p=1$"))
+        #expect(hasher.verify("correct horse battery", against: encoded))
+        #expect(!hasher.verify("wrong", against: encoded))
+        #expect(!hasher.verify("correct horse battery", against: nil))
+    }
+
+    @Test func passwordsWithNULAndUnicode() throws {
+        let hasher = try PasswordHasher(parameters: .insecureTesting, concurrency: 1)
+        let encoded = try hasher.hash("pass\u{0}word ✓")
+        #expect(hasher.verify("pass\u{0}word ✓", against: encoded))
+        #expect(!hasher.verify("pass", against: encoded))
+    }
+}

@@ -1,0 +1,178 @@
+import Foundation
+import KeyboundCrypto
+import KeyboundWire
+import Testing
+
+@testable import KeyboundServer
+
+@Suite("Transaction approval")
+struct ApprovalTests {
+    @Test func approveATransferOnce() async throws {
+        let live = try LiveServer()
+        let (tokens, key, deviceID) = try await live.client.userWithDevice("alice")
+        let action = try transfer("0.5", asset: "ETH", to: "0x12ab34cd56ef")
+        let created = try await live.client.post(
+            "/v1/approvals", CreateApprovalRequest(deviceID: deviceID, action: action),
+            token: tokens.accessToken)
+        #expect(created.status == 201)
+        let approval = try created.decode(ApprovalChallengeResponse.self)
+
+        // The device shows what it signs, parsed from the payload bytes.
+        let payload = try SigningPayload(parsing: approval.payload)
+        #expect(payload.purpose == .approve)
+        #expect(payload.device == deviceID)
+        #expect(payload.server == "keybound-test")
+        #expect(payload.action == action)
+        #expect(Int(payload.expires.timeIntervalSince(live.clock.now)) == 300)
+
+        let pending = try await live.client.get(
+            "/v1/approvals/\(approval.approvalID)", token: tokens.accessToken)
+        #expect(try pending.decode(ApprovalResponse.self).status == .pending)
+
+        let signature = try sign(approval.payload, with: key)
+        let confirm = try await live.client.post(
+            "/v1/approvals/\(approval.approvalID)/confirm", ConfirmApprovalRequest(signature: signature),
+            token: tokens.accessToken)
+        #expect(confirm.status == 200)
+        #expect(try confirm.decode(ConfirmApprovalResponse.self).status == .approved)
+
+        let status = try await live.client.get(
+            "/v1/approvals/\(approval.approvalID)", token: tokens.accessToken
+        )
+        .decode(ApprovalResponse.self)
+        #expect(status.status == .approved)
+        #expect(status.action == action)
+        #expect(status.decidedAt != nil)
+
+        let replay = try await live.client.post(
+            "/v1/approvals/\(approval.approvalID)/confirm", ConfirmApprovalRequest(signature: signature),
+            token: tokens.accessToken)
+        #expect(replay.status == 409)
+        #expect(replay.problem?.code == .challengeUsed)
+    }
+
+    @Test(arguments: ["amount", "recipient", "server", "asset", "purpose"])
+    func tamperedPayloadIsRefused(_ field: String) async throws {
+        let live = try LiveServer()
+        let (tokens, key, deviceID) = try await live.client.userWithDevice("alice")
+        let created = try await live.client.post(
+            "/v1/approvals", CreateApprovalRequest(deviceID: deviceID, action: transfer()),
+            token: tokens.accessToken
+        ).decode(ApprovalChallengeResponse.self)
+        let original = try SigningPayload(parsing: created.payload)
+        let tampered: SigningPayload
+        switch field {
+        case "amount":
+            tampered = try SigningPayload(
+                purpose: .approve, server: original.server, device: deviceID, challenge: original.challenge,
+                expires: original.expires, action: transfer("500"))
+        case "recipient":
+            tampered = try SigningPayload(
+                purpose: .approve, server: original.server, device: deviceID, challenge: original.challenge,
+                expires: original.expires, action: transfer(to: "0xattacker"))
+        case "asset":
+            tampered = try SigningPayload(
+                purpose: .approve, server: original.server, device: deviceID, challenge: original.challenge,
+                expires: original.expires, action: transfer(asset: "BTC"))
+        case "purpose":
+            tampered = try SigningPayload(
+                purpose: .login, server: original.server, device: deviceID, challenge: original.challenge,
+                expires: original.expires, action: nil)
+        default:
+            tampered = try SigningPayload(
+                purpose: .approve, server: "other-server", device: deviceID, challenge: original.challenge,
+                expires: original.expires, action: original.action)
+        }
+        let reply = try await live.client.post(
+            "/v1/approvals/\(created.approvalID)/confirm",
+            ConfirmApprovalRequest(signature: sign(tampered.bytes, with: key)), token: tokens.accessToken)
+        #expect(reply.status == 401)
+        #expect(reply.problem?.code == .signatureInvalid)
+        // The failed attempt used the approval up: not even the right signature works now.
+        let retry = try await live.client.post(
+            "/v1/approvals/\(created.approvalID)/confirm",
+            ConfirmApprovalRequest(signature: sign(created.payload, with: key)), token: tokens.accessToken)
+        #expect(retry.status == 409)
+        let status = try await live.client.get(
+            "/v1/approvals/\(created.approvalID)", token: tokens.accessToken)
+        #expect(try status.decode(ApprovalResponse.self).status == .failed)
+    }
+
+    @Test func anotherUsersApprovalCannotBeConfirmed() async throws {
+        let live = try LiveServer()
+        let (alice, aliceKey, aliceDevice) = try await live.client.userWithDevice("alice")
+        let (bob, _, _) = try await live.client.userWithDevice("bob")
+        let created = try await live.client.post(
+            "/v1/approvals", CreateApprovalRequest(deviceID: aliceDevice, action: transfer()),
+            token: alice.accessToken
+        ).decode(ApprovalChallengeResponse.self)
+        let signature = try sign(created.payload, with: aliceKey)
+        let byBob = try await live.client.post(
+            "/v1/approvals/\(created.approvalID)/confirm", ConfirmApprovalRequest(signature: signature),
+            token: bob.accessToken)
+        #expect(byBob.status == 404)
+        #expect(
+            try await live.client.get("/v1/approvals/\(created.approvalID)", token: bob.accessToken).status
+                == 404)
+        // Still pending for alice.
+        let confirm = try await live.client.post(
+            "/v1/approvals/\(created.approvalID)/confirm", ConfirmApprovalRequest(signature: signature),
+            token: alice.accessToken)
+        #expect(confirm.status == 200)
+    }
+
+    @Test func approvalSignedByAnotherDeviceOfTheSameUserIsRefused() async throws {
+        let live = try LiveServer()
+        let (phone, _, phoneDevice) = try await live.client.userWithDevice("alice", clientID: "phone")
+        let laptop = try await live.client.login("alice", clientID: "laptop")
+        let (laptopKey, _) = try await live.client.bindDevice(laptop.accessToken)
+        let created = try await live.client.post(
+            "/v1/approvals", CreateApprovalRequest(deviceID: phoneDevice, action: transfer()),
+            token: phone.accessToken
+        ).decode(ApprovalChallengeResponse.self)
+        let reply = try await live.client.post(
+            "/v1/approvals/\(created.approvalID)/confirm",
+            ConfirmApprovalRequest(signature: sign(created.payload, with: laptopKey)),
+            token: phone.accessToken)
+        #expect(reply.status == 401)
+    }
+
+    @Test func approvalsExpireAfterFiveMinutes() async throws {
+        let live = try LiveServer()
+        let (tokens, key, deviceID) = try await live.client.userWithDevice("alice")
+        let created = try await live.client.post(
+            "/v1/approvals", CreateApprovalRequest(deviceID: deviceID, action: transfer()),
+            token: tokens.accessToken
+        ).decode(ApprovalChallengeResponse.self)
+        live.clock.advance(by: 301)
+        let session = try await live.client.login("alice")
+        let reply = try await live.client.post(
+            "/v1/approvals/\(created.approvalID)/confirm",
+            ConfirmApprovalRequest(signature: sign(created.payload, with: key)), token: session.accessToken)
+        #expect(reply.status == 410)
+        #expect(reply.problem?.code == .challengeExpired)
+        let status = try await live.client.get(
+            "/v1/approvals/\(created.approvalID)", token: session.accessToken)
+        #expect(try status.decode(ApprovalResponse.self).status == .expired)
+    }
+
+    @Test func invalidActionsAreRejected() async throws {
+        let live = try LiveServer()
+        let (tokens, _, deviceID) = try await live.client.userWithDevice("alice")
+        let bodies = [
+            #"{"device_id":"\#(deviceID)","action":{"type":"transfer","amount":0.5,"asset":"ETH","to":"0x1"}}"#,
+            #"{"device_id":"\#(deviceID)","action":{"type":"transfer","amount":"1e3","asset":"ETH","to":"0x1"}}"#,
+            #"{"device_id":"\#(deviceID)","action":{"type":"transfer","amount":"0","asset":"ETH","to":"0x1"}}"#,
+            #"{"device_id":"\#(deviceID)","action":{"type":"transfer","amount":"01","asset":"ETH","to":"0x1"}}"#,
+            #"{"device_id":"\#(deviceID)","action":{"type":"transfer","amount":"1","asset":"eth","to":"0x1"}}"#,
+            #"{"device_id":"\#(deviceID)","action":{"type":"transfer","amount":"1","asset":"ETH","to":"0x1 "}}"#,
+            #"{"device_id":"\#(deviceID)","action":{"type":"mint","amount":"1","asset":"ETH","to":"0x1"}}"#,
+            #"{"device_id":"\#(deviceID)","action":{"type":"transfer","amount":"1","asset":"ETH","to":"0x1","memo":"x"}}"#,
+        ]
+        for body in bodies {
+            let reply = try await live.client.send(
+                "POST", "/v1/approvals", body: Data(body.utf8), token: tokens.accessToken)
+            #expect(reply.status == 400, "\(body)")
+        }
+    }
+}

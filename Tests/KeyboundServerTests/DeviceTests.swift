@@ -1,0 +1,258 @@
+import Foundation
+import KeyboundCrypto
+import KeyboundWire
+import Testing
+
+@testable import KeyboundServer
+
+@Suite("Devices and device-key login")
+struct DeviceTests {
+    @Test func bindListAndLogInWithTheDeviceKey() async throws {
+        let live = try LiveServer()
+        let (tokens, key, deviceID) = try await live.client.userWithDevice("alice")
+        let list = try await live.client.get("/v1/devices", token: tokens.accessToken)
+        let devices = try list.decode(DeviceListResponse.self).devices
+        #expect(devices.map(\.deviceID) == [deviceID])
+        #expect(devices.first?.status == .active)
+        #expect(devices.first?.keyProtection == .emulator)
+
+        let challenge = try await live.client.challenge(deviceID)
+        let payload = try SigningPayload(parsing: challenge.payload)
+        #expect(payload.purpose == .login)
+        #expect(payload.server == "keybound-test")
+        #expect(payload.device == deviceID)
+        #expect(payload.action == nil)
+        #expect(payload.expires == challenge.expiresAt)
+        #expect(Int(payload.expires.timeIntervalSince(live.clock.now)) == 60)
+
+        let login = try await live.client.deviceLogin(
+            challengeID: challenge.challengeID, signature: sign(challenge.payload, with: key))
+        #expect(login.status == 200, "\(login.text)")
+        let session = try login.decode(TokenResponse.self)
+        let me = try await live.client.get("/v1/me", token: session.accessToken).decode(MeResponse.self)
+        #expect(me.authMethod == .device)
+        #expect(me.username == "alice")
+    }
+
+    @Test func replayedSignatureIsRefused() async throws {
+        let live = try LiveServer()
+        let (_, key, deviceID) = try await live.client.userWithDevice("alice")
+        let challenge = try await live.client.challenge(deviceID)
+        let signature = try sign(challenge.payload, with: key)
+        #expect(
+            try await live.client.deviceLogin(challengeID: challenge.challengeID, signature: signature).status
+                == 200)
+        let replay = try await live.client.deviceLogin(
+            challengeID: challenge.challengeID, signature: signature)
+        #expect(replay.status == 409)
+        #expect(replay.problem?.code == .challengeUsed)
+        // The old signature does not fit a new challenge either.
+        let fresh = try await live.client.challenge(deviceID)
+        let wrong = try await live.client.deviceLogin(challengeID: fresh.challengeID, signature: signature)
+        #expect(wrong.status == 401)
+        #expect(wrong.problem?.code == .signatureInvalid)
+    }
+
+    @Test func signatureByAnotherDeviceIsRefused() async throws {
+        let live = try LiveServer()
+        let (_, _, aliceDevice) = try await live.client.userWithDevice("alice")
+        let (_, bobKey, _) = try await live.client.userWithDevice("bob")
+        let challenge = try await live.client.challenge(aliceDevice)
+        let reply = try await live.client.deviceLogin(
+            challengeID: challenge.challengeID, signature: sign(challenge.payload, with: bobKey))
+        #expect(reply.status == 401)
+        #expect(reply.problem?.code == .signatureInvalid)
+    }
+
+    @Test func tamperedLoginPayloadIsRefused() async throws {
+        let live = try LiveServer()
+        let (_, key, deviceID) = try await live.client.userWithDevice("alice")
+        let challenge = try await live.client.challenge(deviceID)
+        let original = try SigningPayload(parsing: challenge.payload)
+        let otherServer = try SigningPayload(
+            purpose: .login, server: "evil-server", device: deviceID, challenge: original.challenge,
+            expires: original.expires, action: nil)
+        let reply = try await live.client.deviceLogin(
+            challengeID: challenge.challengeID, signature: sign(otherServer.bytes, with: key))
+        #expect(reply.status == 401)
+    }
+
+    @Test func expiredAndReusedChallenges() async throws {
+        let live = try LiveServer()
+        let (_, key, deviceID) = try await live.client.userWithDevice("alice")
+        let challenge = try await live.client.challenge(deviceID)
+        live.clock.advance(by: 61)
+        let expired = try await live.client.deviceLogin(
+            challengeID: challenge.challengeID, signature: sign(challenge.payload, with: key))
+        #expect(expired.status == 410)
+        #expect(expired.problem?.code == .challengeExpired)
+        let reused = try await live.client.deviceLogin(
+            challengeID: challenge.challengeID, signature: sign(challenge.payload, with: key))
+        #expect(reused.status == 409)
+        let unknown = try await live.client.deviceLogin(
+            challengeID: "chl_unknownunknownunknow", signature: Data([1]))
+        #expect(unknown.status == 404)
+    }
+
+    @Test func thirtyTwoConcurrentUsesOfOneChallengeGiveExactlyOneSuccess() async throws {
+        let live = try LiveServer()
+        let (_, key, deviceID) = try await live.client.userWithDevice("alice")
+        let challenge = try await live.client.challenge(deviceID)
+        let signature = try sign(challenge.payload, with: key)
+        let client = live.client
+        let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
+            for _ in 0..<32 {
+                group.addTask {
+                    try await client.deviceLogin(challengeID: challenge.challengeID, signature: signature)
+                        .status
+                }
+            }
+            return try await group.reduce(into: [Int]()) { $0.append($1) }
+        }
+        #expect(statuses.count == 32)
+        #expect(statuses.filter { $0 == 200 }.count == 1)
+        #expect(statuses.filter { $0 == 409 }.count == 31)
+    }
+
+    @Test func fiveBadSignaturesSuspendUntilPasswordLogin() async throws {
+        let live = try LiveServer()
+        let (_, key, deviceID) = try await live.client.userWithDevice("alice")
+        let stranger = try P256SigningKey()
+        for _ in 1...5 {
+            let challenge = try await live.client.challenge(deviceID)
+            let reply = try await live.client.deviceLogin(
+                challengeID: challenge.challengeID, signature: sign(challenge.payload, with: stranger))
+            #expect(reply.status == 401)
+        }
+        let refused = try await live.client.post("/v1/challenges", ChallengeRequest(deviceID: deviceID))
+        #expect(refused.status == 403)
+        #expect(refused.problem?.code == .deviceSuspended)
+
+        let tokens = try await live.client.login("alice")
+        let devices = try await live.client.get("/v1/devices", token: tokens.accessToken)
+        #expect(try devices.decode(DeviceListResponse.self).devices.first?.status == .active)
+        let challenge = try await live.client.challenge(deviceID)
+        let login = try await live.client.deviceLogin(
+            challengeID: challenge.challengeID, signature: sign(challenge.payload, with: key))
+        #expect(login.status == 200)
+    }
+
+    @Test func revokedDeviceCanNeitherLogInNorApprove() async throws {
+        let live = try LiveServer()
+        let (_, key, deviceID) = try await live.client.userWithDevice("alice")
+        let pending = try await live.client.challenge(deviceID)
+        let deviceSession = try await live.client.deviceLogin(
+            challengeID: pending.challengeID, signature: sign(pending.payload, with: key)
+        ).decode(TokenResponse.self)
+        // The device login replaced the password session of the same client; manage from the web.
+        let tokens = try await live.client.login("alice", clientID: "web")
+        let approval = try await live.client.post(
+            "/v1/approvals", CreateApprovalRequest(deviceID: deviceID, action: transfer()),
+            token: tokens.accessToken
+        ).decode(ApprovalChallengeResponse.self)
+        let loginChallenge = try await live.client.challenge(deviceID)
+
+        let revoke = try await live.client.delete("/v1/devices/\(deviceID)", token: tokens.accessToken)
+        #expect(revoke.status == 204)
+        // Its sessions are gone.
+        #expect(try await live.client.get("/v1/me", token: deviceSession.accessToken).status == 401)
+        // No new challenge, no login with an outstanding one.
+        let challenge = try await live.client.post("/v1/challenges", ChallengeRequest(deviceID: deviceID))
+        #expect(challenge.status == 403)
+        #expect(challenge.problem?.code == .deviceRevoked)
+        let login = try await live.client.deviceLogin(
+            challengeID: loginChallenge.challengeID, signature: sign(loginChallenge.payload, with: key))
+        #expect(login.status == 403)
+        #expect(login.problem?.code == .deviceRevoked)
+        // No approval with an outstanding payload, no new approval.
+        let confirm = try await live.client.post(
+            "/v1/approvals/\(approval.approvalID)/confirm",
+            ConfirmApprovalRequest(signature: sign(approval.payload, with: key)), token: tokens.accessToken)
+        #expect(confirm.status == 403)
+        #expect(confirm.problem?.code == .deviceRevoked)
+        let create = try await live.client.post(
+            "/v1/approvals", CreateApprovalRequest(deviceID: deviceID, action: transfer()),
+            token: tokens.accessToken)
+        #expect(create.status == 403)
+        let list = try await live.client.get("/v1/devices", token: tokens.accessToken)
+        #expect(try list.decode(DeviceListResponse.self).devices.first?.status == .revoked)
+        #expect(
+            try await live.client.delete("/v1/devices/\(deviceID)", token: tokens.accessToken).status == 204)
+    }
+
+    @Test func bindingNeedsARecentPasswordLogin() async throws {
+        let live = try LiveServer()
+        let (_, key, deviceID) = try await live.client.userWithDevice("alice")
+        let newKey = try P256SigningKey()
+        let request = BindDeviceRequest(
+            publicKey: newKey.publicKey.spkiDER, name: "Phone", keyProtection: .software)
+
+        // A device-key session is not a password step-up.
+        let challenge = try await live.client.challenge(deviceID)
+        let deviceSession = try await live.client.deviceLogin(
+            challengeID: challenge.challengeID, signature: sign(challenge.payload, with: key)
+        ).decode(TokenResponse.self)
+        let byDevice = try await live.client.post("/v1/devices", request, token: deviceSession.accessToken)
+        #expect(byDevice.status == 403)
+        #expect(byDevice.problem?.code == .stepUpRequired)
+
+        // A password session older than 5 minutes is not either, even after a refresh.
+        let tokens = try await live.client.login("alice", clientID: "web")
+        #expect(try await live.client.post("/v1/devices", request, token: tokens.accessToken).status == 201)
+        live.clock.advance(by: 301)
+        let refreshed = try await live.client.post(
+            "/v1/sessions/refresh", RefreshRequest(refreshToken: tokens.refreshToken)
+        ).decode(TokenResponse.self)
+        let late = try await live.client.post("/v1/devices", request, token: refreshed.accessToken)
+        #expect(late.status == 403)
+        #expect(late.problem?.code == .stepUpRequired)
+    }
+
+    @Test func newKeyFromTheSameClientRevokesTheOldDevice() async throws {
+        let live = try LiveServer()
+        let (tokens, oldKey, oldDevice) = try await live.client.userWithDevice("alice", clientID: "phone")
+        let (_, newDevice) = try await live.client.bindDevice(tokens.accessToken)
+        let devices = try await live.client.get("/v1/devices", token: tokens.accessToken)
+            .decode(DeviceListResponse.self).devices
+        #expect(devices.first { $0.deviceID == oldDevice }?.status == .revoked)
+        #expect(devices.first { $0.deviceID == newDevice }?.status == .active)
+        #expect(
+            try await live.client.post("/v1/challenges", ChallengeRequest(deviceID: oldDevice)).status == 403)
+        _ = oldKey
+        // A device of another client of the same user is untouched.
+        let laptop = try await live.client.login("alice", clientID: "laptop")
+        let (_, laptopDevice) = try await live.client.bindDevice(laptop.accessToken)
+        let all = try await live.client.get("/v1/devices", token: laptop.accessToken)
+            .decode(DeviceListResponse.self).devices
+        #expect(
+            all.filter { $0.status == .active }.map(\.deviceID).sorted()
+                == [newDevice, laptopDevice].sorted())
+    }
+
+    @Test func onlyP256SubjectPublicKeyInfoIsAccepted() async throws {
+        let live = try LiveServer()
+        try await live.client.createAccount("alice")
+        let tokens = try await live.client.login("alice")
+        let key = try P256SigningKey()
+        for publicKey in [Data(), Data([0x30, 0x03, 0x02, 0x01, 0x00]), key.publicKey.x963Representation] {
+            let reply = try await live.client.post(
+                "/v1/devices",
+                BindDeviceRequest(publicKey: publicKey, name: "Phone", keyProtection: .software),
+                token: tokens.accessToken)
+            #expect(reply.status == 400)
+            #expect(reply.problem?.code == .invalidPublicKey || reply.problem?.code == .invalidRequest)
+        }
+    }
+
+    @Test func anotherUsersDeviceIsNotFound() async throws {
+        let live = try LiveServer()
+        let (_, _, aliceDevice) = try await live.client.userWithDevice("alice")
+        let (bob, _, _) = try await live.client.userWithDevice("bob")
+        #expect(
+            try await live.client.delete("/v1/devices/\(aliceDevice)", token: bob.accessToken).status == 404)
+        let approval = try await live.client.post(
+            "/v1/approvals", CreateApprovalRequest(deviceID: aliceDevice, action: transfer()),
+            token: bob.accessToken)
+        #expect(approval.status == 404)
+    }
+}

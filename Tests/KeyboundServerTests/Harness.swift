@@ -1,0 +1,210 @@
+import Foundation
+import KeyboundCrypto
+import KeyboundWire
+import Testing
+
+@testable import KeyboundServer
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
+/// A temporary directory removed when the value is released.
+final class TemporaryDirectory: Sendable {
+    let url: URL
+
+    init() throws {
+        url = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "keybound-tests-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+    }
+
+    func path(_ name: String) -> String { url.appendingPathComponent(name).path }
+
+    deinit { try? FileManager.default.removeItem(at: url) }
+}
+
+/// Collects log lines for assertions.
+final class LogCollector: Sendable {
+    private let lines = Locked<[String]>([])
+    var sink: LogSink { LogSink { [lines] line in lines.withLock { $0.append(line) } } }
+    var all: [String] { lines.withLock { $0 } }
+}
+
+/// A live server on a free loopback port with a temporary SQLite file.
+final class LiveServer: Sendable {
+    let directory: TemporaryDirectory
+    let server: Server
+    let clock: ManualClock
+    let logs = LogCollector()
+    let client: Client
+
+    init(_ adjust: (inout Configuration) -> Void = { _ in }) throws {
+        directory = try TemporaryDirectory()
+        clock = ManualClock()
+        var configuration = Configuration.testing(databasePath: directory.path("keybound.sqlite"))
+        configuration.clock = clock.clock
+        configuration.log = logs.sink
+        configuration.serverID = "keybound-test"
+        adjust(&configuration)
+        server = try Server(configuration: configuration)
+        try server.start()
+        guard let baseURL = server.baseURL else { throw TestFailure("no base URL") }
+        client = Client(baseURL: baseURL)
+    }
+
+    deinit { server.stop(gracePeriod: 1) }
+}
+
+struct TestFailure: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// A response as the client saw it.
+struct Reply: Sendable {
+    let status: Int
+    let headers: [String: String]
+    let body: Data
+
+    func header(_ name: String) -> String? { headers[name.lowercased()] }
+
+    func decode<T: WireMessage>(_ type: T.Type, sourceLocation: SourceLocation = #_sourceLocation) throws -> T
+    {
+        do {
+            return try T(jsonData: body)
+        } catch {
+            Issue.record(
+                "cannot decode \(T.self) from \(status) \(String(decoding: body, as: UTF8.self))",
+                sourceLocation: sourceLocation)
+            throw error
+        }
+    }
+
+    var problem: Problem? { try? Problem(jsonData: body) }
+    var text: String { String(decoding: body, as: UTF8.self) }
+}
+
+/// An HTTP client over loopback. Every reply is checked against docs/openapi.yaml.
+struct Client: Sendable {
+    let baseURL: URL
+    let session: URLSession
+
+    init(baseURL: URL) {
+        self.baseURL = baseURL
+        let configuration = URLSessionConfiguration.ephemeral
+        configuration.httpMaximumConnectionsPerHost = 64
+        configuration.timeoutIntervalForRequest = 30
+        session = URLSession(configuration: configuration)
+    }
+
+    @discardableResult
+    func send(
+        _ method: String, _ path: String, body: Data? = nil, token: String? = nil,
+        contentType: String? = "application/json", checkSpec: Bool = true,
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) async throws -> Reply {
+        guard let url = URL(string: baseURL.absoluteString + path) else {
+            throw TestFailure("bad path \(path)")
+        }
+        var request = URLRequest(url: url)
+        request.httpMethod = method
+        if let body {
+            request.httpBody = body
+            if let contentType { request.setValue(contentType, forHTTPHeaderField: "Content-Type") }
+        }
+        if let token { request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization") }
+        let (data, response) = try await session.data(for: request)
+        guard let http = response as? HTTPURLResponse else { throw TestFailure("not HTTP") }
+        var headers: [String: String] = [:]
+        for (name, value) in http.allHeaderFields {
+            if let name = name as? String, let value = value as? String { headers[name.lowercased()] = value }
+        }
+        let reply = Reply(status: http.statusCode, headers: headers, body: data)
+        if checkSpec {
+            let templatePath = path.split(separator: "?").first.map(String.init) ?? path
+            for problem in OpenAPISpec.shared.check(method: method, path: templatePath, reply: reply) {
+                Issue.record(
+                    "\(method) \(path) → \(reply.status): \(problem)", sourceLocation: sourceLocation)
+            }
+        }
+        return reply
+    }
+
+    func post(_ path: String, _ message: some WireMessage, token: String? = nil) async throws -> Reply {
+        try await send("POST", path, body: message.jsonData, token: token)
+    }
+
+    func get(_ path: String, token: String? = nil) async throws -> Reply {
+        try await send("GET", path, token: token)
+    }
+
+    func delete(_ path: String, token: String? = nil) async throws -> Reply {
+        try await send("DELETE", path, token: token)
+    }
+}
+
+/// Steps of the stories, shared by the tests.
+extension Client {
+    static let password = "correct horse battery"
+
+    @discardableResult
+    func createAccount(_ username: String, password: String = Client.password) async throws -> String {
+        let reply = try await post(
+            "/v1/accounts", CreateAccountRequest(username: username, password: password))
+        #expect(reply.status == 201, "\(reply.text)")
+        return try reply.decode(CreateAccountResponse.self).userID
+    }
+
+    func login(_ username: String, password: String = Client.password, clientID: String = "app-1")
+        async throws
+        -> TokenResponse
+    {
+        let reply = try await post(
+            "/v1/sessions/password",
+            PasswordLoginRequest(username: username, password: password, clientID: clientID))
+        #expect(reply.status == 200, "\(reply.text)")
+        return try reply.decode(TokenResponse.self)
+    }
+
+    /// Creates an account, logs in and binds a new software device key.
+    func userWithDevice(_ username: String, clientID: String = "app-1") async throws -> (
+        tokens: TokenResponse, key: P256SigningKey, deviceID: String
+    ) {
+        try await createAccount(username)
+        let tokens = try await login(username, clientID: clientID)
+        let (key, deviceID) = try await bindDevice(tokens.accessToken)
+        return (tokens, key, deviceID)
+    }
+
+    func bindDevice(_ accessToken: String) async throws -> (P256SigningKey, String) {
+        let key = try P256SigningKey()
+        let reply = try await post(
+            "/v1/devices",
+            BindDeviceRequest(publicKey: key.publicKey.spkiDER, name: "Test phone", keyProtection: .emulator),
+            token: accessToken)
+        #expect(reply.status == 201, "\(reply.text)")
+        return (key, try reply.decode(BindDeviceResponse.self).deviceID)
+    }
+
+    func challenge(_ deviceID: String) async throws -> ChallengeResponse {
+        let reply = try await post("/v1/challenges", ChallengeRequest(deviceID: deviceID))
+        #expect(reply.status == 201, "\(reply.text)")
+        return try reply.decode(ChallengeResponse.self)
+    }
+
+    func deviceLogin(challengeID: String, signature: Data) async throws -> Reply {
+        try await post(
+            "/v1/sessions/device", DeviceLoginRequest(challengeID: challengeID, signature: signature))
+    }
+}
+
+func sign(_ payload: Data, with key: P256SigningKey) throws -> Data {
+    try key.signature(for: payload).derRepresentation
+}
+
+func transfer(_ amount: String = "0.5", asset: String = "ETH", to: String = "0x12ab34cd56ef") throws
+    -> ApprovalAction
+{
+    .transfer(try TransferAction(amount: DecimalAmount(amount), asset: asset, to: to))
+}

@@ -1,0 +1,207 @@
+import Foundation
+import KeyboundCrypto
+import KeyboundWire
+import Testing
+
+@testable import KeyboundServer
+
+@Suite("Operations")
+struct OperationsTests {
+    @Test func healthMetricsAndOpenAPI() async throws {
+        let live = try LiveServer()
+        let health = try await live.client.get("/healthz")
+        #expect(health.status == 200)
+        #expect(health.text == #"{"status":"ok"}"#)
+        try await live.client.createAccount("alice")
+        _ = try await live.client.login("alice")
+        _ = try await live.client.post(
+            "/v1/sessions/password",
+            PasswordLoginRequest(username: "alice", password: "wrong password", clientID: "c"))
+        let metrics = try await live.client.get("/metrics")
+        #expect(metrics.status == 200)
+        #expect(metrics.text.contains(#"keybound_http_requests_total{route="/healthz",status="200"} 1"#))
+        #expect(
+            metrics.text.contains(
+                #"keybound_http_request_duration_seconds_bucket{route="/v1/accounts",le="+Inf"} 1"#))
+        #expect(metrics.text.contains(#"keybound_logins_total{method="password",outcome="success"} 1"#))
+        #expect(metrics.text.contains(#"keybound_logins_total{method="password",outcome="failure"} 1"#))
+        let spec = try await live.client.get("/openapi.yaml")
+        #expect(spec.status == 200)
+        #expect(spec.text == OpenAPIDocument.yaml)
+    }
+
+    @Test func servedDocumentIsDocsOpenAPIYAML() throws {
+        let file = try String(contentsOf: OpenAPISpec.documentURL, encoding: .utf8)
+        #expect(file == OpenAPIDocument.yaml, "run scripts/embed-openapi.sh")
+        #expect(OpenAPISpec.shared.loadError == nil)
+        // Every route of the server is documented, and nothing else.
+        let routes = Set(Application.routes.map(\.pattern))
+        #expect(Set(OpenAPISpec.shared.pathTemplates) == routes)
+        for route in Application.routes {
+            #expect(
+                OpenAPISpec.shared.operation(method: route.method, path: route.pattern) != nil,
+                "\(route.pattern)")
+        }
+    }
+
+    @Test func auditRecordsEverythingButSecretsAndLogsAreRedacted() async throws {
+        let live = try LiveServer()
+        let (first, key, deviceID) = try await live.client.userWithDevice("alice")
+        let challenge = try await live.client.challenge(deviceID)
+        let signature = try sign(challenge.payload, with: key)
+        let session = try await live.client.deviceLogin(
+            challengeID: challenge.challengeID, signature: signature
+        )
+        .decode(TokenResponse.self)
+        let tokens = try await live.client.login("alice", clientID: "web")
+        let approval = try await live.client.post(
+            "/v1/approvals", CreateApprovalRequest(deviceID: deviceID, action: transfer()),
+            token: tokens.accessToken
+        ).decode(ApprovalChallengeResponse.self)
+        let approvalSignature = try sign(approval.payload, with: key)
+        _ = try await live.client.post(
+            "/v1/approvals/\(approval.approvalID)/confirm",
+            ConfirmApprovalRequest(signature: approvalSignature),
+            token: tokens.accessToken)
+        _ = try await live.client.post(
+            "/v1/sessions/password",
+            PasswordLoginRequest(username: "alice", password: "wrong password", clientID: "c"))
+        _ = try await live.client.delete("/v1/devices/\(deviceID)", token: tokens.accessToken)
+
+        let audit = try await live.client.get("/v1/audit", token: tokens.accessToken)
+        let events = try audit.decode(AuditListResponse.self).events
+        let types = Set(events.map(\.type))
+        for expected in [
+            "account_created", "login", "login_failed", "device_bound", "approval_created",
+            "approval_confirmed",
+            "device_revoked",
+        ] {
+            #expect(types.contains(expected), "\(expected)")
+        }
+        #expect(events.allSatisfy { $0.clientAddress == "127.0.0.1" })
+        #expect(events.contains { $0.type == "login" && $0.method == "device" && $0.deviceID == deviceID })
+
+        let secrets = [
+            Client.password, "wrong password", first.accessToken, first.refreshToken, tokens.accessToken,
+            tokens.refreshToken, session.accessToken,
+            session.refreshToken, Base64URL.encode(signature), Base64URL.encode(approvalSignature),
+            Base64URL.encode(challenge.payload),
+        ]
+        let logs = live.logs.all.joined(separator: "\n")
+        #expect(logs.contains(#""event":"approval_confirmed""#))
+        for secret in secrets {
+            #expect(!audit.text.contains(secret))
+            #expect(!logs.contains(secret))
+        }
+        // Every log line is one JSON object.
+        for line in live.logs.all { #expect((try? JSON.parse(Data(line.utf8))) != nil) }
+    }
+
+    @Test func loggerRedactsSecretFields() {
+        let collector = LogCollector()
+        let logger = Logger(sink: collector.sink, clock: .system)
+        logger.log(.info, "x", [("password", "hunter2"), ("Authorization", "Bearer abc"), ("user", "alice")])
+        let line = collector.all.joined()
+        #expect(!line.contains("hunter2"))
+        #expect(!line.contains("Bearer abc"))
+        #expect(line.contains(#""user":"alice""#))
+    }
+
+    @Test func inProcessModeDrivesTheSameRouterWithoutSockets() async throws {
+        let directory = try TemporaryDirectory()
+        let server = try Server(configuration: .testing(databasePath: directory.path("db.sqlite")))
+        #expect(server.port == nil)
+        let create = await server.handle(
+            HTTPRequest(
+                method: "POST", path: "/v1/accounts", headers: ["Content-Type": "application/json"],
+                body: CreateAccountRequest(username: "alice", password: Client.password).jsonData))
+        #expect(create.status == 201)
+        let login = await server.handle(
+            HTTPRequest(
+                method: "POST", path: "/v1/sessions/password",
+                body: PasswordLoginRequest(username: "alice", password: Client.password, clientID: "c")
+                    .jsonData))
+        let tokens = try TokenResponse(jsonData: login.body)
+        let me = await server.handle(
+            HTTPRequest(
+                method: "GET", path: "/v1/me", headers: ["Authorization": "Bearer \(tokens.accessToken)"]))
+        #expect(me.status == 200)
+        #expect(try MeResponse(jsonData: me.body).username == "alice")
+        let big = await server.handle(
+            HTTPRequest(method: "POST", path: "/v1/accounts", body: Data(count: 70_000)))
+        #expect(big.status == 413)
+        let audit = await server.handle(
+            HTTPRequest(
+                method: "GET", path: "/v1/audit?limit=1",
+                headers: ["Authorization": "Bearer \(tokens.accessToken)"]))
+        #expect(try AuditListResponse(jsonData: audit.body).events.count == 1)
+    }
+
+    @Test func databaseSurvivesARestartInProcess() async throws {
+        let directory = try TemporaryDirectory()
+        var configuration = Configuration.testing(databasePath: directory.path("db.sqlite"))
+        configuration.serverID = "restart"
+        do {
+            let server = try Server(configuration: configuration)
+            try server.start()
+            let client = try Client(baseURL: #require(server.baseURL))
+            try await client.createAccount("alice")
+            server.stop()
+        }
+        let server = try Server(configuration: configuration)
+        try server.start()
+        let client = try Client(baseURL: #require(server.baseURL))
+        _ = try await client.login("alice")
+        server.stop()
+    }
+
+    @Test func portInUseIsAClearError() throws {
+        let live = try LiveServer()
+        var configuration = live.server.configuration
+        configuration.port = try #require(live.server.port)
+        let second = try Server(configuration: configuration)
+        #expect(throws: ServerError.self) { try second.start() }
+    }
+
+    @Test func listensOnIPv6Loopback() throws {
+        let live = try LiveServer { $0.host = "::1" }
+        let baseURL = try #require(live.server.baseURL)
+        #expect(baseURL.absoluteString.hasPrefix("http://[::1]:"))
+        // URLSession on Linux rejects bracketed hosts; curl -g does not.
+        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/curl") else { return }
+        let curl = Process()
+        curl.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
+        curl.arguments = ["-sg", "--max-time", "10", baseURL.absoluteString + "/healthz"]
+        let output = Pipe()
+        curl.standardOutput = output
+        try curl.run()
+        let data = output.fileHandleForReading.readDataToEndOfFile()
+        curl.waitUntilExit()
+        #expect(String(decoding: data, as: UTF8.self) == #"{"status":"ok"}"#)
+    }
+}
+
+@Suite("YAML subset reader")
+struct YAMLSubsetTests {
+    @Test func readsTheSubset() throws {
+        let text = """
+            # comment
+            a: 1
+            b:
+              - x
+              - 'it''s'
+              - key: "q\\"uote"
+                other: []
+            c:
+            - {}
+            '200':
+              d: plain text: with colon
+            """
+        let value = try YAMLSubset.parse(text)
+        let expected =
+            #"{"a":1,"b":["x","it's",{"key":"q\"uote","other":[]}],"c":[{}],"200":{"d":"plain text: with colon"}}"#
+        #expect(String(decoding: JSON.serialize(value), as: UTF8.self) == expected)
+        #expect(throws: YAMLSubset.Failure.self) { try YAMLSubset.parse("a: 1\na: 2") }
+        #expect(throws: YAMLSubset.Failure.self) { try YAMLSubset.parse("a: [1, 2]") }
+    }
+}

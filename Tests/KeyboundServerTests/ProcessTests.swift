@@ -1,0 +1,171 @@
+import Foundation
+import KeyboundWire
+import Testing
+
+@testable import KeyboundServer
+
+/// `keybound serve` as a child process.
+final class ServeProcess: Sendable {
+    let process: Process
+    let port: UInt16
+
+    static var executable: URL {
+        let runner = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
+        var directory = runner.deletingLastPathComponent()
+        // On Linux the runner is `.build/…/debug/KeyboundPackageTests.xctest`; on macOS it sits
+        // inside a bundle. Walk up until the `keybound` product is found.
+        for _ in 0..<4 {
+            let candidate = directory.appendingPathComponent("keybound")
+            if FileManager.default.isExecutableFile(atPath: candidate.path) { return candidate }
+            directory = directory.deletingLastPathComponent()
+        }
+        return runner.deletingLastPathComponent().appendingPathComponent("keybound")
+    }
+
+    init(arguments: [String], environment: [String: String] = [:]) async throws {
+        process = Process()
+        process.executableURL = Self.executable
+        process.arguments = ["serve", "--listen", "127.0.0.1:0"] + arguments
+        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+        let errors = Pipe()
+        process.standardError = errors
+        process.standardOutput = FileHandle.nullDevice
+        try process.run()
+        // Read the JSON log until the "listening" line names the port.
+        let reader = errors.fileHandleForReading
+        let found: UInt16? = await Task.detached {
+            var buffer = Data()
+            let deadline = Date().addingTimeInterval(20)
+            while Date() < deadline {
+                let chunk = reader.availableData
+                if chunk.isEmpty { return nil }
+                buffer.append(chunk)
+                for line in String(decoding: buffer, as: UTF8.self).split(separator: "\n") {
+                    guard let value = try? JSON.parse(Data(line.utf8)),
+                        let reader = try? JSONReader(
+                            value, allowed: ["time", "level", "msg", "address", "port", "tls", "server_id"]),
+                        (try? reader.string("msg")) == "listening", let port = try? reader.integer("port")
+                    else { continue }
+                    return UInt16(port)
+                }
+            }
+            return nil
+        }.value
+        guard let found else {
+            process.terminate()
+            throw TestFailure("keybound serve did not start (\(Self.executable.path))")
+        }
+        port = found
+        guard let baseURL = URL(string: "http://127.0.0.1:\(found)") else { throw TestFailure("bad URL") }
+        client = Client(baseURL: baseURL)
+        // Keep draining stderr so the child never blocks on a full pipe.
+        Task.detached { while !reader.availableData.isEmpty {} }
+    }
+
+    let client: Client
+
+    func kill(_ signal: Int32) -> Int32 {
+        Foundation.kill(process.processIdentifier, signal)
+        process.waitUntilExit()
+        return process.terminationStatus
+    }
+
+    deinit {
+        if process.isRunning {
+            Foundation.kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+        }
+    }
+}
+
+@Suite("keybound serve as a process")
+struct ProcessTests {
+    @Test(arguments: ["full", "normal"])
+    func killDashNineRightAfterA2xxLosesNothing(synchronous: String) async throws {
+        let directory = try TemporaryDirectory()
+        let database = "sqlite:" + directory.path("durable.sqlite")
+        let first = try await ServeProcess(
+            arguments: ["--db", database, "--server-id", "durable", "--sqlite-synchronous", synchronous])
+        try await first.client.createAccount("alice")
+        let tokens = try await first.client.login("alice")
+        let (_, deviceID) = try await first.client.bindDevice(tokens.accessToken)
+        // SIGKILL immediately after the 201: no chance to flush anything.
+        _ = first.kill(SIGKILL)
+
+        let second = try await ServeProcess(
+            arguments: ["--server-id", "durable"], environment: ["KEYBOUND_DB": database])
+        let again = try await second.client.login("alice")
+        let devices = try await second.client.get("/v1/devices", token: again.accessToken)
+            .decode(DeviceListResponse.self).devices
+        #expect(devices.map(\.deviceID) == [deviceID])
+        // The old session was replaced by the new login of the same client, as before the crash.
+        #expect(try await second.client.get("/v1/me", token: tokens.accessToken).status == 401)
+        #expect(second.kill(SIGTERM) == 0)
+    }
+
+    @Test func helpAndUsageErrors() throws {
+        func run(_ arguments: [String]) throws -> (Int32, String) {
+            let process = Process()
+            process.executableURL = ServeProcess.executable
+            process.arguments = arguments
+            let output = Pipe()
+            process.standardOutput = output
+            process.standardError = output
+            try process.run()
+            let data = output.fileHandleForReading.readDataToEndOfFile()
+            process.waitUntilExit()
+            return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+        }
+        let (status, help) = try run(["serve", "--help"])
+        #expect(status == 0)
+        #expect(help.contains("--listen HOST:PORT"))
+        #expect(help.contains("KEYBOUND_DB"))
+        #expect(try run(["serve", "--bogus", "1"]).0 == 2)
+        #expect(try run(["serve", "--argon2-memory", "1024"]).0 == 2)
+        #expect(try run(["serve", "--listen", "nonsense"]).0 == 2)
+        #expect(try run(["serve", "--db", "mysql://x"]).0 == 2)
+        #expect(try run(["serve", "--sqlite-synchronous", "off"]).0 == 2)
+    }
+}
+
+@Suite("TLS")
+struct TLSTests {
+    static var toolsAvailable: Bool {
+        FileManager.default.isExecutableFile(atPath: "/usr/bin/openssl")
+            && FileManager.default.isExecutableFile(atPath: "/usr/bin/curl")
+    }
+
+    @Test(.enabled(if: TLSTests.toolsAvailable, "needs /usr/bin/openssl and /usr/bin/curl"))
+    func servesHTTPSWithTheGivenCertificate() async throws {
+        let directory = try TemporaryDirectory()
+        let key = directory.path("key.pem")
+        let certificate = directory.path("cert.pem")
+        let openssl = Process()
+        openssl.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
+        openssl.arguments = [
+            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", certificate, "-days",
+            "1",
+            "-subj", "/CN=127.0.0.1",
+        ]
+        openssl.standardError = FileHandle.nullDevice
+        try openssl.run()
+        openssl.waitUntilExit()
+        #expect(openssl.terminationStatus == 0)
+
+        let live = try LiveServer {
+            $0.tlsKeyPath = key
+            $0.tlsCertificatePath = certificate
+        }
+        let baseURL = try #require(live.server.baseURL)
+        #expect(baseURL.scheme == "https")
+        let curl = Process()
+        curl.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
+        curl.arguments = ["-sk", "--max-time", "10", baseURL.absoluteString + "/healthz"]
+        let output = Pipe()
+        curl.standardOutput = output
+        try curl.run()
+        let data = output.fileHandleForReading.readDataToEndOfFile()
+        curl.waitUntilExit()
+        #expect(String(decoding: data, as: UTF8.self) == #"{"status":"ok"}"#)
+    }
+}

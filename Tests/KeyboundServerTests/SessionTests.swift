@@ -1,0 +1,76 @@
+import Foundation
+import KeyboundWire
+import Testing
+
+@testable import KeyboundServer
+
+@Suite("Sessions and refresh tokens")
+struct SessionTests {
+    @Test func refreshRotatesAndReuseRevokesTheFamily() async throws {
+        let live = try LiveServer()
+        try await live.client.createAccount("alice")
+        let first = try await live.client.login("alice")
+
+        let rotated = try await live.client.post(
+            "/v1/sessions/refresh", RefreshRequest(refreshToken: first.refreshToken))
+        #expect(rotated.status == 200)
+        let second = try rotated.decode(TokenResponse.self)
+        #expect(second.sessionID == first.sessionID)
+        #expect(second.refreshToken != first.refreshToken)
+        #expect(try await live.client.get("/v1/me", token: second.accessToken).status == 200)
+
+        // The old refresh token is replayed (an attacker's copy): the whole family dies.
+        let replay = try await live.client.post(
+            "/v1/sessions/refresh", RefreshRequest(refreshToken: first.refreshToken))
+        #expect(replay.status == 401)
+        #expect(replay.problem?.code == .tokenInvalid)
+        #expect(try await live.client.get("/v1/me", token: second.accessToken).status == 401)
+        let newest = try await live.client.post(
+            "/v1/sessions/refresh", RefreshRequest(refreshToken: second.refreshToken))
+        #expect(newest.status == 401)
+
+        let audit = try await live.client.get(
+            "/v1/audit", token: try await live.client.login("alice").accessToken)
+        #expect(try audit.decode(AuditListResponse.self).events.contains { $0.type == "refresh_reuse" })
+    }
+
+    @Test func accessTokenExpires() async throws {
+        let live = try LiveServer()
+        try await live.client.createAccount("alice")
+        let tokens = try await live.client.login("alice")
+        live.clock.advance(by: 15 * 60 + 1)
+        #expect(try await live.client.get("/v1/me", token: tokens.accessToken).status == 401)
+        let refreshed = try await live.client.post(
+            "/v1/sessions/refresh", RefreshRequest(refreshToken: tokens.refreshToken))
+        #expect(refreshed.status == 200)
+    }
+
+    @Test func newLoginFromSameClientEndsThePreviousSession() async throws {
+        let live = try LiveServer()
+        try await live.client.createAccount("alice")
+        let phone = try await live.client.login("alice", clientID: "phone")
+        let laptop = try await live.client.login("alice", clientID: "laptop")
+        let phoneAgain = try await live.client.login("alice", clientID: "phone")
+        #expect(try await live.client.get("/v1/me", token: phone.accessToken).status == 401)
+        #expect(try await live.client.get("/v1/me", token: laptop.accessToken).status == 200)
+        #expect(try await live.client.get("/v1/me", token: phoneAgain.accessToken).status == 200)
+    }
+
+    @Test func singleSessionEndsAllOtherSessions() async throws {
+        let live = try LiveServer { $0.singleSession = true }
+        try await live.client.createAccount("alice")
+        let phone = try await live.client.login("alice", clientID: "phone")
+        let laptop = try await live.client.login("alice", clientID: "laptop")
+        #expect(try await live.client.get("/v1/me", token: phone.accessToken).status == 401)
+        #expect(try await live.client.get("/v1/me", token: laptop.accessToken).status == 200)
+    }
+
+    @Test func badBearerHeaders() async throws {
+        let live = try LiveServer()
+        for token in [nil, "nonsense", String(repeating: "A", count: 43)] as [String?] {
+            let reply = try await live.client.get("/v1/me", token: token)
+            #expect(reply.status == 401)
+            #expect(reply.problem?.code == .tokenInvalid)
+        }
+    }
+}
