@@ -298,6 +298,6 @@ public actor KeyboundClient {
 /// A response without a body (204).
 struct EmptyResponse: WireMessage {
     init() {}
-    init(json: JSONValue) throws {}
+    init(json: JSONValue) throws(WireFailure) {}
     var json: JSONValue { .object([]) }
 }

@@ -5,7 +5,7 @@ public struct DecimalAmount: Sendable, Hashable, CustomStringConvertible {
     public let text: String
 
     /// - Throws: ``WireError`` (`invalid_request`) when `text` is outside the grammar or zero.
-    public init(_ text: String) throws {
+    public init(_ text: String) throws(WireFailure) {
         let bytes = Array(text.utf8)
         let parts = bytes.split(separator: UInt8(ascii: "."), maxSplits: 1, omittingEmptySubsequences: false)
         func digits(_ part: ArraySlice<UInt8>) -> Bool { part.allSatisfy { $0 >= 0x30 && $0 <= 0x39 } }
@@ -53,7 +53,7 @@ public enum ApprovalAction: Sendable, Hashable {
 
     /// Reads an action object strictly.
     /// - Throws: ``WireError`` for unknown members, a wrong type or an unknown action type.
-    public init(json: JSONValue, path: String = "action") throws {
+    public init(json: JSONValue, path: String = "action") throws(WireFailure) {
         let reader = try JSONReader(json, allowed: ["type", "amount", "asset", "to"], path: path)
         let type = try reader.string("type")
         guard type == "transfer" else { throw WireError(.invalidRequest, "unknown action type") }
@@ -74,7 +74,7 @@ public struct TransferAction: Sendable, Hashable {
     public let to: String
 
     /// - Throws: ``WireError`` when the asset or the recipient is outside its grammar.
-    public init(amount: DecimalAmount, asset: String, to: String) throws {
+    public init(amount: DecimalAmount, asset: String, to: String) throws(WireFailure) {
         let assetOK =
             (1...16).contains(asset.utf8.count)
             && asset.utf8.allSatisfy { ($0 >= 0x41 && $0 <= 0x5A) || ($0 >= 0x30 && $0 <= 0x39) }

@@ -17,7 +17,9 @@ public enum JSONValue: Sendable, Equatable {
 
 /// One member of a JSON object.
 public struct JSONMember: Sendable, Equatable {
+    /// The member name.
     public var name: String
+    /// The member value.
     public var value: JSONValue
 
     /// - Parameters:
@@ -39,7 +41,7 @@ public enum JSON {
 
     /// Parses one JSON value that fills `data` (whitespace around it allowed).
     /// - Throws: ``WireError`` with code `invalid_request` when `data` is not valid JSON.
-    public static func parse(_ data: Data) throws -> JSONValue {
+    public static func parse(_ data: Data) throws(WireFailure) -> JSONValue {
         var parser = Parser(bytes: [UInt8](data))
         parser.skipWhitespace()
         let value = try parser.value(depth: 0)
@@ -124,7 +126,7 @@ public enum JSON {
             while index < bytes.count, [0x20, 0x09, 0x0A, 0x0D].contains(bytes[index]) { index += 1 }
         }
 
-        mutating func value(depth: Int) throws -> JSONValue {
+        mutating func value(depth: Int) throws(WireFailure) -> JSONValue {
             guard depth < JSON.maximumDepth else { throw failure("nested too deeply") }
             guard index < bytes.count else { throw failure("unexpected end") }
             switch bytes[index] {
@@ -144,7 +146,7 @@ public enum JSON {
             }
         }
 
-        mutating func literal(_ word: String) throws {
+        mutating func literal(_ word: String) throws(WireFailure) {
             let expected = Array(word.utf8)
             guard index + expected.count <= bytes.count,
                 Array(bytes[index..<index + expected.count]) == expected
@@ -152,7 +154,7 @@ public enum JSON {
             index += expected.count
         }
 
-        mutating func object(depth: Int) throws -> JSONValue {
+        mutating func object(depth: Int) throws(WireFailure) -> JSONValue {
             index += 1
             var members: [JSONMember] = []
             var names: Set<String> = []
@@ -189,7 +191,7 @@ public enum JSON {
             }
         }
 
-        mutating func array(depth: Int) throws -> JSONValue {
+        mutating func array(depth: Int) throws(WireFailure) -> JSONValue {
             index += 1
             var items: [JSONValue] = []
             skipWhitespace()
@@ -212,7 +214,7 @@ public enum JSON {
             }
         }
 
-        mutating func number() throws -> String {
+        mutating func number() throws(WireFailure) -> String {
             let start = index
             func isDigit(_ byte: UInt8) -> Bool { byte >= 0x30 && byte <= 0x39 }
             if index < bytes.count, bytes[index] == UInt8(ascii: "-") { index += 1 }
@@ -240,7 +242,7 @@ public enum JSON {
             return String(decoding: bytes[start..<index], as: UTF8.self)
         }
 
-        mutating func hex4() throws -> UInt32 {
+        mutating func hex4() throws(WireFailure) -> UInt32 {
             guard index + 4 <= bytes.count else { throw failure("bad \\u escape") }
             var result: UInt32 = 0
             for _ in 0..<4 {
@@ -258,7 +260,7 @@ public enum JSON {
             return result
         }
 
-        mutating func string() throws -> String {
+        mutating func string() throws(WireFailure) -> String {
             index += 1
             var scalars = String.UnicodeScalarView()
             var runStart = index

@@ -11,7 +11,7 @@ public struct JSONReader: Sendable {
     ///   - allowed: the member names the message defines; any other member is an error.
     ///   - path: where this object sits, for error messages (`""` for the top level).
     /// - Throws: ``WireError`` (`invalid_request` if not an object, `unknown_member`).
-    public init(_ value: JSONValue, allowed: Set<String>, path: String = "") throws {
+    public init(_ value: JSONValue, allowed: Set<String>, path: String = "") throws(WireFailure) {
         guard case .object(let list) = value else {
             throw WireError(.invalidRequest, "\(path.isEmpty ? "the body" : path) must be a JSON object")
         }
@@ -45,27 +45,27 @@ public struct JSONReader: Sendable {
     }
 
     /// The raw value of a required member.
-    public func value(_ name: String) throws -> JSONValue {
+    public func value(_ name: String) throws(WireFailure) -> JSONValue {
         guard let value = members[name] else { throw missing(name) }
         return value
     }
 
     /// A required string member.
-    public func string(_ name: String) throws -> String {
+    public func string(_ name: String) throws(WireFailure) -> String {
         guard let value = members[name] else { throw missing(name) }
         guard case .string(let text) = value else { throw wrongType(name, "a string") }
         return text
     }
 
     /// An optional string member (absent or null gives nil).
-    public func optionalString(_ name: String) throws -> String? {
+    public func optionalString(_ name: String) throws(WireFailure) -> String? {
         guard let value = members[name], value != .null else { return nil }
         guard case .string(let text) = value else { throw wrongType(name, "a string") }
         return text
     }
 
     /// A required integer member (no fraction, no exponent, fits in `Int`).
-    public func integer(_ name: String) throws -> Int {
+    public func integer(_ name: String) throws(WireFailure) -> Int {
         guard let value = members[name] else { throw missing(name) }
         guard case .number(let text) = value, let number = Int(text) else {
             throw wrongType(name, "an integer")
@@ -74,35 +74,35 @@ public struct JSONReader: Sendable {
     }
 
     /// A required boolean member.
-    public func bool(_ name: String) throws -> Bool {
+    public func bool(_ name: String) throws(WireFailure) -> Bool {
         guard let value = members[name] else { throw missing(name) }
         guard case .bool(let flag) = value else { throw wrongType(name, "a boolean") }
         return flag
     }
 
     /// A required member holding base64url (no padding) binary data.
-    public func bytes(_ name: String) throws -> Data {
+    public func bytes(_ name: String) throws(WireFailure) -> Data {
         let text = try string(name)
         guard let data = Base64URL.decode(text) else { throw wrongType(name, "base64url without padding") }
         return data
     }
 
     /// A required array member.
-    public func array(_ name: String) throws -> [JSONValue] {
+    public func array(_ name: String) throws(WireFailure) -> [JSONValue] {
         guard let value = members[name] else { throw missing(name) }
         guard case .array(let items) = value else { throw wrongType(name, "an array") }
         return items
     }
 
     /// A required nested object member, read with its own allowed set.
-    public func object(_ name: String, allowed: Set<String>) throws -> JSONReader {
+    public func object(_ name: String, allowed: Set<String>) throws(WireFailure) -> JSONReader {
         guard let value = members[name] else { throw missing(name) }
         guard case .object = value else { throw wrongType(name, "an object") }
         return try JSONReader(value, allowed: allowed, path: Self.join(path, name))
     }
 
     /// A required string member from a closed set of values.
-    public func enumeration<T: RawRepresentable>(_ name: String, as type: T.Type) throws -> T
+    public func enumeration<T: RawRepresentable>(_ name: String, as type: T.Type) throws(WireFailure) -> T
     where T.RawValue == String {
         let text = try string(name)
         guard let value = T(rawValue: text) else {

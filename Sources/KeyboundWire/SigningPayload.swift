@@ -42,7 +42,7 @@ public struct SigningPayload: Sendable, Hashable {
     public init(
         purpose: Purpose, server: String, device: String, challenge: Data, expires: Date,
         action: ApprovalAction?
-    ) throws {
+    ) throws(WireFailure) {
         guard challenge.count == Self.challengeLength else {
             throw WireError(.invalidRequest, "challenge must be 32 bytes")
         }
@@ -76,7 +76,7 @@ public struct SigningPayload: Sendable, Hashable {
     /// Parses payload bytes and accepts them only if they are exactly the canonical encoding.
     /// - Throws: ``WireError`` for anything else: other member order, extra whitespace, unknown
     ///   members, another version, a challenge that is not 32 bytes, a malformed action.
-    public init(parsing data: Data) throws {
+    public init(parsing data: Data) throws(WireFailure) {
         let value = try JSON.parse(data)
         guard case .object(let members) = value else {
             throw WireError(.invalidRequest, "payload is not an object")

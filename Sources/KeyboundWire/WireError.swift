@@ -24,3 +24,17 @@ public struct WireError: Error, Sendable, Equatable, CustomStringConvertible {
 
     public var description: String { "WireError.\(code.rawValue): \(detail)" }
 }
+
+#if canImport(Synchronization)
+    /// What KeyboundWire's functions throw: always a ``WireError``, typed wherever the Swift
+    /// runtime supports typed throws.
+    public typealias WireFailure = WireError
+#else
+    /// What KeyboundWire's functions throw: always a ``WireError``, but untyped here.
+    ///
+    /// Only SDKs with a Swift 5.9 runtime get here (iOS 17 / macOS 14, as `apple-sdk-check` uses;
+    /// they lack the Swift 6 `Synchronization` module). A typed `throw` makes the compiler call
+    /// the Swift 6 runtime's `_willThrowTyped`, which those SDKs do not have; Swift 6.3 then
+    /// crashes (SILGen `emitThrow`). The values thrown are the same.
+    public typealias WireFailure = any Error
+#endif

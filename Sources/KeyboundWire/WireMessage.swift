@@ -5,7 +5,7 @@ import Foundation
 public protocol WireMessage: Sendable {
     /// Decodes the message from a parsed JSON value.
     /// - Throws: ``WireError`` for unknown members, missing members, wrong types or bad values.
-    init(json: JSONValue) throws
+    init(json: JSONValue) throws(WireFailure)
     /// The message as a JSON value.
     var json: JSONValue { get }
 }
@@ -13,7 +13,7 @@ public protocol WireMessage: Sendable {
 extension WireMessage {
     /// Decodes the message from a body.
     /// - Throws: ``WireError`` for malformed JSON or a message that does not match.
-    public init(jsonData: Data) throws {
+    public init(jsonData: Data) throws(WireFailure) {
         try self.init(json: JSON.parse(jsonData))
     }
 
@@ -23,7 +23,7 @@ extension WireMessage {
 
 extension JSONReader {
     /// A required RFC 3339 timestamp member.
-    public func timestamp(_ name: String) throws -> Date {
+    public func timestamp(_ name: String) throws(WireFailure) -> Date {
         guard let date = Timestamp.parse(try string(name)) else {
             throw WireError(.invalidRequest, "member \"\(name)\" must be an RFC 3339 UTC timestamp")
         }
@@ -31,7 +31,7 @@ extension JSONReader {
     }
 
     /// An optional RFC 3339 timestamp member.
-    public func optionalTimestamp(_ name: String) throws -> Date? {
+    public func optionalTimestamp(_ name: String) throws(WireFailure) -> Date? {
         guard has(name) else { return nil }
         return try timestamp(name)
     }

@@ -80,7 +80,7 @@ public actor BiometricLogin {
     }
 
     /// The client, holding the session this flow opens.
-    public let client: KeyboundClient
+    public nonisolated let client: KeyboundClient
     private let device: DeviceBackends
     private let configuration: Configuration
     private let items: ProtectedStore
@@ -261,8 +261,8 @@ enum PayloadCheck {
         _ bytes: Data, purpose: SigningPayload.Purpose, serverID: String, deviceID: String, now: Date = Date()
     ) throws -> SigningPayload {
         let payload: SigningPayload
-        do { payload = try SigningPayload(parsing: bytes) } catch let error as WireError {
-            throw KeyboundError(.payloadMismatch, message: "the payload is not canonical: \(error.detail)")
+        do { payload = try SigningPayload(parsing: bytes) } catch {
+            throw KeyboundError(.payloadMismatch, message: "the payload is not canonical: \(error)")
         }
         guard payload.purpose == purpose else {
             throw KeyboundError(
