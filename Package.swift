@@ -44,7 +44,10 @@ let package = Package(
             name: "KeyboundServer",
             dependencies: ["KeyboundWire", "KeyboundCrypto", "CSodium", "CSQLite", "CMicroHTTPD"]),
         .executableTarget(
-            name: "keybound", dependencies: ["Keybound", "KeyboundEmulator", "KeyboundServer"]),
+            name: "keybound",
+            dependencies: [
+                "Keybound", "KeyboundWire", "KeyboundCrypto", "KeyboundEmulator", "KeyboundServer",
+            ]),
 
         .testTarget(
             name: "KeyboundCryptoTests", dependencies: ["KeyboundCrypto"], resources: [.copy("Vectors")]),

@@ -66,10 +66,10 @@ struct InvalidationMarkers: Sendable {
 
     /// Turns a not-found (or a stale enrollment) into the typed `invalidated`, removing the
     /// dead material and its marker; a truly absent item stays `itemNotFound`.
-    func invalidatedError(_ name: ItemName, removing remove: () async throws -> Void) async throws
-        -> KeyboundError
-    {
-        guard try await wasRecorded(name) else { return .itemNotFound }
+    func invalidatedError(
+        _ name: ItemName, notFound: KeyboundError = .itemNotFound, removing remove: () async throws -> Void
+    ) async throws -> KeyboundError {
+        guard try await wasRecorded(name) else { return notFound }
         try await remove()
         try await forget(name)
         return KeyboundError(
@@ -131,7 +131,7 @@ public struct ProtectedStore: Sendable {
         do {
             return try await store.read(name, verification: verification)
         } catch let error as KeyboundError where error == .itemNotFound {
-            throw try await markers.invalidatedError(name) { try await store.delete(name) }
+            throw try await markers.invalidatedError(name, notFound: error) { try await store.delete(name) }
         }
     }
 
@@ -150,7 +150,7 @@ public struct ProtectedStore: Sendable {
         do {
             try await store.update(value, as: name, verification: verification)
         } catch let error as KeyboundError where error == .itemNotFound {
-            throw try await markers.invalidatedError(name) { try await store.delete(name) }
+            throw try await markers.invalidatedError(name, notFound: error) { try await store.delete(name) }
         }
     }
 
@@ -242,7 +242,9 @@ public struct ProtectedKeys: Sendable {
         do {
             return try await body()
         } catch let error as KeyboundError where error == .itemNotFound {
-            throw try await markers.invalidatedError(name) { try await vault.deleteKey(name) }
+            throw try await markers.invalidatedError(name, notFound: error) {
+                try await vault.deleteKey(name)
+            }
         }
     }
 }

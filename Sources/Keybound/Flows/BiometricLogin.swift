@@ -80,7 +80,7 @@ public actor BiometricLogin {
     }
 
     /// The client, holding the session this flow opens.
-    public let client: KeyboundClient
+    public nonisolated let client: KeyboundClient
     private let device: DeviceBackends
     private let configuration: Configuration
     private let items: ProtectedStore
