@@ -17,7 +17,9 @@ public enum JSONValue: Sendable, Equatable {
 
 /// One member of a JSON object.
 public struct JSONMember: Sendable, Equatable {
+    /// The member name.
     public var name: String
+    /// The member value.
     public var value: JSONValue
 
     /// - Parameters:

@@ -7,6 +7,7 @@ import Foundation
 public struct HealthResponse: WireMessage, Hashable {
     /// `"ok"`.
     public let status: String
+    /// Creates the message from its members.
     public init(status: String = "ok") { self.status = status }
     public init(json: JSONValue) throws(WireError) {
         status = try JSONReader(json, allowed: ["status"]).string("status")
@@ -20,6 +21,7 @@ public struct CreateAccountRequest: WireMessage, Hashable {
     public let username: String
     /// 8–1024 characters, no composition rules.
     public let password: String
+    /// Creates the message from its members.
     public init(username: String, password: String) {
         self.username = username
         self.password = password
@@ -36,7 +38,9 @@ public struct CreateAccountRequest: WireMessage, Hashable {
 
 /// `POST /v1/accounts` response (201).
 public struct CreateAccountResponse: WireMessage, Hashable {
+    /// The user's opaque id (`user_id`).
     public let userID: String
+    /// Creates the message from its members.
     public init(userID: String) { self.userID = userID }
     public init(json: JSONValue) throws(WireError) {
         userID = try JSONReader(json, allowed: ["user_id"]).string("user_id")
@@ -46,11 +50,14 @@ public struct CreateAccountResponse: WireMessage, Hashable {
 
 /// `POST /v1/sessions/password` request.
 public struct PasswordLoginRequest: WireMessage, Hashable {
+    /// The username (`username`).
     public let username: String
+    /// The password (`password`); never logged or stored in clear.
     public let password: String
     /// Identifies the app installation: a new login from the same client ends its previous
     /// session; 1–128 of `A-Z a-z 0-9 . _ : -`.
     public let clientID: String
+    /// Creates the message from its members.
     public init(username: String, password: String, clientID: String) {
         self.username = username
         self.password = password
@@ -73,7 +80,9 @@ public struct PasswordLoginRequest: WireMessage, Hashable {
 
 /// `POST /v1/sessions/refresh` request.
 public struct RefreshRequest: WireMessage, Hashable {
+    /// The refresh token (`refresh_token`).
     public let refreshToken: String
+    /// Creates the message from its members.
     public init(refreshToken: String) { self.refreshToken = refreshToken }
     public init(json: JSONValue) throws(WireError) {
         refreshToken = try JSONReader(json, allowed: ["refresh_token"]).string("refresh_token")
@@ -91,8 +100,11 @@ public struct TokenResponse: WireMessage, Hashable {
     public let tokenType: String
     /// Seconds until the access token expires.
     public let expiresIn: Int
+    /// The session's opaque id (`session_id`).
     public let sessionID: String
+    /// The user's opaque id (`user_id`).
     public let userID: String
+    /// Creates the message from its members.
     public init(
         accessToken: String, refreshToken: String, tokenType: String = "Bearer", expiresIn: Int,
         sessionID: String,
@@ -136,12 +148,17 @@ public enum AuthMethod: String, Sendable, Hashable {
 
 /// `GET /v1/me` response.
 public struct MeResponse: WireMessage, Hashable {
+    /// The user's opaque id (`user_id`).
     public let userID: String
+    /// The username (`username`).
     public let username: String
+    /// The session's opaque id (`session_id`).
     public let sessionID: String
+    /// How the session was opened (`auth_method`).
     public let authMethod: AuthMethod
     /// When the user last authenticated in this session (password or device signature).
     public let authTime: Date
+    /// Creates the message from its members.
     public init(userID: String, username: String, sessionID: String, authMethod: AuthMethod, authTime: Date) {
         self.userID = userID
         self.username = username
@@ -185,7 +202,9 @@ public struct BindDeviceRequest: WireMessage, Hashable {
     public let publicKey: Data
     /// A display name, 1–64 characters.
     public let name: String
+    /// Where the device key lives (`key_protection`).
     public let keyProtection: KeyProtection
+    /// Creates the message from its members.
     public init(publicKey: Data, name: String, keyProtection: KeyProtection) {
         self.publicKey = publicKey
         self.name = name
@@ -208,7 +227,9 @@ public struct BindDeviceRequest: WireMessage, Hashable {
 
 /// `POST /v1/devices` response (201).
 public struct BindDeviceResponse: WireMessage, Hashable {
+    /// The device's opaque id (`device_id`).
     public let deviceID: String
+    /// Creates the message from its members.
     public init(deviceID: String) { self.deviceID = deviceID }
     public init(json: JSONValue) throws(WireError) {
         deviceID = try JSONReader(json, allowed: ["device_id"]).string("device_id")
@@ -226,12 +247,19 @@ public enum DeviceStatus: String, Sendable, Hashable {
 
 /// One device in `GET /v1/devices`.
 public struct DeviceInfo: WireMessage, Hashable {
+    /// The device's opaque id (`device_id`).
     public let deviceID: String
+    /// The device's display name (`name`).
     public let name: String
+    /// Where the device key lives (`key_protection`).
     public let keyProtection: KeyProtection
+    /// The state (`status`).
     public let status: DeviceStatus
+    /// When it was created (`created_at`).
     public let createdAt: Date
+    /// When the device last signed successfully (`last_used_at`), or nil.
     public let lastUsedAt: Date?
+    /// Creates the message from its members.
     public init(
         deviceID: String, name: String, keyProtection: KeyProtection, status: DeviceStatus, createdAt: Date,
         lastUsedAt: Date?
@@ -267,7 +295,9 @@ public struct DeviceInfo: WireMessage, Hashable {
 
 /// `GET /v1/devices` response.
 public struct DeviceListResponse: WireMessage, Hashable {
+    /// The caller's devices, oldest first (`devices`).
     public let devices: [DeviceInfo]
+    /// Creates the message from its members.
     public init(devices: [DeviceInfo]) { self.devices = devices }
     public init(json: JSONValue) throws(WireError) {
         var devices: [DeviceInfo] = []
@@ -281,7 +311,9 @@ public struct DeviceListResponse: WireMessage, Hashable {
 
 /// `POST /v1/challenges` request.
 public struct ChallengeRequest: WireMessage, Hashable {
+    /// The device's opaque id (`device_id`).
     public let deviceID: String
+    /// Creates the message from its members.
     public init(deviceID: String) { self.deviceID = deviceID }
     public init(json: JSONValue) throws(WireError) {
         deviceID = try JSONReader(json, allowed: ["device_id"]).string("device_id")
@@ -291,10 +323,13 @@ public struct ChallengeRequest: WireMessage, Hashable {
 
 /// `POST /v1/challenges` response (201): the payload to sign for a device login.
 public struct ChallengeResponse: WireMessage, Hashable {
+    /// The challenge's opaque id (`challenge_id`).
     public let challengeID: String
     /// The exact ``SigningPayload`` bytes to sign (base64url on the wire).
     public let payload: Data
+    /// When the payload stops being accepted (`expires_at`).
     public let expiresAt: Date
+    /// Creates the message from its members.
     public init(challengeID: String, payload: Data, expiresAt: Date) {
         self.challengeID = challengeID
         self.payload = payload
@@ -317,9 +352,11 @@ public struct ChallengeResponse: WireMessage, Hashable {
 
 /// `POST /v1/sessions/device` request.
 public struct DeviceLoginRequest: WireMessage, Hashable {
+    /// The challenge's opaque id (`challenge_id`).
     public let challengeID: String
     /// ECDSA P-256 SHA-256 signature of the payload, DER (base64url on the wire).
     public let signature: Data
+    /// Creates the message from its members.
     public init(challengeID: String, signature: Data) {
         self.challengeID = challengeID
         self.signature = signature
@@ -341,7 +378,9 @@ public struct DeviceLoginRequest: WireMessage, Hashable {
 public struct CreateApprovalRequest: WireMessage, Hashable {
     /// The device that is asked to sign.
     public let deviceID: String
+    /// The action to approve (`action`).
     public let action: ApprovalAction
+    /// Creates the message from its members.
     public init(deviceID: String, action: ApprovalAction) {
         self.deviceID = deviceID
         self.action = action
@@ -358,10 +397,13 @@ public struct CreateApprovalRequest: WireMessage, Hashable {
 
 /// `POST /v1/approvals` response (201): the payload to sign.
 public struct ApprovalChallengeResponse: WireMessage, Hashable {
+    /// The approval's opaque id (`approval_id`).
     public let approvalID: String
     /// The exact ``SigningPayload`` bytes to sign (base64url on the wire).
     public let payload: Data
+    /// When the payload stops being accepted (`expires_at`).
     public let expiresAt: Date
+    /// Creates the message from its members.
     public init(approvalID: String, payload: Data, expiresAt: Date) {
         self.approvalID = approvalID
         self.payload = payload
@@ -386,6 +428,7 @@ public struct ApprovalChallengeResponse: WireMessage, Hashable {
 public struct ConfirmApprovalRequest: WireMessage, Hashable {
     /// ECDSA P-256 SHA-256 signature of the payload, DER (base64url on the wire).
     public let signature: Data
+    /// Creates the message from its members.
     public init(signature: Data) { self.signature = signature }
     public init(json: JSONValue) throws(WireError) {
         signature = try JSONReader(json, allowed: ["signature"]).bytes("signature")
@@ -409,6 +452,7 @@ public enum ApprovalStatus: String, Sendable, Hashable {
 public struct ConfirmApprovalResponse: WireMessage, Hashable {
     /// `approved`.
     public let status: ApprovalStatus
+    /// Creates the message from its members.
     public init(status: ApprovalStatus = .approved) { self.status = status }
     public init(json: JSONValue) throws(WireError) {
         status = try JSONReader(json, allowed: ["status"]).enumeration("status", as: ApprovalStatus.self)
@@ -418,14 +462,21 @@ public struct ConfirmApprovalResponse: WireMessage, Hashable {
 
 /// `GET /v1/approvals/{id}` response.
 public struct ApprovalResponse: WireMessage, Hashable {
+    /// The approval's opaque id (`approval_id`).
     public let approvalID: String
+    /// The state (`status`).
     public let status: ApprovalStatus
+    /// The device's opaque id (`device_id`).
     public let deviceID: String
+    /// The action to approve (`action`).
     public let action: ApprovalAction
+    /// When it was created (`created_at`).
     public let createdAt: Date
+    /// When the payload stops being accepted (`expires_at`).
     public let expiresAt: Date
     /// When it was approved or failed; null while pending or expired.
     public let decidedAt: Date?
+    /// Creates the message from its members.
     public init(
         approvalID: String, status: ApprovalStatus, deviceID: String, action: ApprovalAction, createdAt: Date,
         expiresAt: Date, decidedAt: Date?
@@ -467,6 +518,7 @@ public struct ApprovalResponse: WireMessage, Hashable {
 
 /// One audit event in `GET /v1/audit`. Never contains a secret, token or signature.
 public struct AuditEvent: WireMessage, Hashable {
+    /// When it happened (`time`).
     public let time: Date
     /// What happened: `account_created`, `login`, `login_failed`, `throttled`, `lockout`,
     /// `logout`, `refresh_reuse`, `device_bound`, `device_revoked`, `device_suspended`,
@@ -474,10 +526,15 @@ public struct AuditEvent: WireMessage, Hashable {
     public let type: String
     /// `password` or `device` for logins, otherwise null.
     public let method: String?
+    /// The user's opaque id (`user_id`).
     public let userID: String?
+    /// The device's opaque id (`device_id`).
     public let deviceID: String?
+    /// The session's opaque id (`session_id`).
     public let sessionID: String?
+    /// The client's network address (`client_address`), or nil.
     public let clientAddress: String?
+    /// Creates the message from its members.
     public init(
         time: Date, type: String, method: String?, userID: String?, deviceID: String?, sessionID: String?,
         clientAddress: String?
@@ -517,7 +574,9 @@ public struct AuditEvent: WireMessage, Hashable {
 
 /// `GET /v1/audit` response: the caller's own events, newest first.
 public struct AuditListResponse: WireMessage, Hashable {
+    /// The events, newest first (`events`).
     public let events: [AuditEvent]
+    /// Creates the message from its members.
     public init(events: [AuditEvent]) { self.events = events }
     public init(json: JSONValue) throws(WireError) {
         var events: [AuditEvent] = []

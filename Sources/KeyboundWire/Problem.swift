@@ -1,7 +1,10 @@
 /// A stable problem code, the `code` member of every error response. New codes may be added.
 public struct ProblemCode: RawRepresentable, Sendable, Hashable, CustomStringConvertible {
+    /// The code as it appears on the wire.
     public let rawValue: String
+    /// A code from its wire text (unknown codes are kept as they are).
     public init(rawValue: String) { self.rawValue = rawValue }
+    /// The code as it appears on the wire.
     public var description: String { rawValue }
 
     /// Malformed JSON, a missing member, a wrong type, or a value outside its grammar (400).
