@@ -41,9 +41,16 @@ enum DeviceCommand {
             return 2
         }
         let json = arguments.flag("json")
-        if arguments.flag("help") || arguments.positionals.isEmpty {
+        let help = arguments.flag("help")
+        if help || arguments.positionals.isEmpty {
+            // Help that was asked for goes to standard output; a missing command is a usage error
+            // and goes to standard error like every other, so `--json` stdout stays parseable.
+            guard help else {
+                printError("keybound device: no command given\n\(usage)")
+                return 2
+            }
             print(usage)
-            return arguments.positionals.isEmpty && !raw.contains("--help") ? 2 : 0
+            return 0
         }
         let statePath =
             arguments.option("state") ?? ProcessInfo.processInfo.environment["KEYBOUND_DEVICE"]
