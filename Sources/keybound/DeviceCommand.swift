@@ -313,6 +313,10 @@ private final class DeviceSession {
             throw KeyboundError.invalidInput("the key file \(keyFile.path) is missing or damaged")
         }
         let key = SecureRandom.bytes(AES256GCM.keyByteCount)
+        // createFile writes a temporary file with the umask's mode, renames it into place and
+        // only then applies 0600: without this mask the key sat world-readable in between.
+        let previousMask = umask(0o077)
+        defer { umask(previousMask) }
         guard
             FileManager.default.createFile(
                 atPath: keyFile.path, contents: key, attributes: [.posixPermissions: 0o600])
