@@ -51,6 +51,8 @@ let package = Package(
         .testTarget(name: "KeyboundTests", dependencies: ["Keybound", "KeyboundWire"]),
         .testTarget(name: "KeyboundEmulatorTests", dependencies: ["KeyboundEmulator", "KeyboundCrypto"]),
         .testTarget(name: "KeyboundServerTests", dependencies: ["KeyboundServer"]),
+        // Runs the real `keybound` binary as a subprocess; depending on it makes SwiftPM build it first.
+        .testTarget(name: "KeyboundCLITests", dependencies: ["keybound", "KeyboundCrypto"]),
     ],
     swiftLanguageModes: [.v6]
 )
