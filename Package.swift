@@ -56,6 +56,8 @@ let package = Package(
         .testTarget(name: "KeyboundWireTests", dependencies: ["KeyboundWire"]),
         .testTarget(
             name: "KeyboundServerTests", dependencies: ["KeyboundServer", "KeyboundWire", "KeyboundCrypto"]),
+        // Runs the real `keybound` binary as a subprocess; depending on it makes SwiftPM build it first.
+        .testTarget(name: "KeyboundCLITests", dependencies: ["keybound", "KeyboundCrypto"]),
     ],
     swiftLanguageModes: [.v6]
 )

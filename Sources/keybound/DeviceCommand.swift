@@ -41,9 +41,16 @@ enum DeviceCommand {
             return 2
         }
         let json = arguments.flag("json")
-        if arguments.flag("help") || arguments.positionals.isEmpty {
+        let help = arguments.flag("help")
+        if help || arguments.positionals.isEmpty {
+            // Help that was asked for goes to standard output; a missing command is a usage error
+            // and goes to standard error like every other, so `--json` stdout stays parseable.
+            guard help else {
+                printError("keybound device: no command given\n\(usage)")
+                return 2
+            }
             print(usage)
-            return arguments.positionals.isEmpty && !raw.contains("--help") ? 2 : 0
+            return 0
         }
         let statePath =
             arguments.option("state") ?? ProcessInfo.processInfo.environment["KEYBOUND_DEVICE"]
@@ -306,6 +313,10 @@ private final class DeviceSession {
             throw KeyboundError.invalidInput("the key file \(keyFile.path) is missing or damaged")
         }
         let key = SecureRandom.bytes(AES256GCM.keyByteCount)
+        // createFile writes a temporary file with the umask's mode, renames it into place and
+        // only then applies 0600: without this mask the key sat world-readable in between.
+        let previousMask = umask(0o077)
+        defer { umask(previousMask) }
         guard
             FileManager.default.createFile(
                 atPath: keyFile.path, contents: key, attributes: [.posixPermissions: 0o600])
