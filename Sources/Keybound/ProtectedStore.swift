@@ -49,6 +49,13 @@ struct InvalidationMarkers: Sendable {
         return await verifier.availability().enrollmentState != marker.enrollmentState
     }
 
+    /// Present, absent or invalidated, given whether the backend still has the material.
+    func status(_ name: ItemName, exists: Bool) async throws -> ProtectedItemStatus {
+        if try await isStale(name) { return .invalidated }
+        if exists { return .present }
+        return try await wasRecorded(name) ? .invalidated : .absent
+    }
+
     /// Whether `name` was ever recorded (and not deliberately deleted).
     func wasRecorded(_ name: ItemName) async throws -> Bool {
         try await load(name) != nil
@@ -162,10 +169,7 @@ public struct ProtectedStore: Sendable {
 
     /// Present, absent or invalidated — without prompting.
     public func status(_ name: ItemName) async throws -> ProtectedItemStatus {
-        let exists = try await store.exists(name)
-        if try await markers.isStale(name) { return .invalidated }
-        if exists { return .present }
-        return try await markers.wasRecorded(name) ? .invalidated : .absent
+        try await markers.status(name, exists: try await store.exists(name))
     }
 }
 
@@ -227,10 +231,7 @@ public struct ProtectedKeys: Sendable {
 
     /// Present, absent or invalidated — without prompting.
     public func status(_ name: ItemName) async throws -> ProtectedItemStatus {
-        let exists = try await vault.keyExists(name)
-        if try await markers.isStale(name) { return .invalidated }
-        if exists { return .present }
-        return try await markers.wasRecorded(name) ? .invalidated : .absent
+        try await markers.status(name, exists: try await vault.keyExists(name))
     }
 
     private func withInvalidation<Result>(

@@ -2,6 +2,7 @@ import Foundation
 import Keybound
 import KeyboundCrypto
 import KeyboundEmulator
+import KeyboundWire
 
 /// `keybound device`: drives one persistent emulated device from the shell.
 enum DeviceCommand {
@@ -226,10 +227,8 @@ private final class DeviceSession {
             let name = try itemName(words)
             let reason = arguments.option("reason") ?? "Read \(name)"
             try arguments.finish()
-            var verification: Verification?
-            if let policy = try? await device.itemPolicy(name) {
-                verification = try await device.verify(policy, prompt: VerificationPrompt(reason: reason))
-            }
+            let verification = try await promptIfProtected(
+                device, policy: try? await device.itemPolicy(name), reason)
             let value = try await ProtectedStore(store: device, verifier: device).read(
                 name, verification: verification)
             result.text = String(decoding: value, as: UTF8.self)
@@ -244,19 +243,17 @@ private final class DeviceSession {
             try arguments.finish()
             let spki = try await ProtectedKeys(vault: device, markers: device, verifier: device).createKey(
                 name, policy: policy)
-            result.fields = [("public_key", .string(base64url(spki)))]
+            result.fields = [("public_key", .string(Base64URL.encode(spki)))]
             result.text = nil
         case "sign":
             let name = try itemName(words)
             let reason = arguments.option("reason") ?? "Sign with \(name)"
             try arguments.finish()
-            var verification: Verification?
-            if let policy = try? await device.keyPolicy(name) {
-                verification = try await device.verify(policy, prompt: VerificationPrompt(reason: reason))
-            }
+            let verification = try await promptIfProtected(
+                device, policy: try? await device.keyPolicy(name), reason)
             let signature = try await ProtectedKeys(vault: device, markers: device, verifier: device).sign(
                 readStandardInput(), with: name, verification: verification)
-            result.fields = [("signature", .string(base64url(signature)))]
+            result.fields = [("signature", .string(Base64URL.encode(signature)))]
         default:
             throw UsageError("unknown device command '\(command)' (see keybound device --help)")
         }
@@ -324,6 +321,16 @@ private final class DeviceSession {
         return key
     }
 
+    /// The emulated OS prompts when protected material is used: evaluate its policy first. Missing
+    /// material gets no prompt; the read or sign then reports it (not found, or invalidated).
+    private func promptIfProtected(_ device: EmulatedDevice, policy: AccessPolicy?, _ reason: String)
+        async throws
+        -> Verification?
+    {
+        guard let policy else { return nil }
+        return try await device.verify(policy, prompt: VerificationPrompt(reason: reason))
+    }
+
     private func policy(_ arguments: inout Arguments) throws -> AccessPolicy {
         guard let name = arguments.option("policy") else { throw UsageError("--policy P is required") }
         guard let preset = AccessPolicy.named(name) else {
@@ -353,12 +360,5 @@ private final class DeviceSession {
 
     private func readStandardInput() -> Data {
         FileHandle.standardInput.readDataToEndOfFile()
-    }
-
-    private func base64url(_ data: Data) -> String {
-        data.base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(
-            of: "/", with: "_"
-        )
-        .replacingOccurrences(of: "=", with: "")
     }
 }
