@@ -195,7 +195,13 @@ public actor BiometricLogin {
             reason: reason ?? configuration.unlockReason, fallbackTitle: configuration.fallbackTitle)
         switch configuration.mode {
         case .token:
-            guard try await items.status(tokenName) != .absent else { throw KeyboundError.itemNotFound }
+            switch try await items.status(tokenName) {
+            case .absent: throw KeyboundError.itemNotFound
+            case .invalidated:
+                // Throws `invalidated` and removes the dead item and its marker, before any prompt.
+                _ = try await items.read(tokenName, verification: nil)
+            case .present: break
+            }
             let verification = try await device.verifier.verify(configuration.policy, prompt: prompt)
             let refreshToken = try await items.read(tokenName, as: String.self, verification: verification)
             let session = try await client.resume(refreshToken: refreshToken)
