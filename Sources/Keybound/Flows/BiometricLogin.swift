@@ -209,9 +209,12 @@ public actor BiometricLogin {
             await keepRefreshTokenStored()
             return session
         case .deviceKey:
-            if try await keys.status(keyName) == .invalidated {
+            switch try await keys.status(keyName) {
+            case .absent: throw KeyboundError.itemNotFound
+            case .invalidated:
                 // Throws `invalidated` and removes the dead key and its marker.
                 _ = try await keys.sign(Data(), with: keyName, verification: nil)
+            case .present: break
             }
             guard let deviceID = try await boundDeviceID() else { throw KeyboundError.itemNotFound }
             let challenge = try await client.loginChallenge(deviceID: deviceID)
