@@ -107,7 +107,10 @@ public actor BiometricLogin {
     /// lockout or `usePassword`).
     @discardableResult
     public func loginWithPassword(username: String, password: String) async throws -> KeyboundClient.Session {
-        try await client.loginWithPassword(
+        // The server ends this client's previous session, whose refresh token an enabled token
+        // item holds: keep the item current, or the next biometric login would fail.
+        if configuration.mode == .token { await keepRefreshTokenStored() }
+        return try await client.loginWithPassword(
             username: username, password: password, clientID: configuration.clientID)
     }
 
