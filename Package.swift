@@ -58,6 +58,14 @@ let package = Package(
             name: "KeyboundServerTests", dependencies: ["KeyboundServer", "KeyboundWire", "KeyboundCrypto"]),
         // Runs the real `keybound` binary as a subprocess; depending on it makes SwiftPM build it first.
         .testTarget(name: "KeyboundCLITests", dependencies: ["keybound", "KeyboundCrypto"]),
+        // The stories of DESIGN.md end to end: SDK flows on an emulated device against a real server
+        // over loopback, and `keybound demo` as a subprocess (hence the dependency on `keybound`).
+        .testTarget(
+            name: "EndToEndTests",
+            dependencies: [
+                "Keybound", "KeyboundWire", "KeyboundEmulator", "KeyboundServer", "KeyboundCrypto",
+                "keybound",
+            ]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -192,21 +192,25 @@ public actor KeyboundClient {
     private func refreshOnce(replacing stale: Session) async throws -> Session {
         if let refreshInFlight { return try await refreshInFlight.value }
         if let session, session.accessToken != stale.accessToken { return session }  // already refreshed
+        // The refusal is turned into `sessionExpired` inside the task, so that every caller
+        // waiting for this refresh gets it, not only the one that started it.
         let task = Task { () async throws -> Session in
-            let tokens: TokenResponse = try await send(
-                "POST", "/v1/sessions/refresh", RefreshRequest(refreshToken: stale.refreshToken))
-            return await adopt(tokens)
+            do {
+                let tokens: TokenResponse = try await send(
+                    "POST", "/v1/sessions/refresh", RefreshRequest(refreshToken: stale.refreshToken))
+                return await adopt(tokens)
+            } catch let error as KeyboundError where error.code == .server && error.native == .httpStatus(401)
+            {
+                session = nil
+                await tokenObserver?(nil)
+                throw KeyboundError(
+                    .sessionExpired, native: error.native, message: error.message,
+                    serverCode: error.serverCode)
+            }
         }
         refreshInFlight = task
         defer { refreshInFlight = nil }
-        do {
-            return try await task.value
-        } catch let error as KeyboundError where error.code == .server && error.native == .httpStatus(401) {
-            session = nil
-            await tokenObserver?(nil)
-            throw KeyboundError(
-                .sessionExpired, native: error.native, message: error.message, serverCode: error.serverCode)
-        }
+        return try await task.value
     }
 
     private func authorized<Response: WireMessage>(

@@ -107,7 +107,10 @@ public actor BiometricLogin {
     /// lockout or `usePassword`).
     @discardableResult
     public func loginWithPassword(username: String, password: String) async throws -> KeyboundClient.Session {
-        try await client.loginWithPassword(
+        // The server ends this client's previous session, whose refresh token an enabled token
+        // item holds: keep the item current, or the next biometric login would fail.
+        if configuration.mode == .token { await keepRefreshTokenStored() }
+        return try await client.loginWithPassword(
             username: username, password: password, clientID: configuration.clientID)
     }
 
@@ -195,7 +198,13 @@ public actor BiometricLogin {
             reason: reason ?? configuration.unlockReason, fallbackTitle: configuration.fallbackTitle)
         switch configuration.mode {
         case .token:
-            guard try await items.status(tokenName) != .absent else { throw KeyboundError.itemNotFound }
+            switch try await items.status(tokenName) {
+            case .absent: throw KeyboundError.itemNotFound
+            case .invalidated:
+                // Throws `invalidated` and removes the dead item and its marker, before any prompt.
+                _ = try await items.read(tokenName, verification: nil)
+            case .present: break
+            }
             let verification = try await device.verifier.verify(configuration.policy, prompt: prompt)
             let refreshToken = try await items.read(tokenName, as: String.self, verification: verification)
             let session = try await client.resume(refreshToken: refreshToken)
@@ -203,9 +212,12 @@ public actor BiometricLogin {
             await keepRefreshTokenStored()
             return session
         case .deviceKey:
-            if try await keys.status(keyName) == .invalidated {
+            switch try await keys.status(keyName) {
+            case .absent: throw KeyboundError.itemNotFound
+            case .invalidated:
                 // Throws `invalidated` and removes the dead key and its marker.
                 _ = try await keys.sign(Data(), with: keyName, verification: nil)
+            case .present: break
             }
             guard let deviceID = try await boundDeviceID() else { throw KeyboundError.itemNotFound }
             let challenge = try await client.loginChallenge(deviceID: deviceID)
