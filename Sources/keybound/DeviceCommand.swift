@@ -338,12 +338,18 @@ private final class DeviceSession {
                 "unknown policy '\(name)': none, biometryCurrentSet, biometryAny, userPresence, devicePasscode, biometryOrPasscode"
             )
         }
-        guard let accessibilityName = arguments.option("accessibility") else { return preset }
+        // DESIGN: the accessibility defaults to whenPasscodeSetThisDeviceOnly for every policy.
+        let accessibilityName = arguments.option("accessibility") ?? "whenPasscodeSetThisDeviceOnly"
         guard let accessibility = AccessPolicy.Accessibility(rawValue: accessibilityName) else {
             throw UsageError("unknown accessibility '\(accessibilityName)'")
         }
-        return try AccessPolicy(
-            accessibility: accessibility, constraints: preset.constraints, combination: preset.combination)
+        do {
+            return try AccessPolicy(
+                accessibility: accessibility, constraints: preset.constraints, combination: preset.combination
+            )
+        } catch {
+            throw UsageError("\(name) cannot be combined with \(accessibilityName): \(error)")
+        }
     }
 
     private func itemName(_ words: [String]) throws -> ItemName {

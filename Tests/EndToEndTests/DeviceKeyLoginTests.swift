@@ -220,3 +220,31 @@ struct DeviceKeyLoginTests {
         #expect(throws: KeyboundError.payloadMismatch) { try check(Data("{}".utf8)) }
     }
 }
+
+/// Re-binding needs a fresh password login; a refused bind must not destroy the working key.
+@Suite("Story 2: re-binding without step-up")
+struct RebindWithoutStepUpTests {
+    @Test func enableAfterADeviceLoginIsRefusedAndTheOldKeyKeepsWorking() async throws {
+        let backend = try Backend()
+        defer { backend.shutDown() }
+        let phone = try makePhone()
+        try await backend.createUser("ada")
+        let first = try backend.app(.deviceKey, device: phone)
+        try await first.loginWithPassword(username: "ada", password: Backend.password)
+        try await first.enable()
+        let deviceID = try #require(try await first.boundDeviceID())
+        let keyBefore = try await phone.publicKey("acme-deviceKey.device-key")
+
+        let relaunched = try backend.app(.deviceKey, device: phone)
+        await phone.present(.match)
+        try await relaunched.unlock()  // a device-key session: no password step-up
+        await expectKeyboundError(.server, recovery: .usePassword) { try await relaunched.enable() }
+        // Nothing changed on the device or the server: the old key still logs in.
+        #expect(try await phone.publicKey("acme-deviceKey.device-key") == keyBefore)
+        #expect(try await relaunched.boundDeviceID() == deviceID)
+        #expect(try await relaunched.state() == .enabled(.faceID))
+        await phone.present(.match)
+        try await relaunched.unlock()
+        #expect(try await relaunched.client.me().authMethod == .device)
+    }
+}

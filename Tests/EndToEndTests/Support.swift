@@ -94,7 +94,8 @@ final class Backend: Sendable {
             configuration: .init(
                 clientID: clientID ?? "phone-\(mode.rawValue)", serverID: serverID, mode: mode,
                 policy: policy, deviceName: "Ada's iPhone", keyProtection: .emulator,
-                unlockReason: "Log in to Acme", namespace: namespace ?? "acme-\(mode.rawValue)"))
+                unlockReason: "Log in to Acme", namespace: namespace ?? "acme-\(mode.rawValue)"),
+            clock: clientClock)
     }
 
     /// Creates an account; returns its user id.
