@@ -130,6 +130,73 @@ struct AccountTests {
         #expect(next.header("Retry-After") != nil)
     }
 
+    /// A server where many logins are in flight at once: 16 worker threads, as many hashes at a
+    /// time, and a hash that costs a few milliseconds.
+    private func concurrentServer(_ adjust: @escaping (inout Configuration) -> Void = { _ in }) throws
+        -> LiveServer
+    {
+        try LiveServer { configuration in
+            configuration.workerThreads = 16
+            configuration.hashingConcurrency = 16
+            configuration.argon2 = Argon2Parameters(memoryKiB: 2048, iterations: 1)
+            adjust(&configuration)
+        }
+    }
+
+    /// Sends the requests all at once and returns the replies.
+    private func sendInParallel(_ live: LiveServer, _ requests: [PasswordLoginRequest]) async throws
+        -> [Reply]
+    {
+        try await withThrowingTaskGroup(of: Reply.self) { group in
+            for request in requests {
+                group.addTask { try await live.client.post("/v1/sessions/password", request) }
+            }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+    }
+
+    @Test func parallelWrongPasswordsGetNoMoreGuessesThanTheAccountLimit() async throws {
+        let live = try concurrentServer()
+        try await live.client.createAccount("alice")
+        let wrong = PasswordLoginRequest(username: "alice", password: "wrong password", clientID: "c")
+        let replies = try await sendInParallel(live, Array(repeating: wrong, count: 40))
+        let checked = replies.filter { $0.status == 401 }
+        let throttled = replies.filter { $0.status == 429 }
+        // Every attempt is claimed before its hash, so exactly the limit get their password checked.
+        #expect(checked.count == 5)
+        #expect(checked.allSatisfy { $0.problem?.code == .invalidCredentials })
+        #expect(throttled.count == 35)
+        #expect(throttled.allSatisfy { $0.problem?.code == .throttled && $0.header("Retry-After") == "60" })
+
+        // The right password is refused too until the block ends, then it works.
+        let right = PasswordLoginRequest(username: "alice", password: Client.password, clientID: "c")
+        #expect(try await live.client.post("/v1/sessions/password", right).status == 429)
+        live.clock.advance(by: 61)
+        #expect(try await live.client.post("/v1/sessions/password", right).status == 200)
+    }
+
+    @Test func parallelWrongPasswordsGetNoMoreGuessesThanTheAddressLimit() async throws {
+        let live = try concurrentServer { $0.addressFailureLimit = 3 }
+        let requests = (1...40).map {
+            PasswordLoginRequest(username: "user\($0)", password: "wrong password", clientID: "c")
+        }
+        let replies = try await sendInParallel(live, requests)
+        #expect(replies.filter { $0.status == 401 }.count == 3)
+        #expect(replies.filter { $0.status == 429 && $0.header("Retry-After") != nil }.count == 37)
+    }
+
+    @Test func successfulLoginsDoNotCountAgainstTheAddress() async throws {
+        let live = try LiveServer { $0.addressFailureLimit = 3 }
+        try await live.client.createAccount("alice")
+        let wrong = PasswordLoginRequest(username: "bob", password: "wrong password", clientID: "c")
+        #expect(try await live.client.post("/v1/sessions/password", wrong).status == 401)
+        for _ in 1...5 { _ = try await live.client.login("alice") }
+        // The successes were counted while in flight and taken back: two failures so far, not seven.
+        #expect(try await live.client.post("/v1/sessions/password", wrong).status == 401)
+        #expect(try await live.client.post("/v1/sessions/password", wrong).status == 401)
+        #expect(try await live.client.post("/v1/sessions/password", wrong).status == 429)
+    }
+
     @Test func defaultArgon2ParametersAreOWASPMinimum() throws {
         let configuration = Configuration()
         #expect(configuration.argon2 == .owaspMinimum)
