@@ -102,8 +102,9 @@ struct AccountTests {
         let events = try await live.client.get(
             "/v1/audit", token: try await live.client.login("alice").accessToken)
         let types = try events.decode(AuditListResponse.self).events.map(\.type)
-        #expect(types.contains("lockout"))
-        #expect(types.contains("throttled"))
+        // One lockout per block; the refused requests in between are not audited.
+        #expect(types.filter { $0 == "lockout" }.count == 2)
+        #expect(!types.contains("throttled"))
         #expect(types.contains("login_failed"))
     }
 
@@ -197,6 +198,56 @@ struct AccountTests {
         #expect(try await live.client.post("/v1/sessions/password", wrong).status == 429)
     }
 
+    @Test func throttledRequestsWriteNothing() async throws {
+        let app = try InProcessApplication()
+        try app.createAccount("alice")
+        for _ in 1...5 { #expect(app.login("alice", "wrong password").status == 401) }
+        let audited = try app.count("SELECT COUNT(*) FROM audit_events")
+        let throttle = try app.rows("SELECT failures, blocked_until, updated_at FROM throttles")
+
+        // 50 refused requests, 25 at once, some with the right password: no commit, no audit row.
+        DispatchQueue.concurrentPerform(iterations: 50) { index in
+            let reply = app.login("alice", index.isMultiple(of: 2) ? "wrong password" : Client.password)
+            #expect(reply.status == 429)
+        }
+        #expect(try app.count("SELECT COUNT(*) FROM audit_events") == audited)
+        #expect(try app.count("SELECT COUNT(*) FROM audit_events WHERE type = 'lockout'") == 1)
+        #expect(try app.rows("SELECT failures, blocked_until, updated_at FROM throttles") == throttle)
+        #expect(
+            app.application.metrics.render().contains(
+                #"keybound_logins_total{method="password",outcome="throttled"} 50"#))
+    }
+
+    @Test func addressLockoutIsAuditedOnce() throws {
+        let app = try InProcessApplication { $0.addressFailureLimit = 3 }
+        for index in 1...10 { _ = app.login("user\(index)", "wrong password") }
+        #expect(try app.count("SELECT COUNT(*) FROM audit_events WHERE type = 'login_failed'") == 3)
+        #expect(try app.count("SELECT COUNT(*) FROM audit_events WHERE type = 'address_lockout'") == 1)
+    }
+
+    @Test func housekeepingPurgesStaleThrottleRows() throws {
+        let app = try InProcessApplication()
+        try app.createAccount("alice")
+        // Made-up usernames from two addresses, and a blocked real account.
+        for index in 1...3 { _ = app.login("ghost\(index)", "wrong password", from: "192.0.2.1") }
+        for _ in 1...5 { _ = app.login("alice", "wrong password", from: "192.0.2.2") }
+        #expect(try app.count("SELECT COUNT(*) FROM throttles") == 6)
+
+        // The address windows (15 minutes) have passed: those rows are gone, accounts stay a day.
+        app.clock.advance(by: 16 * 60)
+        app.application.purgeExpired()
+        #expect(try app.count("SELECT COUNT(*) FROM throttles WHERE scope LIKE 'address:%'") == 0)
+        #expect(try app.count("SELECT COUNT(*) FROM throttles WHERE scope LIKE 'account:%'") == 4)
+        // The count was kept: the sixth failure blocks again.
+        #expect(app.login("alice", "wrong password").status == 401)
+        #expect(app.login("alice", "wrong password").status == 429)
+
+        app.clock.advance(by: 86_400 + 1)
+        app.application.purgeExpired()
+        #expect(try app.count("SELECT COUNT(*) FROM throttles") == 0)
+        #expect(app.login("alice", Client.password).status == 200)
+    }
+
     @Test func defaultArgon2ParametersAreOWASPMinimum() throws {
         let configuration = Configuration()
         #expect(configuration.argon2 == .owaspMinimum)
@@ -213,5 +264,48 @@ struct AccountTests {
         let encoded = try hasher.hash("pass\u{0}word ✓")
         #expect(hasher.verify("pass\u{0}word ✓", against: encoded))
         #expect(!hasher.verify("pass", against: encoded))
+    }
+}
+
+/// The application without sockets, with a manual clock and its database at hand.
+private final class InProcessApplication: Sendable {
+    let directory: TemporaryDirectory
+    let clock = ManualClock()
+    let application: Application
+
+    init(_ adjust: (inout Configuration) -> Void = { _ in }) throws {
+        directory = try TemporaryDirectory()
+        var configuration = Configuration.testing(databasePath: directory.path("keybound.sqlite"))
+        configuration.clock = clock.clock
+        adjust(&configuration)
+        application = try Application(configuration: configuration)
+    }
+
+    func createAccount(_ username: String) throws {
+        let reply = post(
+            "/v1/accounts", CreateAccountRequest(username: username, password: Client.password).jsonData)
+        guard reply.status == 201 else { throw TestFailure("account: \(reply.status)") }
+    }
+
+    func login(_ username: String, _ password: String, from address: String = "127.0.0.1") -> HTTPResponse {
+        post(
+            "/v1/sessions/password",
+            PasswordLoginRequest(username: username, password: password, clientID: "c").jsonData,
+            from: address)
+    }
+
+    private func post(_ path: String, _ body: Data, from address: String = "127.0.0.1") -> HTTPResponse {
+        application.handle(
+            HTTPRequest(
+                method: "POST", path: path, headers: ["Content-Type": "application/json"], body: body,
+                clientAddress: address))
+    }
+
+    func rows(_ sql: String) throws -> [[SQLValue]] {
+        try application.database.read { try $0.query(sql, []) }.map(\.values)
+    }
+
+    func count(_ sql: String) throws -> Int64 {
+        try application.database.read { try $0.queryOne(sql, [])?.integer(0) ?? 0 }
     }
 }

@@ -29,16 +29,16 @@ extension Application {
         let accountScope = "account:" + username
         let addressScope = "address:" + context.clientAddress
 
-        // Step 1: blocked account or address? Answer 429 without looking at the password.
+        // Step 1: blocked account or address? Answer 429 from a read, without looking at the
+        // password and without writing anything: refused requests cost no commit and add no audit
+        // rows (the lockout itself was audited when the block started; metrics count the rest).
         let (user, blockedUntil) = try database.read { connection in
             let user = try connection.queryOne(
                 "SELECT id, password_hash FROM users WHERE username = ?", [.text(username)]
             ).map { (id: try $0.text(0), hash: try $0.text(1)) }
             return (user, try block(connection, scopes: [accountScope, addressScope], now: context.now))
         }
-        if let blockedUntil {
-            throw try refuseThrottled(context, userID: user?.id, blockedUntil: blockedUntil)
-        }
+        if let blockedUntil { throw refuseThrottled(context, blockedUntil: blockedUntil) }
 
         // Step 2: claim the attempt before the hash runs. One write transaction checks the block
         // again and counts the attempt as a failure on both scopes, so of any number of requests in
@@ -50,7 +50,7 @@ extension Application {
                     connection, accountScope: accountScope, addressScope: addressScope, now: context.now)
             }
         } catch let blocked as Blocked {
-            throw try refuseThrottled(context, userID: user?.id, blockedUntil: blocked.until)
+            throw refuseThrottled(context, blockedUntil: blocked.until)
         }
 
         // Step 3: Argon2id, outside any transaction. Unknown users cost the same hash.
@@ -60,8 +60,12 @@ extension Application {
         guard valid, let user else {
             try database.write { connection in
                 try audit(connection, context, "login_failed", method: "password", userID: user?.id)
-                if claim.account.failures == configuration.accountFailureLimit {
+                // Audited once per block, by the attempt whose failure started it.
+                if claim.account.startedBlock {
                     try audit(connection, context, "lockout", method: "password", userID: user?.id)
+                }
+                if claim.address.startedBlock {
+                    try audit(connection, context, "address_lockout", method: "password")
                 }
             }
             metrics.recordLogin(method: "password", outcome: "failure")
@@ -105,7 +109,8 @@ extension Application {
         let scope: String
         let before: Row?
         let after: Row
-        var failures: Int { Int(after.failures) }
+        /// Whether this count blocked the scope (it was not blocked before: the claim checked).
+        var startedBlock: Bool { after.blockedUntil > after.updatedAt }
     }
 
     /// The latest end of a block on any of `scopes`, or nil when none is blocked at `now`.
@@ -136,13 +141,8 @@ extension Application {
                 window: Self.addressFailureWindow, now: now))
     }
 
-    /// Records a throttled attempt and returns the 429 to answer with.
-    private func refuseThrottled(_ context: RequestContext, userID: String?, blockedUntil: Int64) throws
-        -> APIError
-    {
-        try database.write { connection in
-            try audit(connection, context, "throttled", method: "password", userID: userID)
-        }
+    /// Counts a throttled attempt in the metrics (it writes nothing) and returns the 429.
+    private func refuseThrottled(_ context: RequestContext, blockedUntil: Int64) -> APIError {
         metrics.recordLogin(method: "password", outcome: "throttled")
         return APIError.throttled(retryAfter: (blockedUntil - context.now + 999) / 1000)
     }
