@@ -37,18 +37,8 @@ final class Benchmark {
         let verify = try measureVerify()
         let argon2 = try measureArgon2()
         try measureMemoryAndPasswordLogins(argon2: argon2)
-        let main = try measureDeviceLoginsAndReads(verifiesPerSecond: verify)
-        // Growth is compared with synchronous=normal on both sides: fsync latency on a shared disk
-        // (hundreds of ms at p99 here) would otherwise decide the ratio, not the table size.
-        let normalBaseline: LoadResult
-        if options.synchronous == .normal {
-            normalBaseline = main
-            _ = try measureDeviceLogins(.full, duration: durations.otherMode, verifiesPerSecond: verify)
-        } else {
-            normalBaseline = try measureDeviceLogins(
-                .normal, duration: durations.deviceLogins, verifiesPerSecond: verify)
-        }
-        try measureGrowth(baseline: normalBaseline)
+        try measureDeviceLoginsAndReads(verifiesPerSecond: verify)
+        try measureGrowth(verifiesPerSecond: verify)
         report.totalSeconds = seconds(since: started)
         return report
     }
@@ -90,6 +80,7 @@ final class Benchmark {
     struct Argon2Cost {
         let parameters: Argon2Parameters
         let verifySeconds: Double
+        let allCoresPerSecond: Double
         let password: String
         let encodedHash: String
     }
@@ -137,7 +128,8 @@ final class Benchmark {
         report.raw.argon2 = (parameters, median, samples.count, allCores)
         passwordHash = encoded
         return Argon2Cost(
-            parameters: parameters, verifySeconds: median, password: password, encodedHash: encoded)
+            parameters: parameters, verifySeconds: median, allCoresPerSecond: allCores, password: password,
+            encodedHash: encoded)
     }
 
     // MARK: Servers
@@ -212,7 +204,8 @@ final class Benchmark {
             peakMiB: peak, hashingConcurrency: configuration.hashingConcurrency,
             argon2MiB: Double(argon2.parameters.memoryKiB) / 1024)
         report.passwordLogins = PasswordNumbers(
-            result: logins, clients: workers.count, verifySeconds: argon2.verifySeconds, cores: cores)
+            result: logins, clients: workers.count, verifySeconds: argon2.verifySeconds, cores: cores,
+            allCoresHashes: argon2.allCoresPerSecond)
     }
 
     // MARK: Device logins and reads (targets 1 and 2)
@@ -229,6 +222,7 @@ final class Benchmark {
         return (inserted, elapsed)
     }
 
+    @discardableResult
     private func measureDeviceLoginsAndReads(verifiesPerSecond: Double) throws -> LoadResult {
         let configuration = configuration("small", synchronous: options.synchronous)
         try createSchema(configuration)
@@ -245,59 +239,59 @@ final class Benchmark {
             result: logins, clients: clients.count, users: fillers + clients.count,
             synchronous: options.synchronous, verifiesPerSecond: verifiesPerSecond)
 
-        progress("GET /healthz and GET /v1/me, \(clients.count) clients, \(durations.reads) s each")
-        let health = runLoad(
-            clients.map { GetWorker(connection: $0.connection, path: "/healthz", bearer: nil) },
-            warmup: durations.warmup, duration: durations.reads)
-        let me = runLoad(
-            clients.map { GetWorker(connection: $0.connection, path: "/v1/me", bearer: $0.accessToken) },
-            warmup: durations.warmup, duration: durations.reads)
-        report.reads = ReadNumbers(health: health, me: me, clients: clients.count)
-        return logins
-    }
-
-    /// Device logins at 1000 users in the other durability mode, for comparison.
-    private func measureDeviceLogins(
-        _ mode: SQLiteSynchronous, duration: Double, verifiesPerSecond: Double
-    ) throws -> LoadResult {
-        let configuration = configuration("other", synchronous: mode)
-        try createSchema(configuration)
-        let fillers = max(0, 1000 - options.concurrency)
-        _ = try seedFillers(configuration, users: fillers, budget: 30)
-        let (server, port) = try start(configuration)
-        defer { server.stop(gracePeriod: 1) }
-        let clients = try deviceClients(port: port, tag: "other")
         progress(
-            "device-key logins, \(fillers + clients.count) users, synchronous=\(mode.rawValue), \(duration) s"
-        )
-        let logins = runLoad(clients, warmup: durations.warmup, duration: duration)
-        report.otherMode = DeviceNumbers(
-            result: logins, clients: clients.count, users: fillers + clients.count, synchronous: mode,
-            verifiesPerSecond: verifiesPerSecond)
+            "GET /healthz and GET /v1/me alternating, \(clients.count) clients, \(durations.reads) s each")
+        let (health, me) = alternate(
+            clients.map { GetWorker(connection: $0.connection, path: "/healthz", bearer: nil) },
+            clients.map { GetWorker(connection: $0.connection, path: "/v1/me", bearer: $0.accessToken) },
+            rounds: 2, roundSeconds: durations.reads / 2, warmup: 0.1)
+        report.reads = ReadNumbers(health: health, me: me, clients: clients.count)
         return logins
     }
 
     // MARK: Growth (target 5)
 
-    private func measureGrowth(baseline: LoadResult) throws {
-        let configuration = configuration("large", synchronous: .normal)
-        try createSchema(configuration)
+    /// Device logins against a server with 1000 users and one with `growthUsers`, in alternating
+    /// rounds. Both run with synchronous=normal: fsync latency on a shared disk (hundreds of ms at
+    /// p99 here) would otherwise decide the ratio, not the size of the tables. The 1000-user side
+    /// also gives the device-login rate at synchronous=normal for target 1.
+    private func measureGrowth(verifiesPerSecond: Double) throws {
+        let smallConfiguration = configuration("growth-small", synchronous: .normal)
+        try createSchema(smallConfiguration)
+        let smallFillers = max(0, 1000 - options.concurrency)
+        _ = try seedFillers(smallConfiguration, users: smallFillers, budget: 30)
+
+        let largeConfiguration = configuration("growth-large", synchronous: .normal)
+        try createSchema(largeConfiguration)
         let wanted = max(0, durations.growthUsers - options.concurrency)
         progress(
             "seeding up to \(wanted) users with devices straight into SQLite (budget \(durations.growthSeedBudget) s)"
         )
-        let (fillers, seedSeconds) = try seedFillers(
-            configuration, users: wanted, budget: durations.growthSeedBudget)
-        let (server, port) = try start(configuration)
-        defer { server.stop(gracePeriod: 1) }
-        let clients = try deviceClients(port: port, tag: "large")
+        let (largeFillers, seedSeconds) = try seedFillers(
+            largeConfiguration, users: wanted, budget: durations.growthSeedBudget)
+
+        let (smallServer, smallPort) = try start(smallConfiguration)
+        defer { smallServer.stop(gracePeriod: 1) }
+        let (largeServer, largePort) = try start(largeConfiguration)
+        defer { largeServer.stop(gracePeriod: 1) }
+        let smallClients = try deviceClients(port: smallPort, tag: "small")
+        let largeClients = try deviceClients(port: largePort, tag: "large")
+        let smallUsers = smallFillers + smallClients.count
+        let largeUsers = largeFillers + largeClients.count
         progress(
-            "device-key logins, \(fillers + clients.count) users, synchronous=normal, \(durations.deviceLogins) s"
-        )
-        let logins = runLoad(clients, warmup: durations.warmup, duration: durations.deviceLogins)
+            "device-key logins at \(smallUsers) and \(largeUsers) users alternating, synchronous=normal, "
+                + "\(durations.growthRounds) x \(durations.growthRoundSeconds) s each")
+        let (small, large) = alternate(
+            smallClients, largeClients, rounds: durations.growthRounds,
+            roundSeconds: durations.growthRoundSeconds,
+            warmup: durations.warmup)
+        if options.synchronous != .normal {
+            report.otherMode = DeviceNumbers(
+                result: small, clients: smallClients.count, users: smallUsers, synchronous: .normal,
+                verifiesPerSecond: verifiesPerSecond)
+        }
         report.growth = GrowthNumbers(
-            small: baseline, smallUsers: max(0, 1000 - options.concurrency) + clients.count, large: logins,
-            largeUsers: fillers + clients.count, wantedUsers: durations.growthUsers, seedSeconds: seedSeconds,
-            synchronous: .normal)
+            small: small, smallUsers: smallUsers, large: large, largeUsers: largeUsers,
+            wantedUsers: durations.growthUsers, seedSeconds: seedSeconds, synchronous: .normal)
     }
 }

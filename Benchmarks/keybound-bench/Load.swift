@@ -101,6 +101,36 @@ func runLoad(_ workers: [any LoadWorker], warmup: Double, duration: Double) -> L
     return result
 }
 
+/// Runs two loads in alternating rounds (a b, b a, …) and pools each side's rounds, so that
+/// a slow spell of a shared machine hits both sides alike instead of deciding their ratio.
+func alternate(
+    _ first: [any LoadWorker], _ second: [any LoadWorker], rounds: Int, roundSeconds: Double, warmup: Double
+) -> (LoadResult, LoadResult) {
+    var results = (LoadResult(), LoadResult())
+    for round in 0..<max(1, rounds) {
+        // a b, b a, a b, …: neither side always goes first.
+        if round % 2 == 0 {
+            results.0.absorb(runLoad(first, warmup: warmup, duration: roundSeconds))
+            results.1.absorb(runLoad(second, warmup: warmup, duration: roundSeconds))
+        } else {
+            results.1.absorb(runLoad(second, warmup: warmup, duration: roundSeconds))
+            results.0.absorb(runLoad(first, warmup: warmup, duration: roundSeconds))
+        }
+    }
+    return results
+}
+
+extension LoadResult {
+    /// Adds another run's operations and window to this one.
+    mutating func absorb(_ other: LoadResult) {
+        completed += other.completed
+        failed += other.failed
+        window += other.window
+        latencies = (latencies + other.latencies).sorted()
+        if firstError == nil { firstError = other.firstError }
+    }
+}
+
 /// Runs `body(index)` for `0..<count` on `threads` threads and returns the results in order.
 func parallelMap<T: Sendable>(
     _ count: Int, threads: Int, _ body: @escaping @Sendable (Int) throws -> T

@@ -3,6 +3,12 @@ import Foundation
 import KeyboundCrypto
 import KeyboundWire
 
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
 /// A value to bind.
 enum SeedValue {
     case text(String)
@@ -48,6 +54,9 @@ final class SQLiteSeeder {
         // Back to the server's journal mode, so the file is exactly what the server expects.
         _ = sqlite3_exec(handle, "PRAGMA journal_mode = WAL", nil, nil, nil)
         sqlite3_close_v2(handle)
+        // Write the seeded pages out now: otherwise the kernel flushes them during the next
+        // measurement, and the server's commits wait behind hundreds of MiB of writeback.
+        sync()
     }
 
     private func check(_ status: Int32, _ what: String) throws {
