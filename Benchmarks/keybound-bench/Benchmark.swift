@@ -4,10 +4,14 @@ import KeyboundCrypto
 import KeyboundServer
 import KeyboundWire
 
+/// When the process started (monotonic), for the progress lines.
+let processStart = nanoseconds()
+
 /// Writes a progress line to standard error (standard output carries only the report).
 func progress(_ text: String) {
-    let resident = residentMiB().map { " [rss \(f($0, 0)) MiB]" } ?? ""
-    FileHandle.standardError.write(Data("keybound-bench\(resident): \(text)\n".utf8))
+    let resident = residentMiB().map { ", rss \(f($0, 0)) MiB" } ?? ""
+    let line = "keybound-bench [\(f(seconds(since: processStart), 1)) s\(resident)]: \(text)\n"
+    FileHandle.standardError.write(Data(line.utf8))
 }
 
 /// The measurements, in order: raw costs first, then the server phases, each on a fresh
@@ -32,15 +36,32 @@ final class Benchmark {
     func run() throws -> Report {
         signal(SIGPIPE, SIG_IGN)
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: folder) }
+        defer { removeDatabases(andFolder: true) }
         let started = nanoseconds()
         let verify = try measureVerify()
         let argon2 = try measureArgon2()
+        // Each phase's servers are gone when it returns: delete its files before the next one.
         try measureMemoryAndPasswordLogins(argon2: argon2)
+        removeDatabases()
         try measureDeviceLoginsAndReads(verifiesPerSecond: verify)
+        removeDatabases()
         try measureGrowth(verifiesPerSecond: verify)
         report.totalSeconds = seconds(since: started)
         return report
+    }
+
+    /// Deletes the databases of finished phases (a million users take about 550 MB), and at the
+    /// end the folder. Says so when something is left behind.
+    private func removeDatabases(andFolder: Bool = false) {
+        let manager = FileManager.default
+        let names = (try? manager.contentsOfDirectory(atPath: folder.path)) ?? []
+        for name in names {
+            let file = folder.appendingPathComponent(name)
+            if (try? manager.removeItem(at: file)) == nil { progress("could not delete \(file.path)") }
+        }
+        if andFolder, (try? manager.removeItem(at: folder)) == nil {
+            progress("could not delete \(folder.path)")
+        }
     }
 
     // MARK: Raw costs

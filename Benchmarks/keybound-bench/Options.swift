@@ -20,7 +20,7 @@ struct BenchOptions {
                               [--growth-users N] [--sessions N]
 
           Measures the performance targets of DESIGN.md against an in-process server on 127.0.0.1
-          in one run (about 60 s; --quick about 15 s) and prints each as a ratio with PASS/FAIL.
+          in one run (about 50 s; --quick about 18 s) and prints each as a ratio with PASS/FAIL.
           --json                  one JSON object on standard output instead of the table
           --concurrency N         client connections for device logins and reads (default 8)
           --sqlite-synchronous M  durability of the main runs (default full, the server's default);
@@ -85,8 +85,8 @@ struct Durations {
     init(_ options: BenchOptions) {
         if options.quick {
             (verify, argon2, warmup, deviceLogins, reads, passwordLogins, growthSeedBudget) =
-                (1, 0.5, 0.2, 2, 1, 2.5, 4)
-            (growthRounds, growthRoundSeconds) = (2, 1)
+                (1, 0.4, 0.2, 1.5, 1, 1.5, 4)
+            (growthRounds, growthRoundSeconds) = (2, 0.75)
             growthUsers = options.growthUsers ?? 100_000
         } else {
             (verify, argon2, warmup, deviceLogins, reads, passwordLogins, growthSeedBudget) =

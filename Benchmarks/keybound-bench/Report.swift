@@ -55,6 +55,8 @@ struct GrowthNumbers {
 
 /// One line of the verdict table.
 struct Verdict {
+    /// The target's number in DESIGN.md's list (`4a`, `4b` for the two memory bounds).
+    let number: String
     let id: String
     let title: String
     let ratio: Double
@@ -142,7 +144,8 @@ struct Report {
             }
             verdicts.append(
                 Verdict(
-                    id: "device_login", title: "device-key logins/s / raw P-256 verifies/s (1 core)",
+                    number: "1", id: "device_login",
+                    title: "device-key logins/s / raw P-256 verifies/s (1 core)",
                     ratio: device.ratio, comparison: ">=", target: 0.5, stretch: 0.8, details: details,
                     numbers: numbers))
         }
@@ -150,7 +153,8 @@ struct Report {
             let ratio = reads.health.perSecond > 0 ? reads.me.perSecond / reads.health.perSecond : 0
             verdicts.append(
                 Verdict(
-                    id: "me_vs_healthz", title: "GET /v1/me per s / GET /healthz per s", ratio: ratio,
+                    number: "2", id: "me_vs_healthz", title: "GET /v1/me per s / GET /healthz per s",
+                    ratio: ratio,
                     comparison: ">=", target: 0.6, stretch: nil,
                     details: [
                         "/v1/me \(f(reads.me.perSecond, 0))/s (\(latency(reads.me)), \(failures(reads.me))); "
@@ -168,7 +172,8 @@ struct Report {
             let ratio = password.result.perSecond / password.ceiling
             verdicts.append(
                 Verdict(
-                    id: "password_login", title: "password logins/s / (cores / one Argon2id verify)",
+                    number: "3", id: "password_login",
+                    title: "password logins/s / (cores / one Argon2id verify)",
                     ratio: ratio,
                     comparison: ">=", target: 0.8, stretch: nil,
                     details: [
@@ -191,7 +196,8 @@ struct Report {
         if let memory {
             verdicts.append(
                 Verdict(
-                    id: "memory_idle", title: "idle RSS with \(memory.sessions) sessions / 64 MiB",
+                    number: "4a", id: "memory_idle",
+                    title: "idle RSS with \(memory.sessions) sessions / 64 MiB",
                     ratio: memory.idleMiB / MemoryNumbers.idleBudgetMiB, comparison: "<=", target: 1,
                     stretch: nil,
                     details: [
@@ -206,7 +212,7 @@ struct Report {
                     ]))
             verdicts.append(
                 Verdict(
-                    id: "memory_peak",
+                    number: "4b", id: "memory_peak",
                     title: "RSS growth under 64 password logins / (hashing slots x Argon2 m)",
                     ratio: (memory.peakMiB - memory.idleMiB) / (memory.growthBudgetMiB / 2), comparison: "<=",
                     target: 2, stretch: nil,
@@ -236,7 +242,7 @@ struct Report {
             }
             verdicts.append(
                 Verdict(
-                    id: "growth",
+                    number: "5", id: "growth",
                     title: "device-login p99 at \(growth.largeUsers) users / at \(growth.smallUsers)",
                     ratio: small > 0 ? large / small : 0, comparison: "<=", target: 2, stretch: nil,
                     details: details,
@@ -266,7 +272,7 @@ struct Report {
                     + "on all \(cores) cores at once: \(f(argon2.allCoresPerSecond, 1))/s")
         }
         lines += ["", "targets"]
-        for (index, verdict) in verdicts.enumerated() {
+        for verdict in verdicts {
             var result = verdict.pass ? "PASS" : "FAIL"
             if let stretch = verdict.stretch, let reached = verdict.stretchPass {
                 result +=
@@ -274,7 +280,7 @@ struct Report {
                     ? " (stretch \(f(stretch, 1)) reached)" : " (stretch \(f(stretch, 1)) not reached)"
             }
             lines.append(
-                "  \(index + 1). \(verdict.title): \(f(verdict.ratio, 3))  target \(verdict.comparison) "
+                "  \(verdict.number). \(verdict.title): \(f(verdict.ratio, 3))  target \(verdict.comparison) "
                     + "\(f(verdict.target, 1))  \(result)")
             lines += verdict.details.map { "       " + $0 }
         }
@@ -298,7 +304,7 @@ struct Report {
         ]
         object["targets"] = verdicts.map { verdict -> [String: Any] in
             var entry: [String: Any] = [
-                "id": verdict.id, "title": verdict.title, "ratio": verdict.ratio,
+                "id": verdict.id, "number": verdict.number, "title": verdict.title, "ratio": verdict.ratio,
                 "target": "\(verdict.comparison) \(verdict.target)", "pass": verdict.pass,
                 "numbers": verdict.numbers,
                 "details": verdict.details,

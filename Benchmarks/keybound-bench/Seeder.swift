@@ -276,14 +276,17 @@ enum Seed {
                     ])
             }
         }
+        // Ids in key order (cheaper B-tree inserts); token hashes are random, as the server's are.
+        let userIDs = sortedIdentifiers("usr", count: count, using: &generator)
+        let sessionIDs = sortedIdentifiers("ses", count: count, using: &generator)
         let batch = 25_000
         var inserted = 0
         while inserted < count {
             let upper = min(count, inserted + batch)
             try seeder.transaction {
                 for index in inserted..<upper {
-                    let userID = randomIdentifier("usr", using: &generator)
-                    let sessionID = randomIdentifier("ses", using: &generator)
+                    let userID = userIDs[index]
+                    let sessionID = sessionIDs[index]
                     try seeder.insert(
                         insertUser,
                         [
