@@ -107,15 +107,17 @@ func alternate(
     _ first: [any LoadWorker], _ second: [any LoadWorker], rounds: Int, roundSeconds: Double, warmup: Double
 ) -> (LoadResult, LoadResult) {
     var results = (LoadResult(), LoadResult())
+    func measure(_ side: Int, _ round: Int) {
+        let result = runLoad(side == 0 ? first : second, warmup: warmup, duration: roundSeconds)
+        progress(
+            "  round \(round + 1) \(side == 0 ? "a" : "b"): \(f(result.perSecond, 0))/s, "
+                + "p50 \(f(result.percentile(0.5), 2)) ms, p99 \(f(result.percentile(0.99), 2)) ms")
+        if side == 0 { results.0.absorb(result) } else { results.1.absorb(result) }
+    }
     for round in 0..<max(1, rounds) {
         // a b, b a, a b, …: neither side always goes first.
-        if round % 2 == 0 {
-            results.0.absorb(runLoad(first, warmup: warmup, duration: roundSeconds))
-            results.1.absorb(runLoad(second, warmup: warmup, duration: roundSeconds))
-        } else {
-            results.1.absorb(runLoad(second, warmup: warmup, duration: roundSeconds))
-            results.0.absorb(runLoad(first, warmup: warmup, duration: roundSeconds))
-        }
+        let order = round % 2 == 0 ? [0, 1] : [1, 0]
+        for side in order { measure(side, round) }
     }
     return results
 }
