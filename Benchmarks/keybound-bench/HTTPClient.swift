@@ -19,7 +19,7 @@ struct HTTPResult {
 
 /// A minimal HTTP/1.1 keep-alive client over one POSIX socket to 127.0.0.1.
 ///
-/// It exists because URLSession on Linux costs more CPU per request than the server it would
+/// It exists because URLSession on Linux is slow enough to dominate the server it would
 /// measure. It writes a request with one `send`, reads exactly `Content-Length` bytes back and
 /// keeps the connection open; after any I/O error it reconnects on the next request. Not
 /// thread-safe: each load thread owns one.
