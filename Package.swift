@@ -13,6 +13,7 @@ let package = Package(
         .library(name: "KeyboundEmulator", targets: ["KeyboundEmulator"]),
         .library(name: "KeyboundServer", targets: ["KeyboundServer"]),
         .executable(name: "keybound", targets: ["keybound"]),
+        .executable(name: "keybound-bench", targets: ["keybound-bench"]),
     ],
     targets: [
         // C libraries, each through one small shim header.
@@ -48,6 +49,13 @@ let package = Package(
             dependencies: [
                 "Keybound", "KeyboundWire", "KeyboundCrypto", "KeyboundEmulator", "KeyboundServer",
             ]),
+        // The performance targets of DESIGN.md, measured in one run against a loopback server.
+        // It seeds large populations straight into the server's SQLite file and measures the raw
+        // Argon2id cost, hence SQLite and libsodium beside the server.
+        .executableTarget(
+            name: "keybound-bench",
+            dependencies: ["KeyboundServer", "KeyboundWire", "KeyboundCrypto", "CSQLite", "CSodium"],
+            path: "Benchmarks/keybound-bench"),
 
         .testTarget(
             name: "KeyboundCryptoTests", dependencies: ["KeyboundCrypto"], resources: [.copy("Vectors")]),
