@@ -30,12 +30,16 @@ test: build lint
 	$(SWIFT) test -Xswiftc -warnings-as-errors
 
 lint:
-	$(SWIFT) format lint --strict -r Sources Tests Package.swift
+	$(SWIFT) format lint --strict -r Sources Tests Package.swift Benchmarks
 
 ## demo: the whole story on an emulated Face ID device against a real local server
 demo: deps
 	$(SWIFT) build --product keybound
 	$$($(SWIFT) build --show-bin-path)/keybound demo
+
+## bench: the performance targets of DESIGN.md, measured in one release run (about a minute)
+bench: deps
+	$(SWIFT) run -c release keybound-bench
 
 clean:
 	rm -rf .build

@@ -13,6 +13,7 @@ let package = Package(
         .library(name: "KeyboundEmulator", targets: ["KeyboundEmulator"]),
         .library(name: "KeyboundServer", targets: ["KeyboundServer"]),
         .executable(name: "keybound", targets: ["keybound"]),
+        .executable(name: "keybound-bench", targets: ["keybound-bench"]),
     ],
     targets: [
         // C libraries, each through one small shim header.
@@ -44,7 +45,17 @@ let package = Package(
             name: "KeyboundServer",
             dependencies: ["KeyboundWire", "KeyboundCrypto", "CSodium", "CSQLite", "CMicroHTTPD"]),
         .executableTarget(
-            name: "keybound", dependencies: ["Keybound", "KeyboundEmulator", "KeyboundServer"]),
+            name: "keybound",
+            dependencies: [
+                "Keybound", "KeyboundWire", "KeyboundCrypto", "KeyboundEmulator", "KeyboundServer",
+            ]),
+        // The performance targets of DESIGN.md, measured in one run against a loopback server.
+        // It seeds large populations straight into the server's SQLite file and measures the raw
+        // Argon2id cost, hence SQLite and libsodium beside the server.
+        .executableTarget(
+            name: "keybound-bench",
+            dependencies: ["KeyboundServer", "KeyboundWire", "KeyboundCrypto", "CSQLite", "CSodium"],
+            path: "Benchmarks/keybound-bench"),
 
         .testTarget(
             name: "KeyboundCryptoTests", dependencies: ["KeyboundCrypto"], resources: [.copy("Vectors")]),
@@ -54,6 +65,16 @@ let package = Package(
         .testTarget(name: "KeyboundWireTests", dependencies: ["KeyboundWire"]),
         .testTarget(
             name: "KeyboundServerTests", dependencies: ["KeyboundServer", "KeyboundWire", "KeyboundCrypto"]),
+        // Runs the real `keybound` binary as a subprocess; depending on it makes SwiftPM build it first.
+        .testTarget(name: "KeyboundCLITests", dependencies: ["keybound", "KeyboundCrypto"]),
+        // The stories of DESIGN.md end to end: SDK flows on an emulated device against a real server
+        // over loopback, and `keybound demo` as a subprocess (hence the dependency on `keybound`).
+        .testTarget(
+            name: "EndToEndTests",
+            dependencies: [
+                "Keybound", "KeyboundWire", "KeyboundEmulator", "KeyboundServer", "KeyboundCrypto",
+                "keybound",
+            ]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -107,6 +107,21 @@ public struct AccessPolicy: Sendable, Hashable, Codable, CustomStringConvertible
         self.reuseDuration = reuseDuration
     }
 
+    private enum CodingKeys: String, CodingKey {
+        case accessibility, constraints, combination, reuseDuration
+    }
+
+    /// Decodes a policy through the validating initializer: a stored or received policy is held
+    /// to the same rules as one made in code.
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        try self.init(
+            accessibility: container.decode(Accessibility.self, forKey: .accessibility),
+            constraints: container.decode([Constraint].self, forKey: .constraints),
+            combination: container.decode(Combination.self, forKey: .combination),
+            reuseDuration: container.decode(TimeInterval.self, forKey: .reuseDuration))
+    }
+
     /// For the presets, which are valid by construction.
     private init(_ accessibility: Accessibility, _ constraints: [Constraint]) {
         self.accessibility = accessibility

@@ -18,14 +18,24 @@ import KeyboundWire
 /// let me = try await client.me()
 /// ```
 public actor KeyboundClient {
-    /// The session the client holds.
-    public struct Session: Sendable, Hashable {
+    /// The session the client holds. Its description never shows the tokens.
+    public struct Session: Sendable, Hashable, CustomStringConvertible, CustomDebugStringConvertible,
+        CustomReflectable
+    {
         public let accessToken: String
         public let refreshToken: String
         public let sessionID: String
         public let userID: String
         /// When the access token expires, by the client's clock.
         public let accessTokenExpiresAt: Date
+
+        public var description: String {
+            "Session(sessionID: \(sessionID), userID: \(userID), tokens: <redacted>)"
+        }
+        public var debugDescription: String { description }
+        public var customMirror: Mirror {
+            Mirror(self, children: ["sessionID": sessionID, "userID": userID], displayStyle: .struct)
+        }
     }
 
     /// The server's root URL.
@@ -34,7 +44,7 @@ public actor KeyboundClient {
     private let clock: Clock
     private var session: Session?
     private var refreshInFlight: Task<Session, any Error>?
-    private var tokenObserver: (@Sendable (Session?) async -> Void)?
+    private var tokenObservers: [@Sendable (Session?) async -> Void] = []
 
     /// - Parameters:
     ///   - baseURL: the server's root, e.g. `https://api.example.com`.
@@ -49,10 +59,15 @@ public actor KeyboundClient {
     /// The current session, if any.
     public var currentSession: Session? { session }
 
-    /// Called after every change of tokens (login, refresh, logout), so the app can keep the
-    /// rotated refresh token in its protected item.
+    /// Adds an observer called after every change of tokens (login, refresh, logout), so the app
+    /// can keep the rotated refresh token in its protected item. Observers stay for the client's
+    /// life: register each once.
     public func onTokensChanged(_ observer: @escaping @Sendable (Session?) async -> Void) {
-        tokenObserver = observer
+        tokenObservers.append(observer)
+    }
+
+    private func notifyTokensChanged(_ session: Session?) async {
+        for observer in tokenObservers { await observer(session) }
     }
 
     // MARK: - Accounts and sessions
@@ -88,13 +103,13 @@ public actor KeyboundClient {
         defer { session = nil }
         guard session != nil else { return }
         _ = try await authorized("DELETE", "/v1/sessions/current", body: nil) as EmptyResponse
-        await tokenObserver?(nil)
+        await notifyTokensChanged(nil)
     }
 
     /// Forgets the session locally (for example when the app locks past its validity).
     public func forgetSession() async {
         session = nil
-        await tokenObserver?(nil)
+        await notifyTokensChanged(nil)
     }
 
     /// Who is logged in.
@@ -176,7 +191,7 @@ public actor KeyboundClient {
             userID: tokens.userID,
             accessTokenExpiresAt: clock.now().addingTimeInterval(TimeInterval(tokens.expiresIn)))
         session = adopted
-        await tokenObserver?(adopted)
+        await notifyTokensChanged(adopted)
         return adopted
     }
 
@@ -192,21 +207,33 @@ public actor KeyboundClient {
     private func refreshOnce(replacing stale: Session) async throws -> Session {
         if let refreshInFlight { return try await refreshInFlight.value }
         if let session, session.accessToken != stale.accessToken { return session }  // already refreshed
+        // The refusal is turned into `sessionExpired` inside the task, so that every caller
+        // waiting for this refresh gets it, not only the one that started it.
         let task = Task { () async throws -> Session in
-            let tokens: TokenResponse = try await send(
-                "POST", "/v1/sessions/refresh", RefreshRequest(refreshToken: stale.refreshToken))
-            return await adopt(tokens)
+            do {
+                let tokens: TokenResponse = try await send(
+                    "POST", "/v1/sessions/refresh", RefreshRequest(refreshToken: stale.refreshToken))
+                // A login or logout while the refresh was in flight wins over its result.
+                guard session?.accessToken == stale.accessToken else {
+                    guard let session else {
+                        throw KeyboundError(.sessionExpired, message: "logged out during the refresh")
+                    }
+                    return session
+                }
+                return await adopt(tokens)
+            } catch let error as KeyboundError where error.code == .server && error.native == .httpStatus(401)
+            {
+                if let newer = session, newer.accessToken != stale.accessToken { return newer }
+                session = nil
+                await notifyTokensChanged(nil)
+                throw KeyboundError(
+                    .sessionExpired, native: error.native, message: error.message,
+                    serverCode: error.serverCode)
+            }
         }
         refreshInFlight = task
         defer { refreshInFlight = nil }
-        do {
-            return try await task.value
-        } catch let error as KeyboundError where error.code == .server && error.native == .httpStatus(401) {
-            session = nil
-            await tokenObserver?(nil)
-            throw KeyboundError(
-                .sessionExpired, native: error.native, message: error.message, serverCode: error.serverCode)
-        }
+        return try await task.value
     }
 
     private func authorized<Response: WireMessage>(

@@ -55,6 +55,13 @@ struct InvalidationMarkers: Sendable {
         return availability.enrollmentState != marker.enrollmentState
     }
 
+    /// Present, absent or invalidated, given whether the backend still has the material.
+    func status(_ name: ItemName, exists: Bool) async throws -> ProtectedItemStatus {
+        if try await isStale(name) { return .invalidated }
+        if exists { return .present }
+        return try await wasRecorded(name) ? .invalidated : .absent
+    }
+
     /// Whether `name` was ever recorded (and not deliberately deleted).
     func wasRecorded(_ name: ItemName) async throws -> Bool {
         try await load(name) != nil
@@ -72,10 +79,10 @@ struct InvalidationMarkers: Sendable {
 
     /// Turns a not-found (or a stale enrollment) into the typed `invalidated`, removing the
     /// dead material and its marker; a truly absent item stays `itemNotFound`.
-    func invalidatedError(_ name: ItemName, removing remove: () async throws -> Void) async throws
-        -> KeyboundError
-    {
-        guard try await wasRecorded(name) else { return .itemNotFound }
+    func invalidatedError(
+        _ name: ItemName, notFound: KeyboundError = .itemNotFound, removing remove: () async throws -> Void
+    ) async throws -> KeyboundError {
+        guard try await wasRecorded(name) else { return notFound }
         try await remove()
         try await forget(name)
         return KeyboundError(
@@ -137,7 +144,7 @@ public struct ProtectedStore: Sendable {
         do {
             return try await store.read(name, verification: verification)
         } catch let error as KeyboundError where error == .itemNotFound {
-            throw try await markers.invalidatedError(name) { try await store.delete(name) }
+            throw try await markers.invalidatedError(name, notFound: error) { try await store.delete(name) }
         }
     }
 
@@ -156,7 +163,7 @@ public struct ProtectedStore: Sendable {
         do {
             try await store.update(value, as: name, verification: verification)
         } catch let error as KeyboundError where error == .itemNotFound {
-            throw try await markers.invalidatedError(name) { try await store.delete(name) }
+            throw try await markers.invalidatedError(name, notFound: error) { try await store.delete(name) }
         }
     }
 
@@ -168,10 +175,7 @@ public struct ProtectedStore: Sendable {
 
     /// Present, absent or invalidated — without prompting.
     public func status(_ name: ItemName) async throws -> ProtectedItemStatus {
-        let exists = try await store.exists(name)
-        if try await markers.isStale(name) { return .invalidated }
-        if exists { return .present }
-        return try await markers.wasRecorded(name) ? .invalidated : .absent
+        try await markers.status(name, exists: try await store.exists(name))
     }
 }
 
@@ -233,10 +237,7 @@ public struct ProtectedKeys: Sendable {
 
     /// Present, absent or invalidated — without prompting.
     public func status(_ name: ItemName) async throws -> ProtectedItemStatus {
-        let exists = try await vault.keyExists(name)
-        if try await markers.isStale(name) { return .invalidated }
-        if exists { return .present }
-        return try await markers.wasRecorded(name) ? .invalidated : .absent
+        try await markers.status(name, exists: try await vault.keyExists(name))
     }
 
     private func withInvalidation<Result>(
@@ -248,7 +249,9 @@ public struct ProtectedKeys: Sendable {
         do {
             return try await body()
         } catch let error as KeyboundError where error == .itemNotFound {
-            throw try await markers.invalidatedError(name) { try await vault.deleteKey(name) }
+            throw try await markers.invalidatedError(name, notFound: error) {
+                try await vault.deleteKey(name)
+            }
         }
     }
 }

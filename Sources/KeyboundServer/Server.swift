@@ -2,6 +2,7 @@ import Foundation
 
 /// A failure to start the server: bad configuration, an unusable database, a busy port.
 public struct ServerError: Error, Sendable, CustomStringConvertible {
+    /// What went wrong, for the operator.
     public let description: String
     init(_ description: String) { self.description = description }
 }

@@ -2,6 +2,7 @@ import Foundation
 import Keybound
 import KeyboundCrypto
 import KeyboundEmulator
+import KeyboundWire
 
 /// `keybound device`: drives one persistent emulated device from the shell.
 enum DeviceCommand {
@@ -41,9 +42,16 @@ enum DeviceCommand {
             return 2
         }
         let json = arguments.flag("json")
-        if arguments.flag("help") || arguments.positionals.isEmpty {
+        let help = arguments.flag("help")
+        if help || arguments.positionals.isEmpty {
+            // Help that was asked for goes to standard output; a missing command is a usage error
+            // and goes to standard error like every other, so `--json` stdout stays parseable.
+            guard help else {
+                printError("keybound device: no command given\n\(usage)")
+                return 2
+            }
             print(usage)
-            return arguments.positionals.isEmpty && !raw.contains("--help") ? 2 : 0
+            return 0
         }
         let statePath =
             arguments.option("state") ?? ProcessInfo.processInfo.environment["KEYBOUND_DEVICE"]
@@ -219,10 +227,8 @@ private final class DeviceSession {
             let name = try itemName(words)
             let reason = arguments.option("reason") ?? "Read \(name)"
             try arguments.finish()
-            var verification: Verification?
-            if let policy = try? await device.itemPolicy(name) {
-                verification = try await device.verify(policy, prompt: VerificationPrompt(reason: reason))
-            }
+            let verification = try await promptIfProtected(
+                device, policy: try? await device.itemPolicy(name), reason)
             let value = try await ProtectedStore(store: device, verifier: device).read(
                 name, verification: verification)
             result.text = String(decoding: value, as: UTF8.self)
@@ -237,19 +243,17 @@ private final class DeviceSession {
             try arguments.finish()
             let spki = try await ProtectedKeys(vault: device, markers: device, verifier: device).createKey(
                 name, policy: policy)
-            result.fields = [("public_key", .string(base64url(spki)))]
+            result.fields = [("public_key", .string(Base64URL.encode(spki)))]
             result.text = nil
         case "sign":
             let name = try itemName(words)
             let reason = arguments.option("reason") ?? "Sign with \(name)"
             try arguments.finish()
-            var verification: Verification?
-            if let policy = try? await device.keyPolicy(name) {
-                verification = try await device.verify(policy, prompt: VerificationPrompt(reason: reason))
-            }
+            let verification = try await promptIfProtected(
+                device, policy: try? await device.keyPolicy(name), reason)
             let signature = try await ProtectedKeys(vault: device, markers: device, verifier: device).sign(
                 readStandardInput(), with: name, verification: verification)
-            result.fields = [("signature", .string(base64url(signature)))]
+            result.fields = [("signature", .string(Base64URL.encode(signature)))]
         default:
             throw UsageError("unknown device command '\(command)' (see keybound device --help)")
         }
@@ -306,11 +310,25 @@ private final class DeviceSession {
             throw KeyboundError.invalidInput("the key file \(keyFile.path) is missing or damaged")
         }
         let key = SecureRandom.bytes(AES256GCM.keyByteCount)
+        // createFile writes a temporary file with the umask's mode, renames it into place and
+        // only then applies 0600: without this mask the key sat world-readable in between.
+        let previousMask = umask(0o077)
+        defer { umask(previousMask) }
         guard
             FileManager.default.createFile(
                 atPath: keyFile.path, contents: key, attributes: [.posixPermissions: 0o600])
         else { throw KeyboundError.invalidInput("cannot write the key file \(keyFile.path)") }
         return key
+    }
+
+    /// The emulated OS prompts when protected material is used: evaluate its policy first. Missing
+    /// material gets no prompt; the read or sign then reports it (not found, or invalidated).
+    private func promptIfProtected(_ device: EmulatedDevice, policy: AccessPolicy?, _ reason: String)
+        async throws
+        -> Verification?
+    {
+        guard let policy else { return nil }
+        return try await device.verify(policy, prompt: VerificationPrompt(reason: reason))
     }
 
     private func policy(_ arguments: inout Arguments) throws -> AccessPolicy {
@@ -320,12 +338,18 @@ private final class DeviceSession {
                 "unknown policy '\(name)': none, biometryCurrentSet, biometryAny, userPresence, devicePasscode, biometryOrPasscode"
             )
         }
-        guard let accessibilityName = arguments.option("accessibility") else { return preset }
+        // DESIGN: the accessibility defaults to whenPasscodeSetThisDeviceOnly for every policy.
+        let accessibilityName = arguments.option("accessibility") ?? "whenPasscodeSetThisDeviceOnly"
         guard let accessibility = AccessPolicy.Accessibility(rawValue: accessibilityName) else {
             throw UsageError("unknown accessibility '\(accessibilityName)'")
         }
-        return try AccessPolicy(
-            accessibility: accessibility, constraints: preset.constraints, combination: preset.combination)
+        do {
+            return try AccessPolicy(
+                accessibility: accessibility, constraints: preset.constraints, combination: preset.combination
+            )
+        } catch {
+            throw UsageError("\(name) cannot be combined with \(accessibilityName): \(error)")
+        }
     }
 
     private func itemName(_ words: [String]) throws -> ItemName {
@@ -342,12 +366,5 @@ private final class DeviceSession {
 
     private func readStandardInput() -> Data {
         FileHandle.standardInput.readDataToEndOfFile()
-    }
-
-    private func base64url(_ data: Data) -> String {
-        data.base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(
-            of: "/", with: "_"
-        )
-        .replacingOccurrences(of: "=", with: "")
     }
 }

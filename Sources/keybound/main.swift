@@ -27,6 +27,8 @@ case "serve":
     status = await ServeCommand.run(rest)
 case "device":
     status = await DeviceCommand.run(rest)
+case "demo":
+    status = await DemoCommand.run(rest)
 case "--version", "version":
     print("keybound \(keyboundVersion)")
     status = 0

@@ -102,8 +102,9 @@ struct AccountTests {
         let events = try await live.client.get(
             "/v1/audit", token: try await live.client.login("alice").accessToken)
         let types = try events.decode(AuditListResponse.self).events.map(\.type)
-        #expect(types.contains("lockout"))
-        #expect(types.contains("throttled"))
+        // One lockout per block; the refused requests in between are not audited.
+        #expect(types.filter { $0 == "lockout" }.count == 2)
+        #expect(!types.contains("throttled"))
         #expect(types.contains("login_failed"))
     }
 
@@ -130,6 +131,123 @@ struct AccountTests {
         #expect(next.header("Retry-After") != nil)
     }
 
+    /// A server where many logins are in flight at once: 16 worker threads, as many hashes at a
+    /// time, and a hash that costs a few milliseconds.
+    private func concurrentServer(_ adjust: @escaping (inout Configuration) -> Void = { _ in }) throws
+        -> LiveServer
+    {
+        try LiveServer { configuration in
+            configuration.workerThreads = 16
+            configuration.hashingConcurrency = 16
+            configuration.argon2 = Argon2Parameters(memoryKiB: 2048, iterations: 1)
+            adjust(&configuration)
+        }
+    }
+
+    /// Sends the requests all at once and returns the replies.
+    private func sendInParallel(_ live: LiveServer, _ requests: [PasswordLoginRequest]) async throws
+        -> [Reply]
+    {
+        try await withThrowingTaskGroup(of: Reply.self) { group in
+            for request in requests {
+                group.addTask { try await live.client.post("/v1/sessions/password", request) }
+            }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+    }
+
+    @Test func parallelWrongPasswordsGetNoMoreGuessesThanTheAccountLimit() async throws {
+        let live = try concurrentServer()
+        try await live.client.createAccount("alice")
+        let wrong = PasswordLoginRequest(username: "alice", password: "wrong password", clientID: "c")
+        let replies = try await sendInParallel(live, Array(repeating: wrong, count: 40))
+        let checked = replies.filter { $0.status == 401 }
+        let throttled = replies.filter { $0.status == 429 }
+        // Every attempt is claimed before its hash, so exactly the limit get their password checked.
+        #expect(checked.count == 5)
+        #expect(checked.allSatisfy { $0.problem?.code == .invalidCredentials })
+        #expect(throttled.count == 35)
+        #expect(throttled.allSatisfy { $0.problem?.code == .throttled && $0.header("Retry-After") == "60" })
+
+        // The right password is refused too until the block ends, then it works.
+        let right = PasswordLoginRequest(username: "alice", password: Client.password, clientID: "c")
+        #expect(try await live.client.post("/v1/sessions/password", right).status == 429)
+        live.clock.advance(by: 61)
+        #expect(try await live.client.post("/v1/sessions/password", right).status == 200)
+    }
+
+    @Test func parallelWrongPasswordsGetNoMoreGuessesThanTheAddressLimit() async throws {
+        let live = try concurrentServer { $0.addressFailureLimit = 3 }
+        let requests = (1...40).map {
+            PasswordLoginRequest(username: "user\($0)", password: "wrong password", clientID: "c")
+        }
+        let replies = try await sendInParallel(live, requests)
+        #expect(replies.filter { $0.status == 401 }.count == 3)
+        #expect(replies.filter { $0.status == 429 && $0.header("Retry-After") != nil }.count == 37)
+    }
+
+    @Test func successfulLoginsDoNotCountAgainstTheAddress() async throws {
+        let live = try LiveServer { $0.addressFailureLimit = 3 }
+        try await live.client.createAccount("alice")
+        let wrong = PasswordLoginRequest(username: "bob", password: "wrong password", clientID: "c")
+        #expect(try await live.client.post("/v1/sessions/password", wrong).status == 401)
+        for _ in 1...5 { _ = try await live.client.login("alice") }
+        // The successes were counted while in flight and taken back: two failures so far, not seven.
+        #expect(try await live.client.post("/v1/sessions/password", wrong).status == 401)
+        #expect(try await live.client.post("/v1/sessions/password", wrong).status == 401)
+        #expect(try await live.client.post("/v1/sessions/password", wrong).status == 429)
+    }
+
+    @Test func throttledRequestsWriteNothing() async throws {
+        let app = try InProcessApplication()
+        try app.createAccount("alice")
+        for _ in 1...5 { #expect(app.login("alice", "wrong password").status == 401) }
+        let audited = try app.count("SELECT COUNT(*) FROM audit_events")
+        let throttle = try app.rows("SELECT failures, blocked_until, updated_at FROM throttles")
+
+        // 50 refused requests, 25 at once, some with the right password: no commit, no audit row.
+        DispatchQueue.concurrentPerform(iterations: 50) { index in
+            let reply = app.login("alice", index.isMultiple(of: 2) ? "wrong password" : Client.password)
+            #expect(reply.status == 429)
+        }
+        #expect(try app.count("SELECT COUNT(*) FROM audit_events") == audited)
+        #expect(try app.count("SELECT COUNT(*) FROM audit_events WHERE type = 'lockout'") == 1)
+        #expect(try app.rows("SELECT failures, blocked_until, updated_at FROM throttles") == throttle)
+        #expect(
+            app.application.metrics.render().contains(
+                #"keybound_logins_total{method="password",outcome="throttled"} 50"#))
+    }
+
+    @Test func addressLockoutIsAuditedOnce() throws {
+        let app = try InProcessApplication { $0.addressFailureLimit = 3 }
+        for index in 1...10 { _ = app.login("user\(index)", "wrong password") }
+        #expect(try app.count("SELECT COUNT(*) FROM audit_events WHERE type = 'login_failed'") == 3)
+        #expect(try app.count("SELECT COUNT(*) FROM audit_events WHERE type = 'address_lockout'") == 1)
+    }
+
+    @Test func housekeepingPurgesStaleThrottleRows() throws {
+        let app = try InProcessApplication()
+        try app.createAccount("alice")
+        // Made-up usernames from two addresses, and a blocked real account.
+        for index in 1...3 { _ = app.login("ghost\(index)", "wrong password", from: "192.0.2.1") }
+        for _ in 1...5 { _ = app.login("alice", "wrong password", from: "192.0.2.2") }
+        #expect(try app.count("SELECT COUNT(*) FROM throttles") == 6)
+
+        // The address windows (15 minutes) have passed: those rows are gone, accounts stay a day.
+        app.clock.advance(by: 16 * 60)
+        app.application.purgeExpired()
+        #expect(try app.count("SELECT COUNT(*) FROM throttles WHERE scope LIKE 'address:%'") == 0)
+        #expect(try app.count("SELECT COUNT(*) FROM throttles WHERE scope LIKE 'account:%'") == 4)
+        // The count was kept: the sixth failure blocks again.
+        #expect(app.login("alice", "wrong password").status == 401)
+        #expect(app.login("alice", "wrong password").status == 429)
+
+        app.clock.advance(by: 86_400 + 1)
+        app.application.purgeExpired()
+        #expect(try app.count("SELECT COUNT(*) FROM throttles") == 0)
+        #expect(app.login("alice", Client.password).status == 200)
+    }
+
     @Test func defaultArgon2ParametersAreOWASPMinimum() throws {
         let configuration = Configuration()
         #expect(configuration.argon2 == .owaspMinimum)
@@ -146,5 +264,48 @@ struct AccountTests {
         let encoded = try hasher.hash("pass\u{0}word ✓")
         #expect(hasher.verify("pass\u{0}word ✓", against: encoded))
         #expect(!hasher.verify("pass", against: encoded))
+    }
+}
+
+/// The application without sockets, with a manual clock and its database at hand.
+private final class InProcessApplication: Sendable {
+    let directory: TemporaryDirectory
+    let clock = ManualClock()
+    let application: Application
+
+    init(_ adjust: (inout Configuration) -> Void = { _ in }) throws {
+        directory = try TemporaryDirectory()
+        var configuration = Configuration.testing(databasePath: directory.path("keybound.sqlite"))
+        configuration.clock = clock.clock
+        adjust(&configuration)
+        application = try Application(configuration: configuration)
+    }
+
+    func createAccount(_ username: String) throws {
+        let reply = post(
+            "/v1/accounts", CreateAccountRequest(username: username, password: Client.password).jsonData)
+        guard reply.status == 201 else { throw TestFailure("account: \(reply.status)") }
+    }
+
+    func login(_ username: String, _ password: String, from address: String = "127.0.0.1") -> HTTPResponse {
+        post(
+            "/v1/sessions/password",
+            PasswordLoginRequest(username: username, password: password, clientID: "c").jsonData,
+            from: address)
+    }
+
+    private func post(_ path: String, _ body: Data, from address: String = "127.0.0.1") -> HTTPResponse {
+        application.handle(
+            HTTPRequest(
+                method: "POST", path: path, headers: ["Content-Type": "application/json"], body: body,
+                clientAddress: address))
+    }
+
+    func rows(_ sql: String) throws -> [[SQLValue]] {
+        try application.database.read { try $0.query(sql, []) }.map(\.values)
+    }
+
+    func count(_ sql: String) throws -> Int64 {
+        try application.database.read { try $0.queryOne(sql, [])?.integer(0) ?? 0 }
     }
 }

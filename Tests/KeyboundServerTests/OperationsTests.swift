@@ -169,15 +169,9 @@ struct OperationsTests {
         #expect(baseURL.absoluteString.hasPrefix("http://[::1]:"))
         // URLSession on Linux rejects bracketed hosts; curl -g does not.
         guard FileManager.default.isExecutableFile(atPath: "/usr/bin/curl") else { return }
-        let curl = Process()
-        curl.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
-        curl.arguments = ["-sg", "--max-time", "10", baseURL.absoluteString + "/healthz"]
-        let output = Pipe()
-        curl.standardOutput = output
-        try curl.run()
-        let data = output.fileHandleForReading.readDataToEndOfFile()
-        curl.waitUntilExit()
-        #expect(String(decoding: data, as: UTF8.self) == #"{"status":"ok"}"#)
+        let curl = try runTool(
+            "/usr/bin/curl", ["-sg", "--max-time", "10", baseURL.absoluteString + "/healthz"])
+        #expect(curl.1 == #"{"status":"ok"}"#)
     }
 }
 

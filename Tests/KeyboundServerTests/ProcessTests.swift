@@ -8,6 +8,7 @@ import Testing
 final class ServeProcess: Sendable {
     let process: Process
     let port: UInt16
+    let client: Client
 
     static var executable: URL {
         let runner = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
@@ -27,42 +28,41 @@ final class ServeProcess: Sendable {
         process.executableURL = Self.executable
         process.arguments = ["serve", "--listen", "127.0.0.1:0"] + arguments
         process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
-        let errors = Pipe()
-        process.standardError = errors
+        // The log goes to a file that is polled: no pipe whose blocking reads could tie up the
+        // cooperative thread pool, and no pipe end another child could inherit.
+        let log = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "keybound-serve-\(UUID().uuidString).log")
+        guard FileManager.default.createFile(atPath: log.path, contents: nil) else {
+            throw TestFailure("no log file")
+        }
+        defer { try? FileManager.default.removeItem(at: log) }
+        let logHandle = try FileHandle(forWritingTo: log)
+        defer { try? logHandle.close() }
+        process.standardError = logHandle
         process.standardOutput = FileHandle.nullDevice
         try process.run()
-        // Read the JSON log until the "listening" line names the port.
-        let reader = errors.fileHandleForReading
-        let found: UInt16? = await Task.detached {
-            var buffer = Data()
-            let deadline = Date().addingTimeInterval(20)
-            while Date() < deadline {
-                let chunk = reader.availableData
-                if chunk.isEmpty { return nil }
-                buffer.append(chunk)
-                for line in String(decoding: buffer, as: UTF8.self).split(separator: "\n") {
-                    guard let value = try? JSON.parse(Data(line.utf8)),
-                        let reader = try? JSONReader(
-                            value, allowed: ["time", "level", "msg", "address", "port", "tls", "server_id"]),
-                        (try? reader.string("msg")) == "listening", let port = try? reader.integer("port")
-                    else { continue }
-                    return UInt16(port)
-                }
+        var found: UInt16?
+        for _ in 0..<400 where found == nil {
+            try await Task.sleep(nanoseconds: 50_000_000)
+            let text = (try? String(contentsOf: log, encoding: .utf8)) ?? ""
+            for line in text.split(separator: "\n") {
+                guard let value = try? JSON.parse(Data(line.utf8)),
+                    let reader = try? JSONReader(
+                        value, allowed: ["time", "level", "msg", "address", "port", "tls", "server_id"]),
+                    (try? reader.string("msg")) == "listening", let port = try? reader.integer("port")
+                else { continue }
+                found = UInt16(port)
             }
-            return nil
-        }.value
+            if !process.isRunning { break }
+        }
         guard let found else {
-            process.terminate()
+            if process.isRunning { Foundation.kill(process.processIdentifier, SIGKILL) }
             throw TestFailure("keybound serve did not start (\(Self.executable.path))")
         }
         port = found
         guard let baseURL = URL(string: "http://127.0.0.1:\(found)") else { throw TestFailure("bad URL") }
         client = Client(baseURL: baseURL)
-        // Keep draining stderr so the child never blocks on a full pipe.
-        Task.detached { while !reader.availableData.isEmpty {} }
     }
-
-    let client: Client
 
     func kill(_ signal: Int32) -> Int32 {
         Foundation.kill(process.processIdentifier, signal)
@@ -105,16 +105,7 @@ struct ProcessTests {
 
     @Test func helpAndUsageErrors() throws {
         func run(_ arguments: [String]) throws -> (Int32, String) {
-            let process = Process()
-            process.executableURL = ServeProcess.executable
-            process.arguments = arguments
-            let output = Pipe()
-            process.standardOutput = output
-            process.standardError = output
-            try process.run()
-            let data = output.fileHandleForReading.readDataToEndOfFile()
-            process.waitUntilExit()
-            return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+            try runTool(ServeProcess.executable.path, arguments)
         }
         let (status, help) = try run(["serve", "--help"])
         #expect(status == 0)
@@ -158,14 +149,28 @@ struct TLSTests {
         }
         let baseURL = try #require(live.server.baseURL)
         #expect(baseURL.scheme == "https")
-        let curl = Process()
-        curl.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
-        curl.arguments = ["-sk", "--max-time", "10", baseURL.absoluteString + "/healthz"]
-        let output = Pipe()
-        curl.standardOutput = output
-        try curl.run()
-        let data = output.fileHandleForReading.readDataToEndOfFile()
-        curl.waitUntilExit()
-        #expect(String(decoding: data, as: UTF8.self) == #"{"status":"ok"}"#)
+        let curl = try runTool(
+            "/usr/bin/curl", ["-sk", "--max-time", "10", baseURL.absoluteString + "/healthz"])
+        #expect(curl.1 == #"{"status":"ok"}"#)
     }
+}
+
+/// Runs a short-lived tool; its standard output and error go through a temporary file (no pipe).
+func runTool(_ path: String, _ arguments: [String]) throws -> (Int32, String) {
+    let output = FileManager.default.temporaryDirectory.appendingPathComponent(
+        "keybound-tool-\(UUID().uuidString)")
+    guard FileManager.default.createFile(atPath: output.path, contents: nil) else {
+        throw TestFailure("no file")
+    }
+    defer { try? FileManager.default.removeItem(at: output) }
+    let handle = try FileHandle(forWritingTo: output)
+    defer { try? handle.close() }
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: path)
+    process.arguments = arguments
+    process.standardOutput = handle
+    process.standardError = handle
+    try process.run()
+    process.waitUntilExit()
+    return (process.terminationStatus, (try? String(contentsOf: output, encoding: .utf8)) ?? "")
 }

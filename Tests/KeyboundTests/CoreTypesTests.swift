@@ -104,3 +104,20 @@ import Testing
         #expect(!KeyboundError.userFallback.isCancellation)
     }
 }
+
+@Suite struct DecodedPolicyTests {
+    @Test func aDecodedPolicyIsValidatedLikeOneMadeInCode() throws {
+        let tooLong = Data(
+            #"{"accessibility":"whenPasscodeSetThisDeviceOnly","constraints":["biometryAny"],"combination":"or","reuseDuration":1000000}"#
+                .utf8)
+        #expect(throws: KeyboundError.invalidInput) {
+            try JSONDecoder().decode(AccessPolicy.self, from: tooLong)
+        }
+        let portableBiometric = Data(
+            #"{"accessibility":"whenUnlocked","constraints":["biometryCurrentSet"],"combination":"or","reuseDuration":0}"#
+                .utf8)
+        #expect(throws: KeyboundError.invalidInput) {
+            try JSONDecoder().decode(AccessPolicy.self, from: portableBiometric)
+        }
+    }
+}

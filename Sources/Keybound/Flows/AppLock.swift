@@ -100,6 +100,11 @@ public actor AppLock {
         }
         guard state == .locked else { return }
         _ = try await verifier.verify(policy, prompt: VerificationPrompt(reason: reason))
+        // The prompt took time: a logout or the session's end while it was up wins.
+        guard state == .locked, !sessionExpired() else {
+            state = .requiresPassword
+            throw KeyboundError(.sessionExpired, message: "the session ended while the prompt was shown")
+        }
         state = .unlocked
     }
 

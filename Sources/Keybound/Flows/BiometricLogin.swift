@@ -88,10 +88,20 @@ public actor BiometricLogin {
     private let tokenName: ItemName
     private let keyName: ItemName
     private let deviceIDName: ItemName
+    private let clock: Clock
+    /// Whether this flow already follows the client's token rotation.
+    private var isKeepingRefreshTokenStored = false
 
+    /// The server's step-up window for binding a device (DESIGN: 5 minutes).
+    static let stepUpWindow: TimeInterval = 5 * 60
+
+    /// - Parameter clock: time, for payload expiry and the step-up window.
     /// - Throws: ``KeyboundError/invalidInput`` for a namespace that is not a valid item name.
-    public init(client: KeyboundClient, device: DeviceBackends, configuration: Configuration) throws {
+    public init(
+        client: KeyboundClient, device: DeviceBackends, configuration: Configuration, clock: Clock = .system
+    ) throws {
         self.client = client
+        self.clock = clock
         self.device = device
         self.configuration = configuration
         items = ProtectedStore(store: device.store, verifier: device.verifier)
@@ -107,7 +117,10 @@ public actor BiometricLogin {
     /// lockout or `usePassword`).
     @discardableResult
     public func loginWithPassword(username: String, password: String) async throws -> KeyboundClient.Session {
-        try await client.loginWithPassword(
+        // The server ends this client's previous session, whose refresh token an enabled token
+        // item holds: keep the item current, or the next biometric login would fail.
+        if configuration.mode == .token { await keepRefreshTokenStored() }
+        return try await client.loginWithPassword(
             username: username, password: password, clientID: configuration.clientID)
     }
 
@@ -162,11 +175,27 @@ public actor BiometricLogin {
             try await items.store(session.refreshToken, as: tokenName, policy: configuration.policy)
             await keepRefreshTokenStored()
         case .deviceKey:
+            // Binding needs a password login in the last 5 minutes: check before the old key is
+            // replaced, so a refused bind does not leave a key the server does not know.
+            let me = try await client.me()
+            guard me.authMethod == .password, clock.now().timeIntervalSince(me.authTime) < Self.stepUpWindow
+            else {
+                throw KeyboundError(
+                    .server, message: "binding a device needs a password login in the last 5 minutes",
+                    serverCode: ProblemCode.stepUpRequired.rawValue, recovery: .usePassword)
+            }
             let publicKey = try await keys.createKey(keyName, policy: configuration.policy)
-            let deviceID = try await client.bindDevice(
-                publicKey: publicKey, name: configuration.deviceName,
-                keyProtection: configuration.keyProtection)
-            try await items.store(deviceID, as: deviceIDName, policy: .noVerification)
+            do {
+                let deviceID = try await client.bindDevice(
+                    publicKey: publicKey, name: configuration.deviceName,
+                    keyProtection: configuration.keyProtection)
+                try await items.store(deviceID, as: deviceIDName, policy: .noVerification)
+            } catch {
+                // Leave a clean "not enabled" state rather than a key no server knows.
+                try? await keys.deleteKey(keyName)
+                try? await items.delete(deviceIDName)
+                throw error
+            }
         }
     }
 
@@ -195,7 +224,13 @@ public actor BiometricLogin {
             reason: reason ?? configuration.unlockReason, fallbackTitle: configuration.fallbackTitle)
         switch configuration.mode {
         case .token:
-            guard try await items.status(tokenName) != .absent else { throw KeyboundError.itemNotFound }
+            switch try await items.status(tokenName) {
+            case .absent: throw KeyboundError.itemNotFound
+            case .invalidated:
+                // Throws `invalidated` and removes the dead item and its marker, before any prompt.
+                _ = try await items.read(tokenName, verification: nil)
+            case .present: break
+            }
             let verification = try await device.verifier.verify(configuration.policy, prompt: prompt)
             let refreshToken = try await items.read(tokenName, as: String.self, verification: verification)
             let session = try await client.resume(refreshToken: refreshToken)
@@ -203,14 +238,18 @@ public actor BiometricLogin {
             await keepRefreshTokenStored()
             return session
         case .deviceKey:
-            if try await keys.status(keyName) == .invalidated {
+            switch try await keys.status(keyName) {
+            case .absent: throw KeyboundError.itemNotFound
+            case .invalidated:
                 // Throws `invalidated` and removes the dead key and its marker.
                 _ = try await keys.sign(Data(), with: keyName, verification: nil)
+            case .present: break
             }
             guard let deviceID = try await boundDeviceID() else { throw KeyboundError.itemNotFound }
             let challenge = try await client.loginChallenge(deviceID: deviceID)
             _ = try PayloadCheck.parse(
-                challenge.payload, purpose: .login, serverID: configuration.serverID, deviceID: deviceID)
+                challenge.payload, purpose: .login, serverID: configuration.serverID, deviceID: deviceID,
+                now: clock.now())
             let verification = try await device.verifier.verify(configuration.policy, prompt: prompt)
             let signature = try await keys.sign(challenge.payload, with: keyName, verification: verification)
             return try await client.loginWithDevice(challengeID: challenge.challengeID, signature: signature)
@@ -227,6 +266,8 @@ public actor BiometricLogin {
 
     /// Keeps the stored refresh token current when the client rotates it (token mode).
     private func keepRefreshTokenStored() async {
+        guard !isKeepingRefreshTokenStored else { return }
+        isKeepingRefreshTokenStored = true
         let items = items
         let tokenName = tokenName
         let policy = configuration.policy
@@ -258,7 +299,7 @@ public struct DeviceBackends: Sendable {
 /// Checks the server's signing payload before anything is shown or signed.
 enum PayloadCheck {
     static func parse(
-        _ bytes: Data, purpose: SigningPayload.Purpose, serverID: String, deviceID: String, now: Date = Date()
+        _ bytes: Data, purpose: SigningPayload.Purpose, serverID: String, deviceID: String, now: Date
     ) throws -> SigningPayload {
         let payload: SigningPayload
         do { payload = try SigningPayload(parsing: bytes) } catch {

@@ -29,49 +29,53 @@ extension Application {
         let accountScope = "account:" + username
         let addressScope = "address:" + context.clientAddress
 
-        // Step 1: blocked account or address? Answer 429 without looking at the password.
+        // Step 1: blocked account or address? Answer 429 from a read, without looking at the
+        // password and without writing anything: refused requests cost no commit and add no audit
+        // rows (the lockout itself was audited when the block started; metrics count the rest).
         let (user, blockedUntil) = try database.read { connection in
             let user = try connection.queryOne(
                 "SELECT id, password_hash FROM users WHERE username = ?", [.text(username)]
             ).map { (id: try $0.text(0), hash: try $0.text(1)) }
-            let blockedUntil =
-                try [accountScope, addressScope].map { scope in
-                    try connection.queryOne(
-                        "SELECT blocked_until FROM throttles WHERE scope = ?", [.text(scope)])?
-                        .integer(0) ?? 0
-                }.max() ?? 0
-            return (user, blockedUntil)
+            return (user, try block(connection, scopes: [accountScope, addressScope], now: context.now))
         }
-        if blockedUntil > context.now {
-            try database.write { connection in
-                try audit(connection, context, "throttled", method: "password", userID: user?.id)
+        if let blockedUntil { throw refuseThrottled(context, blockedUntil: blockedUntil) }
+
+        // Step 2: claim the attempt before the hash runs. One write transaction checks the block
+        // again and counts the attempt as a failure on both scopes, so of any number of requests in
+        // flight at once no more than the limit get to the hash; the rest see the block.
+        let claim: Claim
+        do {
+            claim = try database.write { connection in
+                try claimAttempt(
+                    connection, accountScope: accountScope, addressScope: addressScope, now: context.now)
             }
-            metrics.recordLogin(method: "password", outcome: "throttled")
-            throw APIError.throttled(retryAfter: (blockedUntil - context.now + 999) / 1000)
+        } catch let blocked as Blocked {
+            throw refuseThrottled(context, blockedUntil: blocked.until)
         }
 
-        // Step 2: Argon2id, outside any transaction. Unknown users cost the same hash.
+        // Step 3: Argon2id, outside any transaction. Unknown users cost the same hash.
         let valid = hasher.verify(request.password, against: user?.hash)
 
-        // Step 3: record the outcome and answer. The 401 body is the same for both failures.
+        // Step 4: answer. A failure is already counted; the 401 body is the same for both failures.
         guard valid, let user else {
             try database.write { connection in
-                let accountFailures = try recordFailure(
-                    connection, scope: accountScope, limit: configuration.accountFailureLimit, window: nil,
-                    now: context.now)
-                _ = try recordFailure(
-                    connection, scope: addressScope, limit: configuration.addressFailureLimit,
-                    window: 15 * 60 * 1000, now: context.now)
                 try audit(connection, context, "login_failed", method: "password", userID: user?.id)
-                if accountFailures == configuration.accountFailureLimit {
+                // Audited once per block, by the attempt whose failure started it.
+                if claim.account.startedBlock {
                     try audit(connection, context, "lockout", method: "password", userID: user?.id)
+                }
+                if claim.address.startedBlock {
+                    try audit(connection, context, "address_lockout", method: "password")
                 }
             }
             metrics.recordLogin(method: "password", outcome: "failure")
             throw APIError.invalidCredentials
         }
         let tokens = try database.write { connection in
+            // The right password: the account's count starts over, and the attempt claimed on the
+            // client address was no failure after all.
             try connection.execute("DELETE FROM throttles WHERE scope = ?", [.text(accountScope)])
+            try withdraw(connection, claim.address)
             // A password login lifts suspensions from repeated bad device signatures.
             try connection.execute(
                 """
@@ -85,18 +89,75 @@ extension Application {
         return .json(200, tokens)
     }
 
+    /// Failures from one client address older than this (15 minutes) are forgotten.
+    static let addressFailureWindow: Int64 = 15 * 60 * 1000
+
+    /// A block that refused an attempt.
+    private struct Blocked: Error {
+        let until: Int64
+    }
+
+    /// An attempt counted, before its password is checked, as a failure on both scopes.
+    private struct Claim {
+        let account: ThrottleCount
+        let address: ThrottleCount
+    }
+
+    /// One scope's throttle row as ``countFailure`` found and left it.
+    private struct ThrottleCount {
+        typealias Row = (failures: Int64, blockedUntil: Int64, updatedAt: Int64)
+        let scope: String
+        let before: Row?
+        let after: Row
+        /// Whether this count blocked the scope (it was not blocked before: the claim checked).
+        var startedBlock: Bool { after.blockedUntil > after.updatedAt }
+    }
+
+    /// The latest end of a block on any of `scopes`, or nil when none is blocked at `now`.
+    private func block(_ connection: any SQLConnection, scopes: [String], now: Int64) throws -> Int64? {
+        let ends = try scopes.map { scope in
+            try connection.queryOne("SELECT blocked_until FROM throttles WHERE scope = ?", [.text(scope)])?
+                .integer(0) ?? 0
+        }
+        guard let latest = ends.max(), latest > now else { return nil }
+        return latest
+    }
+
+    /// Claims an attempt in the current write transaction: checks that neither scope is blocked
+    /// and counts the attempt as a failure on both.
+    /// - Throws: ``Blocked`` when a scope is blocked (nothing is written then).
+    private func claimAttempt(
+        _ connection: any SQLConnection, accountScope: String, addressScope: String, now: Int64
+    ) throws -> Claim {
+        if let blockedUntil = try block(connection, scopes: [accountScope, addressScope], now: now) {
+            throw Blocked(until: blockedUntil)
+        }
+        return Claim(
+            account: try countFailure(
+                connection, scope: accountScope, limit: configuration.accountFailureLimit, window: nil,
+                now: now),
+            address: try countFailure(
+                connection, scope: addressScope, limit: configuration.addressFailureLimit,
+                window: Self.addressFailureWindow, now: now))
+    }
+
+    /// Counts a throttled attempt in the metrics (it writes nothing) and returns the 429.
+    private func refuseThrottled(_ context: RequestContext, blockedUntil: Int64) -> APIError {
+        metrics.recordLogin(method: "password", outcome: "throttled")
+        return APIError.throttled(retryAfter: (blockedUntil - context.now + 999) / 1000)
+    }
+
     /// Counts one more consecutive failure for `scope`; from `limit` on, blocks it with a delay
     /// that doubles with every further failure. With a `window`, failures older than it are
-    /// forgotten. Returns the new failure count.
-    private func recordFailure(
+    /// forgotten.
+    private func countFailure(
         _ connection: any SQLConnection, scope: String, limit: Int, window: Int64?, now: Int64
-    ) throws -> Int {
-        let row = try connection.queryOne(
-            "SELECT failures, blocked_until, updated_at FROM throttles WHERE scope = ?", [.text(scope)])
-        var failures = try row?.integer(0) ?? 0
-        if let window, let updated = try row?.integer(2), now - updated > window,
-            try row?.integer(1) ?? 0 <= now
-        {
+    ) throws -> ThrottleCount {
+        let before = try connection.queryOne(
+            "SELECT failures, blocked_until, updated_at FROM throttles WHERE scope = ?", [.text(scope)]
+        ).map { (failures: try $0.integer(0), blockedUntil: try $0.integer(1), updatedAt: try $0.integer(2)) }
+        var failures = before?.failures ?? 0
+        if let window, let before, now - before.updatedAt > window, before.blockedUntil <= now {
             failures = 0
         }
         failures += 1
@@ -107,7 +168,7 @@ extension Application {
                 Int64(configuration.lockoutBaseDelay) << doublings, Int64(configuration.lockoutMaximumDelay))
             blockedUntil = now + delay * 1000
         }
-        if row == nil {
+        if before == nil {
             try connection.execute(
                 "INSERT INTO throttles (scope, failures, blocked_until, updated_at) VALUES (?, ?, ?, ?)",
                 [.text(scope), .integer(failures), .integer(blockedUntil), .integer(now)])
@@ -116,6 +177,33 @@ extension Application {
                 "UPDATE throttles SET failures = ?, blocked_until = ?, updated_at = ? WHERE scope = ?",
                 [.integer(failures), .integer(blockedUntil), .integer(now), .text(scope)])
         }
-        return Int(failures)
+        return ThrottleCount(
+            scope: scope, before: before,
+            after: (failures: failures, blockedUntil: blockedUntil, updatedAt: now))
+    }
+
+    /// Takes back a failure counted by ``countFailure`` for an attempt that succeeded. When no
+    /// other attempt has counted on the scope since, the row is put back exactly as it was (so a
+    /// success neither adds to the count, nor starts a block, nor keeps old failures fresh);
+    /// otherwise only this attempt's failure is taken off.
+    private func withdraw(_ connection: any SQLConnection, _ count: ThrottleCount) throws {
+        let untouched = "scope = ? AND failures = ? AND blocked_until = ? AND updated_at = ?"
+        let key: [SQLValue] = [
+            .text(count.scope), .integer(count.after.failures), .integer(count.after.blockedUntil),
+            .integer(count.after.updatedAt),
+        ]
+        let restored: Int
+        if let before = count.before {
+            restored = try connection.execute(
+                "UPDATE throttles SET failures = ?, blocked_until = ?, updated_at = ? WHERE " + untouched,
+                [.integer(before.failures), .integer(before.blockedUntil), .integer(before.updatedAt)] + key)
+        } else {
+            restored = try connection.execute("DELETE FROM throttles WHERE " + untouched, key)
+        }
+        if restored == 0 {
+            try connection.execute(
+                "UPDATE throttles SET failures = failures - 1 WHERE scope = ? AND failures > 0",
+                [.text(count.scope)])
+        }
     }
 }

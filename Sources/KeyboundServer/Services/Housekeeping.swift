@@ -3,7 +3,14 @@ import Foundation
 extension Application {
     /// Deletes rows that can no longer matter: challenges expired over an hour ago, tokens past
     /// their expiry (a used refresh token is kept until then, for reuse detection), and throttle
-    /// entries idle for a day. Approvals and audit events are kept.
+    /// entries that block nothing and whose failures are stale. Approvals and audit events are
+    /// kept.
+    ///
+    /// A throttle entry is stale when its block has ended and it holds no failure, or, for a client
+    /// address, none within the 15-minute window (they are forgotten then anyway), or, for an
+    /// account, none for a day. Account entries get the same day whether the username exists or
+    /// not, so their lifetime does not tell which usernames exist; made-up usernames cannot
+    /// accumulate for longer than that.
     func purgeExpired() {
         let now = clock.nowMilliseconds
         do {
@@ -12,8 +19,11 @@ extension Application {
                     "DELETE FROM challenges WHERE expires_at < ?", [.integer(now - 3_600_000)])
                 try connection.execute("DELETE FROM tokens WHERE expires_at < ?", [.integer(now)])
                 try connection.execute(
-                    "DELETE FROM throttles WHERE blocked_until < ? AND updated_at < ?",
-                    [.integer(now), .integer(now - 86_400_000)])
+                    """
+                    DELETE FROM throttles WHERE blocked_until <= ? AND (failures <= 0 OR updated_at < ?
+                        OR (scope LIKE 'address:%' AND updated_at < ?))
+                    """,
+                    [.integer(now), .integer(now - 86_400_000), .integer(now - Self.addressFailureWindow)])
             }
         } catch {
             logger.log(.warning, "housekeeping failed", [("error", String(describing: error))])

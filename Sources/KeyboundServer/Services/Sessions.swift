@@ -1,5 +1,4 @@
 import Foundation
-import KeyboundCrypto
 import KeyboundWire
 
 /// The authenticated caller of a bearer request.
@@ -115,24 +114,26 @@ extension Application {
         guard parts.count == 2, parts[0].lowercased() == "bearer" else { throw APIError.tokenInvalid }
         let token = parts[1].trimmingCharacters(in: .whitespaces)
         guard (16...128).contains(token.utf8.count) else { throw APIError.tokenInvalid }
+        // Looked up by SHA-256(token), a preimage-resistant index key: the lookup's timing can at
+        // most leak a prefix of a stored hash, which does not help to find a token for it. That is
+        // what makes the check timing-safe; a comparison after `WHERE t.hash = ?` would add nothing.
         let hash = TokenHash.of(token)
         let row = try database.read { connection in
             try connection.queryOne(
                 """
-                SELECT t.hash, t.expires_at, s.id, s.user_id, s.client_id, s.device_id, s.auth_method,
+                SELECT t.expires_at, s.id, s.user_id, s.client_id, s.device_id, s.auth_method,
                     s.auth_time, s.revoked_at, u.username
                 FROM tokens t JOIN sessions s ON s.id = t.session_id JOIN users u ON u.id = s.user_id
                 WHERE t.hash = ? AND t.kind = 'access'
                 """, [.text(hash)])
         }
-        guard let row, ConstantTime.equals(Data(try row.text(0).utf8), Data(hash.utf8)),
-            try row.integer(1) > context.now, try row.optionalInteger(8) == nil,
-            let method = AuthMethod(rawValue: try row.text(6))
+        guard let row, try row.integer(0) > context.now, try row.optionalInteger(7) == nil,
+            let method = AuthMethod(rawValue: try row.text(5))
         else { throw APIError.tokenInvalid }
         return Caller(
-            sessionID: try row.text(2), userID: try row.text(3), username: try row.text(9),
-            clientID: try row.text(4),
-            deviceID: try row.optionalText(5), authMethod: method, authTime: try row.integer(7))
+            sessionID: try row.text(1), userID: try row.text(2), username: try row.text(8),
+            clientID: try row.text(3),
+            deviceID: try row.optionalText(4), authMethod: method, authTime: try row.integer(6))
     }
 
     // MARK: Handlers
@@ -140,21 +141,21 @@ extension Application {
     func refresh(_ context: RequestContext) throws -> HTTPResponse {
         let request = try context.decode(RefreshRequest.self)
         guard (16...128).contains(request.refreshToken.utf8.count) else { throw APIError.tokenInvalid }
+        // Looked up by SHA-256(token), which keeps the lookup timing-safe (see `authenticate`).
         let hash = TokenHash.of(request.refreshToken)
         let result: Result<TokenResponse, APIError> = try database.write { connection in
             guard
                 let row = try connection.queryOne(
                     """
-                    SELECT t.hash, t.expires_at, t.used_at, s.id, s.user_id, s.revoked_at
+                    SELECT t.expires_at, t.used_at, s.id, s.user_id, s.revoked_at
                     FROM tokens t JOIN sessions s ON s.id = t.session_id
                     WHERE t.hash = ? AND t.kind = 'refresh'
-                    """, [.text(hash)]),
-                ConstantTime.equals(Data(try row.text(0).utf8), Data(hash.utf8))
+                    """, [.text(hash)])
             else { return .failure(.tokenInvalid) }
-            let sessionID = try row.text(3)
-            let userID = try row.text(4)
-            guard try row.optionalInteger(5) == nil else { return .failure(.tokenInvalid) }
-            if try row.optionalInteger(2) != nil {
+            let sessionID = try row.text(2)
+            let userID = try row.text(3)
+            guard try row.optionalInteger(4) == nil else { return .failure(.tokenInvalid) }
+            if try row.optionalInteger(1) != nil {
                 // Reuse of a rotated refresh token: someone else has a copy. End the whole family.
                 try revokeSessions(
                     connection, where: "id = ?", [.text(sessionID)], reason: "refresh_reuse", now: context.now
@@ -163,7 +164,7 @@ extension Application {
                 metrics.recordLogin(method: "refresh", outcome: "reuse")
                 return .failure(.tokenInvalid)
             }
-            guard try row.integer(1) > context.now else { return .failure(.tokenInvalid) }
+            guard try row.integer(0) > context.now else { return .failure(.tokenInvalid) }
             let changed = try connection.execute(
                 "UPDATE tokens SET used_at = ? WHERE hash = ? AND used_at IS NULL",
                 [.integer(context.now), .text(hash)])

@@ -20,6 +20,6 @@ enum SecureRandomBytes {
 /// Token hashing: tokens are stored only as SHA-256 hashes (hex).
 enum TokenHash {
     static func of(_ token: String) -> String {
-        Digest.sha256(Data(token.utf8)).map { String(format: "%02x", $0) }.joined()
+        Hex.encode(Digest.sha256(Data(token.utf8)))
     }
 }

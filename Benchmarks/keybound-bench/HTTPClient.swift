@@ -1,0 +1,172 @@
+import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// A failure of the benchmark's HTTP client.
+struct HTTPClientError: Error, CustomStringConvertible {
+    let description: String
+}
+
+/// One response: status and body.
+struct HTTPResult {
+    let status: Int
+    let body: Data
+}
+
+/// A minimal HTTP/1.1 keep-alive client over one POSIX socket to 127.0.0.1.
+///
+/// It exists because URLSession on Linux is slow enough to dominate the server it would
+/// measure. It writes a request with one `send`, reads exactly `Content-Length` bytes back and
+/// keeps the connection open; after any I/O error it reconnects on the next request. Not
+/// thread-safe: each load thread owns one.
+final class HTTPConnection {
+    private let port: UInt16
+    private var socketDescriptor: Int32 = -1
+    private var received: [UInt8] = []
+    private var chunk = [UInt8](repeating: 0, count: 64 * 1024)
+
+    init(port: UInt16) throws {
+        self.port = port
+        try open()
+    }
+
+    deinit { disconnect() }
+
+    private func open() throws {
+        #if canImport(Glibc)
+            let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        #else
+            let descriptor = socket(AF_INET, SOCK_STREAM, 0)
+        #endif
+        guard descriptor >= 0 else { throw HTTPClientError(description: "socket: errno \(errno)") }
+        var one: Int32 = 1
+        _ = setsockopt(descriptor, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
+        // Nothing may hang the benchmark: a stalled server fails the request after 10 s.
+        var timeout = timeval(tv_sec: 10, tv_usec: 0)
+        _ = setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        _ = setsockopt(descriptor, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = port.bigEndian
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let status = withUnsafePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
+        }
+        guard status == 0 else {
+            let code = errno
+            close(descriptor)
+            throw HTTPClientError(description: "connect 127.0.0.1:\(port): errno \(code)")
+        }
+        socketDescriptor = descriptor
+        received.removeAll(keepingCapacity: true)
+    }
+
+    private func disconnect() {
+        if socketDescriptor >= 0 { close(socketDescriptor) }
+        socketDescriptor = -1
+    }
+
+    /// Sends one request and waits for its response.
+    func send(_ method: String, _ path: String, body: Data? = nil, bearer: String? = nil) throws -> HTTPResult
+    {
+        if socketDescriptor < 0 { try open() }
+        var head = "\(method) \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: application/json\r\n"
+        if let bearer { head += "Authorization: Bearer \(bearer)\r\n" }
+        if let body { head += "Content-Type: application/json\r\nContent-Length: \(body.count)\r\n" }
+        head += "\r\n"
+        var bytes = Array(head.utf8)
+        if let body { bytes.append(contentsOf: body) }
+        do {
+            try write(bytes)
+            return try readResponse()
+        } catch {
+            disconnect()
+            throw error
+        }
+    }
+
+    private func write(_ bytes: [UInt8]) throws {
+        #if canImport(Glibc)
+            let flags = Int32(MSG_NOSIGNAL)
+        #else
+            let flags: Int32 = 0
+        #endif
+        var offset = 0
+        while offset < bytes.count {
+            let sent = bytes.withUnsafeBytes { buffer in
+                systemSend(socketDescriptor, buffer.baseAddress! + offset, buffer.count - offset, flags)
+            }
+            guard sent > 0 else { throw HTTPClientError(description: "send: errno \(errno)") }
+            offset += sent
+        }
+    }
+
+    private func receiveMore() throws {
+        let count = chunk.withUnsafeMutableBytes { buffer in
+            recv(socketDescriptor, buffer.baseAddress, buffer.count, 0)
+        }
+        guard count > 0 else {
+            throw HTTPClientError(description: count == 0 ? "connection closed" : "recv: errno \(errno)")
+        }
+        received.append(contentsOf: chunk[0..<count])
+    }
+
+    /// The index of the blank line ending the header, if it has arrived.
+    private func headerEnd() -> Int? {
+        guard received.count >= 4 else { return nil }
+        for index in 0...(received.count - 4)
+        where received[index] == 13 && received[index + 1] == 10 && received[index + 2] == 13
+            && received[index + 3] == 10
+        {
+            return index
+        }
+        return nil
+    }
+
+    private func readResponse() throws -> HTTPResult {
+        var end = headerEnd()
+        while end == nil {
+            try receiveMore()
+            end = headerEnd()
+        }
+        guard let end else { throw HTTPClientError(description: "no header") }
+        let header = String(decoding: received[0..<end], as: UTF8.self)
+        let lines = header.split(separator: "\r\n", omittingEmptySubsequences: false)
+        let statusParts = lines.first?.split(separator: " ") ?? []
+        guard statusParts.count >= 2, statusParts[0].hasPrefix("HTTP/1."), let status = Int(statusParts[1])
+        else {
+            throw HTTPClientError(description: "bad status line")
+        }
+        var contentLength = 0
+        var closes = false
+        for line in lines.dropFirst() {
+            guard let colon = line.firstIndex(of: ":") else { continue }
+            let name = line[..<colon].lowercased()
+            let value = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+            switch name {
+            case "content-length": contentLength = Int(value) ?? 0
+            case "connection": closes = value.lowercased() == "close"
+            case "transfer-encoding":
+                throw HTTPClientError(description: "chunked responses are not supported")
+            default: break
+            }
+        }
+        let total = end + 4 + contentLength
+        while received.count < total { try receiveMore() }
+        let body = Data(received[(end + 4)..<total])
+        received.removeFirst(total)
+        if closes { disconnect() }
+        return HTTPResult(status: status, body: body)
+    }
+}
+
+/// The C `send`, which the method of the same name hides inside ``HTTPConnection``.
+private func systemSend(_ socket: Int32, _ bytes: UnsafeRawPointer, _ count: Int, _ flags: Int32) -> Int {
+    send(socket, bytes, count, flags)
+}

@@ -1,0 +1,98 @@
+import Foundation
+import KeyboundServer
+
+/// Command-line options.
+struct BenchOptions {
+    var quick = false
+    var json = false
+    var help = false
+    /// Client threads (connections) for device logins and the read comparison.
+    var concurrency = 8
+    /// Durability of the main measurements; the other mode is measured briefly beside it.
+    var synchronous: SQLiteSynchronous = .full
+    /// Users for the growth measurement (default 1M, 100k with --quick).
+    var growthUsers: Int?
+    /// Live sessions for the idle memory measurement.
+    var sessions = 100_000
+
+    static let usage = """
+        usage: keybound-bench [--quick] [--json] [--concurrency N] [--sqlite-synchronous full|normal]
+                              [--growth-users N] [--sessions N]
+
+          Measures the performance targets of DESIGN.md against an in-process server on 127.0.0.1
+          in one run (about 50 s; --quick about 18 s) and prints each as a ratio with PASS/FAIL.
+          --json                  one JSON object on standard output instead of the table
+          --concurrency N         client connections for device logins and reads (default 8)
+          --sqlite-synchronous M  durability of the main runs (default full, the server's default);
+                                  the growth comparison always runs at normal and also gives the
+                                  device-login rate at normal
+          --growth-users N        users for the growth measurement (default 1000000; 100000 with --quick)
+          --sessions N            live sessions for the idle memory measurement (default 100000)
+        """
+
+    struct Invalid: Error, CustomStringConvertible {
+        let description: String
+    }
+
+    static func parse(_ arguments: [String]) throws -> BenchOptions {
+        var options = BenchOptions()
+        var remaining = arguments[...]
+        func value(_ name: String) throws -> String {
+            guard let next = remaining.popFirst() else { throw Invalid(description: "\(name) needs a value") }
+            return next
+        }
+        func count(_ name: String, _ range: ClosedRange<Int>) throws -> Int {
+            let text = try value(name)
+            guard let number = Int(text), range.contains(number) else {
+                throw Invalid(description: "\(name) must be a whole number in \(range)")
+            }
+            return number
+        }
+        while let argument = remaining.popFirst() {
+            switch argument {
+            case "--quick": options.quick = true
+            case "--json": options.json = true
+            case "-h", "--help": options.help = true
+            case "--concurrency": options.concurrency = try count(argument, 1...256)
+            case "--growth-users": options.growthUsers = try count(argument, 1000...10_000_000)
+            case "--sessions": options.sessions = try count(argument, 0...10_000_000)
+            case "--sqlite-synchronous":
+                let text = try value(argument)
+                guard let mode = SQLiteSynchronous(rawValue: text) else {
+                    throw Invalid(description: "--sqlite-synchronous is full or normal")
+                }
+                options.synchronous = mode
+            default: throw Invalid(description: "unknown argument \(argument)")
+            }
+        }
+        return options
+    }
+}
+
+/// How long each measurement runs, in seconds.
+struct Durations {
+    let verify: Double
+    let argon2: Double
+    let warmup: Double
+    let deviceLogins: Double
+    let reads: Double
+    let growthRounds: Int
+    let growthRoundSeconds: Double
+    let passwordLogins: Double
+    let growthSeedBudget: Double
+    let growthUsers: Int
+
+    init(_ options: BenchOptions) {
+        if options.quick {
+            (verify, argon2, warmup, deviceLogins, reads, passwordLogins, growthSeedBudget) =
+                (1, 0.4, 0.2, 1.5, 1, 1.5, 4)
+            (growthRounds, growthRoundSeconds) = (2, 0.75)
+            growthUsers = options.growthUsers ?? 100_000
+        } else {
+            (verify, argon2, warmup, deviceLogins, reads, passwordLogins, growthSeedBudget) =
+                (2, 1.5, 0.3, 4, 2, 4, 20)
+            (growthRounds, growthRoundSeconds) = (3, 1.5)
+            growthUsers = options.growthUsers ?? 1_000_000
+        }
+    }
+}

@@ -1,0 +1,336 @@
+import Foundation
+import KeyboundServer
+
+struct MemoryNumbers {
+    let sessions: Int
+    let seedSeconds: Double
+    let beforeServerMiB: Double
+    let idleMiB: Double
+    let peakMiB: Double
+    let hashingConcurrency: Int
+    let argon2MiB: Double
+
+    static let idleBudgetMiB = 64.0
+    /// "Bounded": the peak may exceed idle by at most twice the memory of the hashes the server
+    /// lets run at once.
+    var growthBudgetMiB: Double { 2 * Double(hashingConcurrency) * argon2MiB }
+}
+
+struct PasswordNumbers {
+    let result: LoadResult
+    let clients: Int
+    let verifySeconds: Double
+    let cores: Int
+    /// Argon2id verifies per second measured with every core hashing at once.
+    let allCoresHashes: Double
+
+    var ceiling: Double { Double(cores) / verifySeconds }
+}
+
+struct DeviceNumbers {
+    let result: LoadResult
+    let clients: Int
+    let users: Int
+    let synchronous: SQLiteSynchronous
+    let verifiesPerSecond: Double
+
+    var ratio: Double { result.perSecond / verifiesPerSecond }
+}
+
+struct ReadNumbers {
+    let health: LoadResult
+    let me: LoadResult
+    let clients: Int
+}
+
+struct GrowthNumbers {
+    let small: LoadResult
+    let smallUsers: Int
+    let large: LoadResult
+    let largeUsers: Int
+    let wantedUsers: Int
+    let seedSeconds: Double
+    let synchronous: SQLiteSynchronous
+}
+
+/// One line of the verdict table.
+struct Verdict {
+    /// The target's number in DESIGN.md's list (`4a`, `4b` for the two memory bounds).
+    let number: String
+    let id: String
+    let title: String
+    let ratio: Double
+    /// `>=` or `<=`.
+    let comparison: String
+    let target: Double
+    let stretch: Double?
+    let details: [String]
+    let numbers: [String: Any]
+
+    var pass: Bool { comparison == ">=" ? ratio >= target : ratio <= target }
+    var stretchPass: Bool? { stretch.map { ratio >= $0 } }
+}
+
+struct Report {
+    struct Raw {
+        var verifiesPerSecond = 0.0
+        var argon2: (parameters: Argon2Parameters, seconds: Double, samples: Int, allCoresPerSecond: Double)?
+    }
+
+    let options: BenchOptions
+    let cores: Int
+    var raw = Raw()
+    var memory: MemoryNumbers?
+    var passwordLogins: PasswordNumbers?
+    var deviceLogins: DeviceNumbers?
+    var otherMode: DeviceNumbers?
+    var reads: ReadNumbers?
+    var growth: GrowthNumbers?
+    var totalSeconds = 0.0
+
+    init(options: BenchOptions, cores: Int) {
+        self.options = options
+        self.cores = cores
+    }
+
+    static let client =
+        "raw HTTP/1.1 keep-alive over POSIX sockets (one thread and one connection per client)"
+
+    #if DEBUG
+        static let build = "debug (numbers are NOT meaningful: use -c release)"
+    #else
+        static let build = "release"
+    #endif
+
+    private func failures(_ result: LoadResult) -> String {
+        guard result.failed > 0 else { return "0 failed" }
+        return "\(result.failed) FAILED (first: \(result.firstError ?? "?"))"
+    }
+
+    private func latency(_ result: LoadResult) -> String {
+        "p50 \(f(result.percentile(0.5), 2)) ms, p99 \(f(result.percentile(0.99), 2)) ms"
+    }
+
+    var verdicts: [Verdict] {
+        var verdicts: [Verdict] = []
+        if let device = deviceLogins {
+            var details = [
+                "\(f(device.result.perSecond, 0)) logins/s (POST /v1/challenges + P-256 sign + POST /v1/sessions/device)"
+                    + " vs \(f(raw.verifiesPerSecond, 0)) raw verifies/s",
+                "\(device.clients) clients, \(device.users) users, SQLite synchronous=\(device.synchronous.rawValue), "
+                    + "\(latency(device.result)), \(failures(device.result))",
+            ]
+            if let other = otherMode {
+                details.append(
+                    "synchronous=\(other.synchronous.rawValue): \(f(other.result.perSecond, 0)) logins/s = "
+                        + "\(f(other.ratio, 3)) x verifies, \(latency(other.result)), \(failures(other.result))"
+                )
+            }
+            var numbers: [String: Any] = [
+                "logins_per_second": device.result.perSecond, "verifies_per_second": raw.verifiesPerSecond,
+                "clients": device.clients, "users": device.users,
+                "sqlite_synchronous": device.synchronous.rawValue,
+                "p50_ms": device.result.percentile(0.5), "p99_ms": device.result.percentile(0.99),
+                "failed": device.result.failed, "seconds": device.result.window,
+            ]
+            if let other = otherMode {
+                numbers["other_mode"] = [
+                    "sqlite_synchronous": other.synchronous.rawValue,
+                    "logins_per_second": other.result.perSecond,
+                    "ratio": other.ratio, "p99_ms": other.result.percentile(0.99),
+                    "failed": other.result.failed,
+                    "seconds": other.result.window,
+                ]
+            }
+            verdicts.append(
+                Verdict(
+                    number: "1", id: "device_login",
+                    title: "device-key logins/s / raw P-256 verifies/s (1 core)",
+                    ratio: device.ratio, comparison: ">=", target: 0.5, stretch: 0.8, details: details,
+                    numbers: numbers))
+        }
+        if let reads {
+            let ratio = reads.health.perSecond > 0 ? reads.me.perSecond / reads.health.perSecond : 0
+            verdicts.append(
+                Verdict(
+                    number: "2", id: "me_vs_healthz", title: "GET /v1/me per s / GET /healthz per s",
+                    ratio: ratio,
+                    comparison: ">=", target: 0.6, stretch: nil,
+                    details: [
+                        "/v1/me \(f(reads.me.perSecond, 0))/s (\(latency(reads.me)), \(failures(reads.me))); "
+                            + "/healthz \(f(reads.health.perSecond, 0))/s (\(latency(reads.health)), "
+                            + "\(failures(reads.health))); \(reads.clients) clients, same server"
+                    ],
+                    numbers: [
+                        "me_per_second": reads.me.perSecond, "healthz_per_second": reads.health.perSecond,
+                        "clients": reads.clients, "me_p99_ms": reads.me.percentile(0.99),
+                        "healthz_p99_ms": reads.health.percentile(0.99),
+                        "failed": reads.me.failed + reads.health.failed,
+                    ]))
+        }
+        if let password = passwordLogins {
+            let ratio = password.result.perSecond / password.ceiling
+            verdicts.append(
+                Verdict(
+                    number: "3", id: "password_login",
+                    title: "password logins/s / (cores / one Argon2id verify)",
+                    ratio: ratio,
+                    comparison: ">=", target: 0.8, stretch: nil,
+                    details: [
+                        "\(f(password.result.perSecond, 1)) logins/s with \(password.clients) clients; "
+                            + "\(password.cores) cores / \(f(password.verifySeconds * 1000, 1)) ms = "
+                            + "\(f(password.ceiling, 1))/s; \(latency(password.result)), \(failures(password.result))",
+                        "for reference: Argon2id alone on all \(password.cores) cores at once gave "
+                            + "\(f(password.allCoresHashes, 1))/s here, so the server reached "
+                            + "\(f(password.result.perSecond / password.allCoresHashes, 2)) of what the hashing allows",
+                    ],
+                    numbers: [
+                        "logins_per_second": password.result.perSecond,
+                        "ceiling_per_second": password.ceiling,
+                        "argon2id_verify_ms": password.verifySeconds * 1000, "cores": password.cores,
+                        "clients": password.clients, "failed": password.result.failed,
+                        "argon2id_all_cores_per_second": password.allCoresHashes,
+                        "seconds": password.result.window,
+                    ]))
+        }
+        if let memory {
+            verdicts.append(
+                Verdict(
+                    number: "4a", id: "memory_idle",
+                    title: "idle RSS with \(memory.sessions) sessions / 64 MiB",
+                    ratio: memory.idleMiB / MemoryNumbers.idleBudgetMiB, comparison: "<=", target: 1,
+                    stretch: nil,
+                    details: [
+                        "\(f(memory.idleMiB, 1)) MiB VmRSS of the whole bench process (server in-process; "
+                            + "\(f(memory.beforeServerMiB, 1)) MiB before the server started)",
+                        "sessions (one user, session, access and refresh token each) seeded straight into "
+                            + "SQLite in \(f(memory.seedSeconds, 1)) s; 100 seeded tokens checked with GET /v1/me",
+                    ],
+                    numbers: [
+                        "idle_mib": memory.idleMiB, "before_server_mib": memory.beforeServerMiB,
+                        "sessions": memory.sessions, "seed_seconds": memory.seedSeconds,
+                    ]))
+            verdicts.append(
+                Verdict(
+                    number: "4b", id: "memory_peak",
+                    title: "RSS growth under 64 password logins / (hashing slots x Argon2 m)",
+                    ratio: (memory.peakMiB - memory.idleMiB) / (memory.growthBudgetMiB / 2), comparison: "<=",
+                    target: 2, stretch: nil,
+                    details: [
+                        "peak \(f(memory.peakMiB, 1)) MiB = idle + \(f(memory.peakMiB - memory.idleMiB, 1)) MiB; "
+                            + "\(memory.hashingConcurrency) hashes at once x \(f(memory.argon2MiB, 0)) MiB "
+                            + "(bounded = growth at most twice that)"
+                    ],
+                    numbers: [
+                        "peak_mib": memory.peakMiB, "idle_mib": memory.idleMiB,
+                        "hashing_concurrency": memory.hashingConcurrency, "argon2_mib": memory.argon2MiB,
+                    ]))
+        }
+        if let growth {
+            let small = growth.small.percentile(0.99)
+            let large = growth.large.percentile(0.99)
+            var details = [
+                "p99 \(f(large, 2)) ms at \(growth.largeUsers) users vs \(f(small, 2)) ms at \(growth.smallUsers) users; "
+                    + "\(f(growth.large.perSecond, 0)) vs \(f(growth.small.perSecond, 0)) logins/s, "
+                    + "\(failures(growth.large))",
+                "both at synchronous=\(growth.synchronous.rawValue), alternating rounds, \(f(growth.large.window, 1)) s "
+                    + "each; users with a bound device each, seeded straight into SQLite in \(f(growth.seedSeconds, 1)) s",
+            ]
+            let smallMedian = growth.small.percentile(0.5)
+            let largeMedian = growth.large.percentile(0.5)
+            details.append(
+                "p50 \(f(largeMedian, 2)) vs \(f(smallMedian, 2)) ms (ratio \(f(smallMedian > 0 ? largeMedian / smallMedian : 0, 2))); "
+                    + "p99 here is set by WAL checkpoint syncs, see the per-round lines on stderr")
+            if growth.largeUsers < growth.wantedUsers {
+                details.append(
+                    "ONLY \(growth.largeUsers) of \(growth.wantedUsers) users: seeding hit its time bound")
+            }
+            verdicts.append(
+                Verdict(
+                    number: "5", id: "growth",
+                    title: "device-login p99 at \(growth.largeUsers) users / at \(growth.smallUsers)",
+                    ratio: small > 0 ? large / small : 0, comparison: "<=", target: 2, stretch: nil,
+                    details: details,
+                    numbers: [
+                        "large_users": growth.largeUsers, "wanted_users": growth.wantedUsers,
+                        "large_p50_ms": growth.large.percentile(0.5),
+                        "small_p50_ms": growth.small.percentile(0.5),
+                        "small_users": growth.smallUsers, "large_p99_ms": large, "small_p99_ms": small,
+                        "large_logins_per_second": growth.large.perSecond, "seed_seconds": growth.seedSeconds,
+                        "failed": growth.large.failed, "sqlite_synchronous": growth.synchronous.rawValue,
+                    ]))
+        }
+        return verdicts
+    }
+
+    var text: String {
+        var lines = [
+            "keybound-bench: \(Report.build) build, \(cores) cores, server in-process on 127.0.0.1",
+            "client: \(Report.client)",
+            "",
+            "raw costs (same run)",
+            "  P-256 verify, one core (KeyboundCrypto P256PublicKey.isValidSignature): "
+                + "\(f(raw.verifiesPerSecond, 0))/s",
+        ]
+        if let argon2 = raw.argon2 {
+            lines.append(
+                "  Argon2id verify, libsodium, m=\(argon2.parameters.memoryKiB) KiB t=\(argon2.parameters.iterations) "
+                    + "p=1 (server default): \(f(argon2.seconds * 1000, 1)) ms (median of \(argon2.samples)); "
+                    + "on all \(cores) cores at once: \(f(argon2.allCoresPerSecond, 1))/s")
+        }
+        lines += ["", "targets"]
+        for verdict in verdicts {
+            var result = verdict.pass ? "PASS" : "FAIL"
+            if let stretch = verdict.stretch, let reached = verdict.stretchPass {
+                result +=
+                    reached
+                    ? " (stretch \(f(stretch, 1)) reached)" : " (stretch \(f(stretch, 1)) not reached)"
+            }
+            lines.append(
+                "  \(verdict.number). \(verdict.title): \(f(verdict.ratio, 3))  target \(verdict.comparison) "
+                    + "\(f(verdict.target, 1))  \(result)")
+            lines += verdict.details.map { "       " + $0 }
+        }
+        let passed = verdicts.filter(\.pass).count
+        lines += ["", "\(passed) of \(verdicts.count) targets pass; whole run \(f(totalSeconds, 1)) s"]
+        return lines.joined(separator: "\n")
+    }
+
+    var json: String {
+        var object: [String: Any] = [
+            "build": Report.build, "cores": cores, "client": Report.client, "quick": options.quick,
+            "concurrency": options.concurrency, "sqlite_synchronous": options.synchronous.rawValue,
+            "total_seconds": totalSeconds,
+            "raw": [
+                "p256_verifies_per_second_one_core": raw.verifiesPerSecond,
+                "argon2id_verify_ms": (raw.argon2?.seconds ?? 0) * 1000,
+                "argon2id_memory_kib": raw.argon2?.parameters.memoryKiB ?? 0,
+                "argon2id_iterations": raw.argon2?.parameters.iterations ?? 0,
+                "argon2id_verifies_per_second_all_cores": raw.argon2?.allCoresPerSecond ?? 0,
+            ],
+        ]
+        object["targets"] = verdicts.map { verdict -> [String: Any] in
+            var entry: [String: Any] = [
+                "id": verdict.id, "number": verdict.number, "title": verdict.title, "ratio": verdict.ratio,
+                "target": "\(verdict.comparison) \(verdict.target)", "pass": verdict.pass,
+                "numbers": verdict.numbers,
+                "details": verdict.details,
+            ]
+            if let stretch = verdict.stretch {
+                entry["stretch"] = stretch
+                entry["stretch_pass"] = verdict.stretchPass ?? false
+            }
+            return entry
+        }
+        guard
+            let data = try? JSONSerialization.data(
+                withJSONObject: object, options: [.prettyPrinted, .sortedKeys])
+        else { return "{}" }
+        return String(decoding: data, as: UTF8.self)
+    }
+}
+
+/// `value` with `digits` decimals.
+func f(_ value: Double, _ digits: Int) -> String {
+    String(format: "%.\(digits)f", value)
+}

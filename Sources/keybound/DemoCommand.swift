@@ -1,0 +1,401 @@
+import Foundation
+import Keybound
+import KeyboundEmulator
+import KeyboundServer
+import KeyboundWire
+
+/// `keybound demo`: the whole story, end to end, against a real server on loopback and an
+/// emulated Face ID device. Every step's outcome is checked; the exit status is 1 if any step
+/// does not turn out as narrated.
+enum DemoCommand {
+    static let usage = """
+        usage: keybound demo [--json] [--keep-database]
+
+        Starts the Keybound server in-process on a free loopback port with a temporary SQLite
+        database (production Argon2id settings), creates an emulated Face ID device, and runs
+        every story: password login, biometric login, device-key login, a what-you-see-is-what-
+        you-sign approval with replay and tampering refused, app lock, enrollment change and
+        re-enrollment, lockout and recovery by passcode.
+
+          --json           print the transcript as JSON lines
+          --keep-database  keep the SQLite file and print its path
+        """
+
+    static func run(_ raw: [String]) async -> Int32 {
+        var arguments: Arguments
+        do {
+            arguments = try Arguments(raw, flagNames: ["json", "help", "keep-database"])
+            if arguments.flag("help") {
+                print(usage)
+                return 0
+            }
+            guard arguments.positionals.isEmpty else { throw UsageError("demo takes no arguments") }
+        } catch {
+            printError("keybound demo: \(error)\n\(usage)")
+            return 2
+        }
+        let json = arguments.flag("json")
+        let keepDatabase = arguments.flag("keep-database")
+        do { try arguments.finish() } catch {
+            printError("keybound demo: \(error)")
+            return 2
+        }
+        let narrator = Narrator(json: json)
+        do {
+            try await DemoStory(narrator: narrator, keepDatabase: keepDatabase).run()
+            narrator.finish(failed: nil)
+            return 0
+        } catch {
+            narrator.finish(failed: error)
+            return 1
+        }
+    }
+}
+
+/// A step that did not turn out as narrated.
+struct DemoFailure: Error, CustomStringConvertible {
+    let description: String
+}
+
+/// Prints the story as text, or as JSON lines.
+final class Narrator: @unchecked Sendable {
+    // Only used from the demo's single sequential task.
+    private let json: Bool
+    private var chapter = ""
+    private var stepCount = 0
+    private let started = Date()
+
+    init(json: Bool) { self.json = json }
+
+    func chapter(_ title: String) {
+        chapter = title
+        if json {
+            emit(["event": "chapter", "title": title])
+        } else {
+            print("\n== \(title)")
+        }
+    }
+
+    func step(_ action: String, _ outcome: String) {
+        stepCount += 1
+        if json {
+            emit([
+                "event": "step", "chapter": chapter, "step": stepCount, "action": action, "outcome": outcome,
+                "ok": true,
+            ])
+        } else {
+            print("  \(String(format: "%2d", stepCount)). \(action)\n      ✔ \(outcome)")
+        }
+    }
+
+    func note(_ text: String) {
+        if json { emit(["event": "note", "text": text]) } else { print("      \(text)") }
+    }
+
+    func finish(failed: (any Error)?) {
+        let seconds = String(format: "%.1f", Date().timeIntervalSince(started))
+        if json {
+            var object: [String: Any] = [
+                "event": "end", "ok": failed == nil, "steps": stepCount, "seconds": seconds,
+            ]
+            if let failed { object["error"] = "\(failed)" }
+            emit(object)
+        } else if let failed {
+            print("\n✘ The story did not turn out as narrated: \(failed)")
+        } else {
+            print("\n✔ All \(stepCount) steps turned out as narrated (\(seconds) s).")
+        }
+        fflush(nil)
+    }
+
+    private func emit(_ object: [String: Any]) {
+        if let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]) {
+            print(String(decoding: data, as: UTF8.self))
+        }
+    }
+}
+
+/// The stories of DESIGN.md, in order, each outcome checked.
+struct DemoStory {
+    let narrator: Narrator
+    let keepDatabase: Bool
+
+    private let username = "ada"
+    private let password = "correct horse battery staple"
+    private let recipient = "0x12a4c8b2e19d7f3a5c6b8e0d4f2a1b3c9d7e5fef"
+
+    func run() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "keybound-demo-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { if !keepDatabase { try? FileManager.default.removeItem(at: directory) } }
+        let databasePath = directory.appendingPathComponent("keybound.sqlite").path
+
+        var configuration = Configuration()  // production defaults: OWASP Argon2id, 15 min tokens
+        configuration.port = 0
+        configuration.databaseURL = "sqlite:" + databasePath
+        configuration.serverID = "demo.keybound.local"
+        configuration.log = .discard
+        let server = try Server(configuration: configuration)
+        try server.start()
+        defer { server.stop() }
+        guard let baseURL = server.baseURL else {
+            throw DemoFailure(description: "the server has no address")
+        }
+
+        narrator.chapter("Setting the scene")
+        narrator.step(
+            "Start the Keybound server in-process",
+            "listening on \(baseURL.absoluteString), SQLite at \(keepDatabase ? databasePath : "a temporary file")"
+        )
+        let device = try EmulatedDevice(biometry: .faceID, passcode: "123456", enrolledIdentities: 1)
+        narrator.step("Create an emulated iPhone", "Face ID, passcode set, one face enrolled")
+
+        let tokenLogin = try flow(.token, baseURL: baseURL, device: device)
+        try await passwordAndBiometricLogin(tokenLogin, device: device, baseURL: baseURL)
+        let (keyLogin, deviceID) = try await deviceBinding(device: device, baseURL: baseURL)
+        try await approval(keyLogin, device: device, deviceID: deviceID)
+        try await appLock(device: device)
+        try await enrollmentChange(
+            tokenLogin: tokenLogin, keyLogin: keyLogin, device: device, oldDeviceID: deviceID)
+        try await lockout(keyLogin, device: device, baseURL: baseURL)
+    }
+
+    // MARK: - Stories
+
+    /// Stories 1 (biometric login with a stored token) and 6's cancel and fallback branches.
+    private func passwordAndBiometricLogin(_ login: BiometricLogin, device: EmulatedDevice, baseURL: URL)
+        async throws
+    {
+        narrator.chapter("1. Password login, then biometric login with a stored token")
+        let userID = try await login.client.createAccount(username: username, password: password)
+        narrator.step("Create the account '\(username)'", "user \(userID.prefix(8))…")
+        try await login.loginWithPassword(username: username, password: password)
+        let me = try await login.client.me()
+        try check(me.authMethod == .password, "the session should come from the password")
+        narrator.step("Log in with the password", "session \(me.sessionID.prefix(8))…, auth_method password")
+        try check(try await login.state() == .notEnabled, "biometric login should be off")
+        try await login.enable()
+        try check(try await login.state() == .enabled(.faceID), "biometric login should be on")
+        narrator.step(
+            "The user says yes to Face ID: the refresh token goes into a biometryCurrentSet item",
+            "enabled; the login screen now shows 'Log in with Face ID'")
+
+        // A relaunch: a new client with no session; the token item is all there is.
+        let relaunched = try flow(.token, baseURL: baseURL, device: device)
+        try await expectError(.userCancel, "Relaunch; the user dismisses the Face ID prompt") {
+            try await relaunched.unlock(reason: "Log in to Acme")
+        }
+        await device.present(.userFallback)
+        try await expectError(.userFallback, "Relaunch; the user taps 'Use Password'") {
+            try await relaunched.unlock(reason: "Log in to Acme")
+        }
+        await device.present(.match)
+        try await relaunched.unlock(reason: "Log in to Acme")
+        let resumed = try await relaunched.client.me()
+        try check(resumed.userID == userID, "the resumed session should be Ada's")
+        narrator.step(
+            "Relaunch; Face ID matches, the OS releases the token, the session is refreshed",
+            "logged in as \(resumed.username) without typing anything")
+    }
+
+    /// Story 2: device binding and device-key login.
+    /// Returns the relaunched app's flow (its login ended the first session of the same client).
+    private func deviceBinding(device: EmulatedDevice, baseURL: URL) async throws -> (BiometricLogin, String)
+    {
+        narrator.chapter("2. Device binding and challenge–response login")
+        let login = try flow(.deviceKey, baseURL: baseURL, device: device)
+        try await login.loginWithPassword(username: username, password: password)
+        try await login.enable()
+        guard let deviceID = try await login.boundDeviceID() else {
+            throw DemoFailure(description: "no device id after binding")
+        }
+        narrator.step(
+            "After a fresh password login, create a P-256 key in the secure element and register its public key",
+            "device \(deviceID.prefix(8))… bound; the server stores no device password")
+
+        let relaunched = try flow(.deviceKey, baseURL: baseURL, device: device)
+        await device.present(.match)
+        try await relaunched.unlock(reason: "Log in to Acme")
+        let me = try await relaunched.client.me()
+        try check(me.authMethod == .device, "the session should come from the device key")
+        narrator.step(
+            "Relaunch; the server sends a single-use challenge, Face ID matches, the key signs it",
+            "logged in, auth_method device")
+        return (relaunched, deviceID)
+    }
+
+    /// Story 3: what you see is what you sign.
+    private func approval(_ login: BiometricLogin, device: EmulatedDevice, deviceID: String) async throws {
+        narrator.chapter("3. Transaction approval: what you see is what you sign")
+        let approvals = try TransactionApproval(
+            client: login.client, device: DeviceBackends(device), deviceID: deviceID,
+            serverID: "demo.keybound.local", keyName: "demo-key.device-key")
+        let action = ApprovalAction.transfer(
+            try TransferAction(amount: DecimalAmount("0.5"), asset: "ETH", to: recipient))
+        let pending = try await approvals.request(action)
+        try check(pending.promptText == "Send 0.5 ETH to 0x12a4…5fef", "prompt text: \(pending.promptText)")
+        narrator.step(
+            "Ask the server to approve sending 0.5 ETH",
+            "the prompt, parsed from the signed payload: \"\(pending.promptText)\"")
+
+        await device.present(.match)
+        let signature = try await approvals.sign(pending)
+        let confirmed = try await login.client.confirmApproval(pending.approvalID, signature: signature)
+        try check(confirmed.status == .approved, "the approval should be approved")
+        narrator.step(
+            "Face ID matches (a fresh verification), the key signs the exact payload bytes", "approved")
+
+        try await expectError(.server, "An attacker replays the same signature", serverCode: "challenge_used")
+        {
+            _ = try await login.client.confirmApproval(pending.approvalID, signature: signature)
+        }
+
+        let second = try await approvals.request(action)
+        let tampered = Data(
+            String(decoding: second.payloadBytes, as: UTF8.self)
+                .replacingOccurrences(of: "\"amount\":\"0.5\"", with: "\"amount\":\"50\"").utf8)
+        try check(tampered != second.payloadBytes, "the tampering should change the payload")
+        await device.present(.match)
+        let tamperedPending = try approvals.check(approvalID: second.approvalID, payload: tampered)
+        let tamperedSignature = try await approvals.sign(tamperedPending)
+        narrator.note("Malware swaps the amount to 50 before the prompt: \"\(tamperedPending.promptText)\"")
+        try await expectError(
+            .server, "The tampered payload's signature is sent for the 0.5 ETH approval",
+            serverCode: "signature_invalid"
+        ) {
+            _ = try await login.client.confirmApproval(second.approvalID, signature: tamperedSignature)
+        }
+    }
+
+    /// Story 4: app lock.
+    private func appLock(device: EmulatedDevice) async throws {
+        narrator.chapter("4. App lock")
+        let time = DemoClock()
+        let lock = try AppLock(
+            verifier: device, gracePeriod: 30, sessionValidity: 12 * 3600, clock: time.clock)
+        await lock.sessionStarted()
+        await lock.didEnterBackground()
+        time.advance(10)
+        try check(await lock.willEnterForeground() == .unlocked, "10 s away should not lock")
+        narrator.step("Leave the app for 10 s (grace period 30 s)", "still unlocked")
+        await lock.didEnterBackground()
+        time.advance(120)
+        try check(await lock.willEnterForeground() == .locked, "2 min away should lock")
+        narrator.step("Leave the app for 2 minutes", "locked")
+        await device.present(.match)
+        try await lock.unlock(reason: "Unlock Acme")
+        try check(await lock.state == .unlocked, "Face ID should unlock")
+        narrator.step("Come back and look at the phone", "unlocked by Face ID")
+        await lock.didEnterBackground()
+        time.advance(13 * 3600)
+        try check(await lock.willEnterForeground() == .requiresPassword, "13 h should need the password")
+        narrator.step("Come back the next day (session validity 12 h)", "a password login is required")
+    }
+
+    /// Story 5: enrollment change.
+    private func enrollmentChange(
+        tokenLogin: BiometricLogin, keyLogin: BiometricLogin, device: EmulatedDevice, oldDeviceID: String
+    ) async throws {
+        narrator.chapter("5. Enrollment change")
+        try await device.enroll()
+        narrator.step("Someone adds a second face in Settings", "the enrollment state changed")
+        try check(try await tokenLogin.state() == .invalidated, "the token item should be invalidated")
+        try check(try await keyLogin.state() == .invalidated, "the device key should be invalidated")
+        // No prompt is shown: the invalidation is known before asking for a face.
+        try await expectError(.invalidated, "Log in with Face ID", recovery: .reenroll) {
+            try await keyLogin.unlock(reason: "Log in to Acme")
+        }
+        try await keyLogin.loginWithPassword(username: username, password: password)
+        try await keyLogin.enable()
+        guard let newDeviceID = try await keyLogin.boundDeviceID(), newDeviceID != oldDeviceID else {
+            throw DemoFailure(description: "re-enrollment should bind a new device")
+        }
+        narrator.step(
+            "Log in with the password and turn Face ID on again",
+            "new key bound as device \(newDeviceID.prefix(8))…")
+        try await expectError(
+            .server, "The old device key asks for a login challenge", serverCode: "device_revoked"
+        ) {
+            _ = try await keyLogin.client.loginChallenge(deviceID: oldDeviceID)
+        }
+    }
+
+    /// Story 6: lockout and recovery by passcode.
+    private func lockout(_ login: BiometricLogin, device: EmulatedDevice, baseURL: URL) async throws {
+        narrator.chapter("6. Lockout and fallback")
+        await device.present(.noMatch, .noMatch)
+        try await expectError(.authenticationFailed, "Someone else tries Face ID twice") {
+            try await login.unlock(reason: "Log in to Acme")
+        }
+        await device.present(.noMatch, .noMatch)
+        try await expectError(.authenticationFailed, "…and twice more") {
+            try await login.unlock(reason: "Log in to Acme")
+        }
+        await device.present(.noMatch)
+        try await expectError(.biometryLockout, "A fifth failed match", recovery: .usePasscode) {
+            try await login.unlock(reason: "Log in to Acme")
+        }
+        try check(await device.snapshot().isBiometryLockedOut, "biometry should be locked out")
+        await device.present(.passcode("123456"))
+        try await login.clearLockout()
+        narrator.step("The owner enters the device passcode", "the lockout is cleared")
+        await device.present(.match)
+        try await login.unlock(reason: "Log in to Acme")
+        try check(try await login.client.me().authMethod == .device, "Face ID login should work again")
+        narrator.step("Log in with Face ID again", "logged in")
+    }
+
+    // MARK: - Helpers
+
+    private func flow(_ mode: BiometricLogin.Mode, baseURL: URL, device: EmulatedDevice) throws
+        -> BiometricLogin
+    {
+        try BiometricLogin(
+            client: KeyboundClient(baseURL: baseURL), device: DeviceBackends(device),
+            configuration: .init(
+                clientID: mode == .token ? "demo-phone-token" : "demo-phone-key",
+                serverID: "demo.keybound.local",
+                mode: mode, deviceName: "Ada's iPhone", keyProtection: .emulator,
+                unlockReason: "Log in to Acme",
+                namespace: mode == .token ? "demo-token" : "demo-key"))
+    }
+
+    private func check(_ condition: Bool, _ what: String) throws {
+        guard condition else { throw DemoFailure(description: what) }
+    }
+
+    /// Runs `body`, which must fail with `expected`; narrates the refusal.
+    private func expectError(
+        _ expected: KeyboundError, _ action: String, recovery: KeyboundError.Recovery? = nil,
+        serverCode: String? = nil,
+        _ body: () async throws -> Void
+    ) async throws {
+        do {
+            try await body()
+        } catch let error as KeyboundError where error == expected {
+            if let recovery, error.recovery != recovery {
+                throw DemoFailure(description: "\(action): recovery \(error.recovery), expected \(recovery)")
+            }
+            if let serverCode, error.serverCode != serverCode {
+                throw DemoFailure(
+                    description:
+                        "\(action): server said \(error.serverCode ?? "nothing"), expected \(serverCode)")
+            }
+            var outcome = "refused: \(error.code)"
+            if let code = error.serverCode { outcome += " (\(code))" }
+            outcome += ", recovery \(error.recovery)"
+            if error.recovery == .silent { outcome += ": nothing is shown" }
+            narrator.step(action, outcome)
+            return
+        }
+        throw DemoFailure(description: "\(action): expected \(expected.code), but it succeeded")
+    }
+}
+
+/// The app-lock chapter's clock, moved by hand so the demo does not wait for real minutes.
+final class DemoClock: Sendable {
+    private let current = Mutex(Date())
+    var clock: Keybound.Clock { Keybound.Clock { [current] in current.withLock { $0 } } }
+    func advance(_ seconds: TimeInterval) { current.withLock { $0 += seconds } }
+}

@@ -1,0 +1,178 @@
+import Foundation
+import Keybound
+import KeyboundEmulator
+import KeyboundServer
+import KeyboundWire
+import Testing
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
+/// Story 3: transaction approval — what you see is what you sign.
+@Suite("Story 3: transaction approval")
+struct ApprovalTests {
+    static let recipient = "0x12a4c8b2e19d7f3a5c6b8e0d4f2a1b3c9d7e5fef"
+
+    static func transfer(_ amount: String, to recipient: String = recipient) throws -> ApprovalAction {
+        .transfer(try TransferAction(amount: DecimalAmount(amount), asset: "ETH", to: recipient))
+    }
+
+    /// A logged-in app with a bound device key, and its approval flow.
+    struct Bound {
+        let app: BiometricLogin
+        let deviceID: String
+        let approvals: TransactionApproval
+    }
+
+    static func bound(
+        _ backend: Backend, _ phone: EmulatedDevice, policy: AccessPolicy = .biometryCurrentSet,
+        urlSession: URLSession? = nil
+    ) async throws -> Bound {
+        try await backend.createUser("ada")
+        let app = try backend.app(.deviceKey, device: phone, policy: policy, urlSession: urlSession)
+        try await app.loginWithPassword(username: "ada", password: Backend.password)
+        try await app.enable()
+        let deviceID = try #require(try await app.boundDeviceID())
+        let approvals = try TransactionApproval(
+            client: app.client, device: DeviceBackends(phone), deviceID: deviceID, serverID: Backend.serverID,
+            keyName: "acme-deviceKey.device-key", policy: policy, clock: backend.clientClock)
+        return Bound(app: app, deviceID: deviceID, approvals: approvals)
+    }
+
+    @Test func approveATransferThenReplayAndTamperingAreRefused() async throws {
+        let backend = try Backend()
+        defer { backend.shutDown() }
+        let phone = try makePhone()
+        let bound = try await Self.bound(backend, phone)
+        let client = bound.app.client
+
+        // The prompt is built from the payload the server issued, not from the app's request.
+        let pending = try await bound.approvals.request(try Self.transfer("0.5"))
+        #expect(pending.promptText == "Send 0.5 ETH to 0x12a4…5fef")
+        #expect(pending.payload.purpose == .approve)
+        #expect(pending.payload.server == Backend.serverID)
+        #expect(pending.payload.device == bound.deviceID)
+        #expect(try await client.approval(pending.approvalID).status == .pending)
+
+        await phone.present(.match)
+        let signature = try await bound.approvals.sign(pending)
+        #expect(
+            try await client.confirmApproval(pending.approvalID, signature: signature).status == .approved)
+        let decided = try await client.approval(pending.approvalID)
+        #expect(decided.status == .approved)
+        #expect(decided.action == (try Self.transfer("0.5")))
+        #expect(decided.decidedAt != nil)
+
+        // Replay of the same signature: the approval was used.
+        await expectKeyboundError(.server, serverCode: "challenge_used") {
+            try await client.confirmApproval(pending.approvalID, signature: signature)
+        }
+
+        // Malware swaps the amount in the payload before the prompt: the user would see (and
+        // sign) 50 ETH, but the server only accepts a signature over the bytes it issued.
+        let second = try await bound.approvals.request(try Self.transfer("0.5"))
+        let tamperedBytes = Data(
+            String(decoding: second.payloadBytes, as: UTF8.self)
+                .replacingOccurrences(of: "\"amount\":\"0.5\"", with: "\"amount\":\"50\"").utf8)
+        #expect(tamperedBytes != second.payloadBytes)
+        let tampered = try bound.approvals.check(approvalID: second.approvalID, payload: tamperedBytes)
+        #expect(tampered.promptText == "Send 50 ETH to 0x12a4…5fef")
+        await phone.present(.match)
+        let tamperedSignature = try await bound.approvals.sign(tampered)
+        await expectKeyboundError(.server, serverCode: "signature_invalid") {
+            try await client.confirmApproval(second.approvalID, signature: tamperedSignature)
+        }
+        // The first confirmation decides: the approval is spent, even for an honest signature.
+        #expect(try await client.approval(second.approvalID).status == .failed)
+        await phone.present(.match)
+        let honest = try await bound.approvals.sign(second)
+        await expectKeyboundError(.server, serverCode: "challenge_used") {
+            try await client.confirmApproval(second.approvalID, signature: honest)
+        }
+
+        // A signature is good for its own payload only: one approval's signature for another.
+        let third = try await bound.approvals.request(try Self.transfer("0.5"))
+        let fourth = try await bound.approvals.request(try Self.transfer("0.5"))
+        await phone.present(.match)
+        let thirdSignature = try await bound.approvals.sign(third)
+        await expectKeyboundError(.server, serverCode: "signature_invalid") {
+            try await client.confirmApproval(fourth.approvalID, signature: thirdSignature)
+        }
+        // One flipped bit of a valid signature.
+        var flipped = thirdSignature
+        flipped[flipped.count - 1] ^= 0x01
+        await expectKeyboundError(.server, serverCode: "signature_invalid") {
+            try await client.confirmApproval(third.approvalID, signature: flipped)
+        }
+        #expect(try await client.approval(third.approvalID).status == .failed)
+
+        // The user still approves the next one normally (good signatures reset the count).
+        let fifth = try await bound.approvals.request(try Self.transfer("0.25"))
+        #expect(fifth.promptText == "Send 0.25 ETH to 0x12a4…5fef")
+        await phone.present(.match)
+        #expect(try await bound.approvals.approve(fifth).status == .approved)
+        #expect(try await client.devices().first?.status == .active)
+    }
+
+    /// The request to the server is rewritten on the way (50 ETH to the attacker instead of
+    /// 0.5 ETH to the user's recipient). The server issues a genuine payload for the attacker's
+    /// action; the app compares it with what the user asked for and refuses before any prompt.
+    @Test func aServerPayloadNamingAnotherActionIsRefused() async throws {
+        let backend = try Backend()
+        defer { backend.shutDown() }
+        let phone = try makePhone()
+        let port = try #require(backend.baseURL.port)
+        let attacked = Backend.makeURLSession(protocolClasses: [ManInTheMiddle.self])
+        defer {
+            ManInTheMiddle.stop(port: port)
+            attacked.finishTasksAndInvalidate()
+        }
+        let bound = try await Self.bound(backend, phone, urlSession: attacked)
+        let attacker = "0xbadbadbadbadbadbadbadbadbadbadbadbadbad0"
+        ManInTheMiddle.intercept(port: port) { method, path, body in
+            guard method == "POST", path == "/v1/approvals" else { return body }
+            return Data(
+                String(decoding: body, as: UTF8.self)
+                    .replacingOccurrences(of: "\"amount\":\"0.5\"", with: "\"amount\":\"50\"")
+                    .replacingOccurrences(of: Self.recipient, with: attacker).utf8)
+        }
+
+        await phone.present(.match)
+        await expectKeyboundError(.payloadMismatch) {
+            try await bound.approvals.request(try Self.transfer("0.5"))
+        }
+        #expect(await phone.snapshot().queuedOutcomes == 1, "no prompt for a payload that was not asked for")
+        // The man in the middle really was there: the server holds a pending 50 ETH approval.
+        ManInTheMiddle.stop(port: port)
+        let created = try await backend.requests(route: "/v1/approvals", status: 201)
+        #expect(created == 1)
+        // Without him, the same request goes through.
+        let pending = try await bound.approvals.request(try Self.transfer("0.5"))
+        #expect(pending.promptText == "Send 0.5 ETH to 0x12a4…5fef")
+        #expect(try await bound.approvals.approve(pending).status == .approved)
+    }
+
+    /// Every approval verifies afresh, even when the key's policy has a reuse window: one
+    /// match queued, two approvals: the second prompt finds nobody and is cancelled.
+    @Test func everyApprovalNeedsAFreshVerification() async throws {
+        let backend = try Backend()
+        defer { backend.shutDown() }
+        let phone = try makePhone()
+        let reusable = try AccessPolicy.biometryCurrentSet.reusing(for: 300)
+        let bound = try await Self.bound(backend, phone, policy: reusable)
+        #expect(try await phone.keyPolicy("acme-deviceKey.device-key").reuseDuration == 300)
+
+        let first = try await bound.approvals.request(try Self.transfer("0.5"))
+        let second = try await bound.approvals.request(try Self.transfer("1.5"))
+        await phone.present(.match)
+        #expect(try await bound.approvals.approve(first).status == .approved)
+        await expectKeyboundError(.userCancel, recovery: .silent) {
+            try await bound.approvals.approve(second)
+        }
+        #expect(try await bound.app.client.approval(second.approvalID).status == .pending)
+        // With a new prompt, it goes through.
+        await phone.present(.match)
+        #expect(try await bound.approvals.approve(second).status == .approved)
+    }
+}

@@ -1,0 +1,238 @@
+import Foundation
+import Testing
+
+/// The `keybound` executable under test: the one SwiftPM built beside the test bundle.
+///
+/// The test target depends on the `keybound` target, so SwiftPM builds the executable before the
+/// tests; it lands in the same build-products folder as the test bundle (`.build/debug`). We
+/// search upward from the test process's own bundle and path for a sibling `keybound`, so no
+/// source path (`#filePath`) is baked in. `KEYBOUND_CLI_BINARY` overrides the search.
+enum KeyboundExecutable {
+    struct NotFound: Error, CustomStringConvertible {
+        let searched: [String]
+        var description: String {
+            "the keybound executable was not found next to the test bundle. Build it with "
+                + "`swift build --product keybound`, or set KEYBOUND_CLI_BINARY. Searched:\n  "
+                + searched.joined(separator: "\n  ")
+        }
+    }
+
+    static let located: Result<URL, NotFound> = locate()
+
+    /// The executable, or a clear error saying where it was looked for.
+    static func url() throws -> URL { try located.get() }
+
+    private static func locate() -> Result<URL, NotFound> {
+        if let explicit = ProcessInfo.processInfo.environment["KEYBOUND_CLI_BINARY"] {
+            let url = URL(fileURLWithPath: explicit)
+            return isExecutable(url) ? .success(url) : .failure(NotFound(searched: [explicit]))
+        }
+        var starts = [Bundle.main.bundleURL]
+        starts += Bundle.allBundles.map(\.bundleURL).filter { $0.pathExtension == "xctest" }
+        if let first = CommandLine.arguments.first {
+            starts.append(URL(fileURLWithPath: first).deletingLastPathComponent())
+        }
+        var searched: [String] = []
+        for start in starts {
+            var directory = start.standardizedFileURL.resolvingSymlinksInPath()
+            for _ in 0..<4 {
+                let candidate = directory.appendingPathComponent("keybound")
+                if !searched.contains(candidate.path) {
+                    searched.append(candidate.path)
+                    if isExecutable(candidate) { return .success(candidate) }
+                }
+                directory = directory.deletingLastPathComponent()
+            }
+        }
+        return .failure(NotFound(searched: searched))
+    }
+
+    /// A regular executable file (not, say, the `Sources/keybound` folder).
+    private static func isExecutable(_ url: URL) -> Bool {
+        var isDirectory: ObjCBool = false
+        return FileManager.default.fileExists(atPath: url.path, isDirectory: &isDirectory)
+            && !isDirectory.boolValue && FileManager.default.isExecutableFile(atPath: url.path)
+    }
+}
+
+/// A JSON object as `JSONSerialization` gives it.
+typealias JSONObject = [String: Any]
+
+/// What one run of the executable did.
+struct Reply {
+    let arguments: [String]
+    let status: Int32
+    /// True when the process ended by a signal (a crash), not by `exit`.
+    let crashed: Bool
+    let stdout: Data
+    let stderr: String
+
+    var text: String { String(decoding: stdout, as: UTF8.self) }
+
+    /// The single JSON object `--json` prints, on one line.
+    func object(sourceLocation: SourceLocation = #_sourceLocation) throws -> JSONObject {
+        let lines = text.split(separator: "\n", omittingEmptySubsequences: true)
+        #expect(
+            lines.count == 1, "one JSON line expected from \(arguments): \(text)",
+            sourceLocation: sourceLocation)
+        let parsed = try JSONSerialization.jsonObject(with: Data((lines.first ?? "").utf8))
+        return try #require(
+            parsed as? JSONObject, "not a JSON object from \(arguments): \(text)",
+            sourceLocation: sourceLocation)
+    }
+}
+
+enum RunError: Error, CustomStringConvertible {
+    case timedOut([String])
+    var description: String {
+        switch self {
+        case .timedOut(let arguments): "keybound \(arguments.joined(separator: " ")) did not finish in time"
+        }
+    }
+}
+
+/// One test's private folder: its state file, key file and working directory.
+final class Sandbox {
+    let directory: URL
+    private let io: URL
+    private var runs = 0
+
+    /// The `--state` file every `device(…)` call passes.
+    var state: URL { directory.appendingPathComponent("device.state") }
+    /// The sealing key the CLI keeps beside the state file.
+    var key: URL { state.appendingPathExtension("key") }
+
+    init() throws {
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "keybound-cli-tests-\(UUID().uuidString)", isDirectory: true)
+        io = directory.appendingPathComponent("io", isDirectory: true)
+        try FileManager.default.createDirectory(at: io, withIntermediateDirectories: true)
+    }
+
+    deinit { try? FileManager.default.removeItem(at: directory) }
+
+    /// `keybound device --state STATE --json ARGUMENTS…`, with `input` on standard input.
+    @discardableResult
+    func device(_ arguments: String..., input: String = "") throws -> Reply {
+        try run(["device", "--state", state.path, "--json"] + arguments, input: Data(input.utf8))
+    }
+
+    /// `keybound device --state STATE --json ARGUMENTS…`, with raw bytes on standard input.
+    func device(_ arguments: [String], input: Data) throws -> Reply {
+        try run(["device", "--state", state.path, "--json"] + arguments, input: input)
+    }
+
+    /// Runs the executable with exactly these arguments. `KEYBOUND_DEVICE` is cleared unless
+    /// `environment` sets it; the working directory is the sandbox unless given.
+    func run(
+        _ arguments: [String], input: Data = Data(), environment: [String: String] = [:],
+        workingDirectory: URL? = nil
+    ) throws -> Reply {
+        let process = Process()
+        process.executableURL = try KeyboundExecutable.url()
+        process.arguments = arguments
+        var variables = ProcessInfo.processInfo.environment
+        variables["KEYBOUND_DEVICE"] = nil
+        variables.merge(environment) { $1 }
+        process.environment = variables
+        process.currentDirectoryURL = workingDirectory ?? directory
+
+        // Standard input: a pipe filled and closed before launch, so the child reads the bytes
+        // and then end-of-file, and a child that never reads cannot make us block or SIGPIPE.
+        precondition(input.count <= 16_384, "standard input must fit in the pipe buffer")
+        let standardInput = Pipe()
+        try standardInput.fileHandleForWriting.write(contentsOf: input)
+        try standardInput.fileHandleForWriting.close()
+        process.standardInput = standardInput
+
+        // Output to files, so neither stream can fill up and stall the child.
+        runs += 1
+        let outURL = io.appendingPathComponent("\(runs).out")
+        let errURL = io.appendingPathComponent("\(runs).err")
+        try Data().write(to: outURL)
+        try Data().write(to: errURL)
+        let out = try FileHandle(forWritingTo: outURL)
+        let err = try FileHandle(forWritingTo: errURL)
+        defer {
+            try? out.close()
+            try? err.close()
+        }
+        process.standardOutput = out
+        process.standardError = err
+
+        let exited = DispatchSemaphore(value: 0)
+        process.terminationHandler = { _ in exited.signal() }
+        try process.run()
+        if exited.wait(timeout: .now() + 20) == .timedOut {
+            process.terminate()
+            exited.wait()
+            throw RunError.timedOut(arguments)
+        }
+        return Reply(
+            arguments: arguments, status: process.terminationStatus,
+            crashed: process.terminationReason != .exit, stdout: try Data(contentsOf: outURL),
+            stderr: String(decoding: try Data(contentsOf: errURL), as: UTF8.self))
+    }
+}
+
+// MARK: - Expectations
+
+/// Exit 0 and `{"ok":true,…}`; returns the object.
+@discardableResult
+func expectSuccess(_ reply: Reply, sourceLocation: SourceLocation = #_sourceLocation) throws -> JSONObject {
+    #expect(!reply.crashed, "crashed: \(reply.stderr)", sourceLocation: sourceLocation)
+    #expect(
+        reply.status == 0, "exit \(reply.status) for \(reply.arguments): \(reply.text) \(reply.stderr)",
+        sourceLocation: sourceLocation)
+    let object = try reply.object(sourceLocation: sourceLocation)
+    #expect(object["ok"] as? Bool == true, "\(object)", sourceLocation: sourceLocation)
+    return object
+}
+
+/// Exit 1 and `{"ok":false,"error":{"code":…,"native":…,"recovery":…}}`. `native: nil` means
+/// the error carries no native code.
+func expectFailure(
+    _ reply: Reply, code: String, native: Int?, recovery: String,
+    sourceLocation: SourceLocation = #_sourceLocation
+) throws {
+    #expect(!reply.crashed, "crashed: \(reply.stderr)", sourceLocation: sourceLocation)
+    #expect(
+        reply.status == 1, "exit \(reply.status) for \(reply.arguments): \(reply.text) \(reply.stderr)",
+        sourceLocation: sourceLocation)
+    let object = try reply.object(sourceLocation: sourceLocation)
+    #expect(object["ok"] as? Bool == false, "\(object)", sourceLocation: sourceLocation)
+    let error = try #require(object["error"] as? JSONObject, "\(object)", sourceLocation: sourceLocation)
+    #expect(error["code"] as? String == code, "\(error)", sourceLocation: sourceLocation)
+    #expect(error["native"] as? Int == native, "\(error)", sourceLocation: sourceLocation)
+    #expect(error["recovery"] as? String == recovery, "\(error)", sourceLocation: sourceLocation)
+}
+
+/// Exit 2, nothing on standard output, a `keybound device:` message on standard error.
+func expectUsageError(
+    _ reply: Reply, mentioning fragment: String, sourceLocation: SourceLocation = #_sourceLocation
+) {
+    #expect(!reply.crashed, "crashed: \(reply.stderr)", sourceLocation: sourceLocation)
+    #expect(
+        reply.status == 2, "exit \(reply.status) for \(reply.arguments): \(reply.text) \(reply.stderr)",
+        sourceLocation: sourceLocation)
+    #expect(
+        reply.text.isEmpty, "usage errors print nothing on stdout: \(reply.text)",
+        sourceLocation: sourceLocation)
+    #expect(reply.stderr.contains("keybound device:"), "\(reply.stderr)", sourceLocation: sourceLocation)
+    #expect(reply.stderr.contains(fragment), "\(reply.stderr)", sourceLocation: sourceLocation)
+}
+
+/// The device's `state` object.
+func deviceState(_ sandbox: Sandbox, sourceLocation: SourceLocation = #_sourceLocation) throws -> JSONObject {
+    try expectSuccess(try sandbox.device("state"), sourceLocation: sourceLocation)
+}
+
+/// Decodes unpadded base64url, as the CLI prints keys and signatures.
+func base64URLDecoded(_ text: String) -> Data? {
+    guard text.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == "_") }) else {
+        return nil
+    }
+    var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+    base64 += String(repeating: "=", count: (4 - base64.count % 4) % 4)
+    return Data(base64Encoded: base64)
+}
