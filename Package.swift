@@ -64,16 +64,23 @@ let package = Package(
         .testTarget(name: "KeyboundEmulatorTests", dependencies: ["KeyboundEmulator", "KeyboundCrypto"]),
         .testTarget(name: "KeyboundWireTests", dependencies: ["KeyboundWire"]),
         .testTarget(
-            name: "KeyboundServerTests", dependencies: ["KeyboundServer", "KeyboundWire", "KeyboundCrypto"]),
+            name: "KeyboundServerTests",
+            dependencies: [
+                "KeyboundServer", "KeyboundWire", "KeyboundCrypto", "KeyboundTestSupport", "keybound",
+            ]),
+        // Finds the `keybound` binary SwiftPM built beside the test bundle, for subprocess tests.
+        .target(name: "KeyboundTestSupport", path: "Tests/KeyboundTestSupport"),
         // Runs the real `keybound` binary as a subprocess; depending on it makes SwiftPM build it first.
-        .testTarget(name: "KeyboundCLITests", dependencies: ["keybound", "KeyboundCrypto"]),
+        .testTarget(
+            name: "KeyboundCLITests",
+            dependencies: ["keybound", "KeyboundCrypto", "KeyboundWire", "KeyboundTestSupport"]),
         // The stories of DESIGN.md end to end: SDK flows on an emulated device against a real server
         // over loopback, and `keybound demo` as a subprocess (hence the dependency on `keybound`).
         .testTarget(
             name: "EndToEndTests",
             dependencies: [
                 "Keybound", "KeyboundWire", "KeyboundEmulator", "KeyboundServer", "KeyboundCrypto",
-                "keybound",
+                "KeyboundTestSupport", "keybound",
             ]),
     ],
     swiftLanguageModes: [.v6]

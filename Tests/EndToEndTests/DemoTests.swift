@@ -1,4 +1,5 @@
 import Foundation
+import KeyboundTestSupport
 import Testing
 
 /// `keybound demo --json`, the real binary as a subprocess: every story against a real server

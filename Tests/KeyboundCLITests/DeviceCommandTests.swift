@@ -1,5 +1,6 @@
 import Foundation
 import KeyboundCrypto
+import KeyboundWire
 import Testing
 
 /// DESIGN.md "The `keybound device` command (contract)", end to end: every test runs the real
@@ -388,7 +389,7 @@ import Testing
             try sandbox.device("create-key", "device-key", "--policy", "biometryCurrentSet"))
         let spkiText = try #require(created["public_key"] as? String)
         let spki = try #require(
-            base64URLDecoded(spkiText), "public_key is not unpadded base64url: \(spkiText)")
+            Base64URL.decode(spkiText), "public_key is not unpadded base64url: \(spkiText)")
         let publicKey = try P256PublicKey(spkiDER: spki)
         #expect(try deviceState(sandbox)["keys"] as? [String] == ["device-key"])
 
@@ -398,7 +399,7 @@ import Testing
         let signed = try expectSuccess(
             try sandbox.device(["sign", "device-key", "--reason", "Send 0.5 ETH"], input: message))
         let signatureText = try #require(signed["signature"] as? String)
-        let der = try #require(base64URLDecoded(signatureText), "signature is not unpadded base64url")
+        let der = try #require(Base64URL.decode(signatureText), "signature is not unpadded base64url")
         let signature = try P256Signature(derRepresentation: der)
         #expect(publicKey.isValidSignature(signature, for: message))
         #expect(!publicKey.isValidSignature(signature, for: message.dropLast()))

@@ -1,59 +1,7 @@
 import Foundation
+import KeyboundTestSupport
+import KeyboundWire
 import Testing
-
-/// The `keybound` executable under test: the one SwiftPM built beside the test bundle.
-///
-/// The test target depends on the `keybound` target, so SwiftPM builds the executable before the
-/// tests; it lands in the same build-products folder as the test bundle (`.build/debug`). We
-/// search upward from the test process's own bundle and path for a sibling `keybound`, so no
-/// source path (`#filePath`) is baked in. `KEYBOUND_CLI_BINARY` overrides the search.
-enum KeyboundExecutable {
-    struct NotFound: Error, CustomStringConvertible {
-        let searched: [String]
-        var description: String {
-            "the keybound executable was not found next to the test bundle. Build it with "
-                + "`swift build --product keybound`, or set KEYBOUND_CLI_BINARY. Searched:\n  "
-                + searched.joined(separator: "\n  ")
-        }
-    }
-
-    static let located: Result<URL, NotFound> = locate()
-
-    /// The executable, or a clear error saying where it was looked for.
-    static func url() throws -> URL { try located.get() }
-
-    private static func locate() -> Result<URL, NotFound> {
-        if let explicit = ProcessInfo.processInfo.environment["KEYBOUND_CLI_BINARY"] {
-            let url = URL(fileURLWithPath: explicit)
-            return isExecutable(url) ? .success(url) : .failure(NotFound(searched: [explicit]))
-        }
-        var starts = [Bundle.main.bundleURL]
-        starts += Bundle.allBundles.map(\.bundleURL).filter { $0.pathExtension == "xctest" }
-        if let first = CommandLine.arguments.first {
-            starts.append(URL(fileURLWithPath: first).deletingLastPathComponent())
-        }
-        var searched: [String] = []
-        for start in starts {
-            var directory = start.standardizedFileURL.resolvingSymlinksInPath()
-            for _ in 0..<4 {
-                let candidate = directory.appendingPathComponent("keybound")
-                if !searched.contains(candidate.path) {
-                    searched.append(candidate.path)
-                    if isExecutable(candidate) { return .success(candidate) }
-                }
-                directory = directory.deletingLastPathComponent()
-            }
-        }
-        return .failure(NotFound(searched: searched))
-    }
-
-    /// A regular executable file (not, say, the `Sources/keybound` folder).
-    private static func isExecutable(_ url: URL) -> Bool {
-        var isDirectory: ObjCBool = false
-        return FileManager.default.fileExists(atPath: url.path, isDirectory: &isDirectory)
-            && !isDirectory.boolValue && FileManager.default.isExecutableFile(atPath: url.path)
-    }
-}
 
 /// A JSON object as `JSONSerialization` gives it.
 typealias JSONObject = [String: Any]
@@ -228,11 +176,3 @@ func deviceState(_ sandbox: Sandbox, sourceLocation: SourceLocation = #_sourceLo
 }
 
 /// Decodes unpadded base64url, as the CLI prints keys and signatures.
-func base64URLDecoded(_ text: String) -> Data? {
-    guard text.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == "_") }) else {
-        return nil
-    }
-    var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-    base64 += String(repeating: "=", count: (4 - base64.count % 4) % 4)
-    return Data(base64Encoded: base64)
-}

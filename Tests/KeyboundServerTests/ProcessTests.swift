@@ -1,4 +1,5 @@
 import Foundation
+import KeyboundTestSupport
 import KeyboundWire
 import Testing
 
@@ -11,21 +12,12 @@ final class ServeProcess: Sendable {
     let client: Client
 
     static var executable: URL {
-        let runner = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
-        var directory = runner.deletingLastPathComponent()
-        // On Linux the runner is `.build/…/debug/KeyboundPackageTests.xctest`; on macOS it sits
-        // inside a bundle. Walk up until the `keybound` product is found.
-        for _ in 0..<4 {
-            let candidate = directory.appendingPathComponent("keybound")
-            if FileManager.default.isExecutableFile(atPath: candidate.path) { return candidate }
-            directory = directory.deletingLastPathComponent()
-        }
-        return runner.deletingLastPathComponent().appendingPathComponent("keybound")
+        get throws { try KeyboundExecutable.url() }
     }
 
     init(arguments: [String], environment: [String: String] = [:]) async throws {
         process = Process()
-        process.executableURL = Self.executable
+        process.executableURL = try Self.executable
         process.arguments = ["serve", "--listen", "127.0.0.1:0"] + arguments
         process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
         // The log goes to a file that is polled: no pipe whose blocking reads could tie up the
@@ -57,7 +49,7 @@ final class ServeProcess: Sendable {
         }
         guard let found else {
             if process.isRunning { Foundation.kill(process.processIdentifier, SIGKILL) }
-            throw TestFailure("keybound serve did not start (\(Self.executable.path))")
+            throw TestFailure("keybound serve did not start (\((try? Self.executable.path) ?? "keybound"))")
         }
         port = found
         guard let baseURL = URL(string: "http://127.0.0.1:\(found)") else { throw TestFailure("bad URL") }
