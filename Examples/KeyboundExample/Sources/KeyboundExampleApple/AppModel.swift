@@ -3,7 +3,6 @@
     import Foundation
     import Keybound
     import KeyboundApple
-    import KeyboundWire
 
     /// The example's state and every action it takes, on the main actor.
     ///
