@@ -46,9 +46,7 @@ struct DeviceKeyLoginTests {
         defer { backend.shutDown() }
         let phone = try makePhone()
         try await backend.createUser("ada")
-        let first = try backend.app(.deviceKey, device: phone)
-        try await first.loginWithPassword(username: "ada", password: Backend.password)
-        try await first.enable()
+        _ = try await backend.enabledApp(.deviceKey, device: phone)
         let loginsBefore = try await backend.requests(route: "/v1/sessions/device")
 
         let relaunched = try backend.app(.deviceKey, device: phone)
@@ -96,9 +94,7 @@ struct DeviceKeyLoginTests {
         defer { backend.shutDown() }
         let phone = try makePhone()
         try await backend.createUser("ada")
-        let first = try backend.app(.deviceKey, device: phone)
-        try await first.loginWithPassword(username: "ada", password: Backend.password)
-        try await first.enable()
+        _ = try await backend.enabledApp(.deviceKey, device: phone)
 
         let misdirected = try backend.app(.deviceKey, device: phone, serverID: "bank.example")
         await phone.present(.match)
@@ -115,9 +111,7 @@ struct DeviceKeyLoginTests {
         defer { backend.shutDown() }
         let phone = try makePhone()
         try await backend.createUser("ada")
-        let app = try backend.app(.deviceKey, device: phone)
-        try await app.loginWithPassword(username: "ada", password: Backend.password)
-        try await app.enable()
+        let app = try await backend.enabledApp(.deviceKey, device: phone)
         let deviceID = try #require(try await app.boundDeviceID())
         let approvals = try TransactionApproval(
             client: app.client, device: DeviceBackends(phone), deviceID: deviceID, serverID: Backend.serverID,
@@ -229,9 +223,7 @@ struct RebindWithoutStepUpTests {
         defer { backend.shutDown() }
         let phone = try makePhone()
         try await backend.createUser("ada")
-        let first = try backend.app(.deviceKey, device: phone)
-        try await first.loginWithPassword(username: "ada", password: Backend.password)
-        try await first.enable()
+        let first = try await backend.enabledApp(.deviceKey, device: phone)
         let deviceID = try #require(try await first.boundDeviceID())
         let keyBefore = try await phone.publicKey("acme-deviceKey.device-key")
 

@@ -16,12 +16,8 @@ struct EnrollmentChangeTests {
         defer { backend.shutDown() }
         let phone = try makePhone()
         try await backend.createUser("ada")
-        let tokenApp = try backend.app(.token, device: phone)
-        try await tokenApp.loginWithPassword(username: "ada", password: Backend.password)
-        try await tokenApp.enable()
-        let keyApp = try backend.app(.deviceKey, device: phone)
-        try await keyApp.loginWithPassword(username: "ada", password: Backend.password)
-        try await keyApp.enable()
+        let tokenApp = try await backend.enabledApp(.token, device: phone)
+        let keyApp = try await backend.enabledApp(.deviceKey, device: phone)
         let oldDeviceID = try #require(try await keyApp.boundDeviceID())
         #expect(try await tokenApp.state() == .enabled(.faceID))
         #expect(try await keyApp.state() == .enabled(.faceID))
@@ -60,9 +56,7 @@ struct EnrollmentChangeTests {
         #expect(try await backend.requests(route: "/v1/challenges") == challengesBefore)
 
         // Re-enrollment: password login, enable again.
-        let keyAgain = try backend.app(.deviceKey, device: phone)
-        try await keyAgain.loginWithPassword(username: "ada", password: Backend.password)
-        try await keyAgain.enable()
+        let keyAgain = try await backend.enabledApp(.deviceKey, device: phone)
         let newDeviceID = try #require(try await keyAgain.boundDeviceID())
         #expect(newDeviceID != oldDeviceID)
         let devices = try await keyAgain.client.devices()
@@ -79,9 +73,7 @@ struct EnrollmentChangeTests {
         #expect(try await relaunched.client.me().authMethod == .device)
 
         // Token mode re-enrolls the same way.
-        let tokenAgain = try backend.app(.token, device: phone)
-        try await tokenAgain.loginWithPassword(username: "ada", password: Backend.password)
-        try await tokenAgain.enable()
+        _ = try await backend.enabledApp(.token, device: phone)
         let tokenRelaunched = try backend.app(.token, device: phone)
         await phone.present(.match)
         try await tokenRelaunched.unlock()

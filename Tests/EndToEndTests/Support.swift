@@ -98,6 +98,14 @@ final class Backend: Sendable {
             clock: clientClock)
     }
 
+    /// An app that logged in with Ada's password and enabled biometric login.
+    func enabledApp(_ mode: BiometricLogin.Mode, device: EmulatedDevice) async throws -> BiometricLogin {
+        let app = try app(mode, device: device)
+        try await app.loginWithPassword(username: "ada", password: Backend.password)
+        try await app.enable()
+        return app
+    }
+
     /// Creates an account; returns its user id.
     @discardableResult
     func createUser(_ username: String) async throws -> String {

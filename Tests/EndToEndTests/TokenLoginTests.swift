@@ -60,9 +60,7 @@ struct TokenLoginTests {
         defer { backend.shutDown() }
         let phone = try makePhone()
         try await backend.createUser("ada")
-        let first = try backend.app(.token, device: phone)
-        try await first.loginWithPassword(username: "ada", password: Backend.password)
-        try await first.enable()
+        let first = try await backend.enabledApp(.token, device: phone)
         // An attacker copied the item's value (say, from a backup) before the next launch.
         let stolen = try #require(await first.client.currentSession).refreshToken
 
@@ -94,9 +92,7 @@ struct TokenLoginTests {
         defer { backend.shutDown() }
         let phone = try makePhone()
         try await backend.createUser("ada")
-        let first = try backend.app(.token, device: phone)
-        try await first.loginWithPassword(username: "ada", password: Backend.password)
-        try await first.enable()
+        _ = try await backend.enabledApp(.token, device: phone)
 
         let relaunched = try backend.app(.token, device: phone)
         // The user dismisses Face ID: nothing to show, no session, biometric login stays on.
@@ -134,9 +130,7 @@ struct TokenLoginTests {
         defer { backend.shutDown() }
         let phone = try makePhone()
         try await backend.createUser("ada")
-        let app = try backend.app(.token, device: phone)
-        try await app.loginWithPassword(username: "ada", password: Backend.password)
-        try await app.enable()
+        _ = try await backend.enabledApp(.token, device: phone)
         let items = ProtectedStore(store: phone, verifier: phone)
         let name: ItemName = "acme-token.refresh-token"
 
