@@ -225,6 +225,31 @@ struct AccountTests {
         #expect(try app.count("SELECT COUNT(*) FROM audit_events WHERE type = 'address_lockout'") == 1)
     }
 
+    /// The address block keeps doubling past the 15-minute failure window: the window counts
+    /// from the end of the last block, so waiting out a long block does not reset the count.
+    @Test func addressBlocksKeepGrowingPastTheFailureWindow() throws {
+        let app = try InProcessApplication { $0.addressFailureLimit = 3 }
+        var attempt = 0
+        func failOnce() -> HTTPResponse {
+            attempt += 1
+            return app.login("user\(attempt)", "wrong password")
+        }
+        var delays: [Int] = []
+        for _ in 1...8 {
+            // Fail until blocked, then wait the block out and note how long it was.
+            var reply = failOnce()
+            while reply.status == 401 { reply = failOnce() }
+            #expect(reply.status == 429)
+            let retryAfter = Int(reply.headers["Retry-After"] ?? "") ?? 0
+            delays.append(retryAfter)
+            app.clock.advance(by: TimeInterval(retryAfter + 1))
+        }
+        // 60 s doubling: the blocks outgrow the 15-minute window and keep growing to the cap.
+        #expect(delays.count == 8)
+        #expect(delays.last == 3600, "\(delays)")
+        #expect(delays == delays.sorted(), "\(delays)")
+    }
+
     @Test func housekeepingPurgesStaleThrottleRows() throws {
         let app = try InProcessApplication()
         try app.createAccount("alice")

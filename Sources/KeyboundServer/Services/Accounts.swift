@@ -157,7 +157,10 @@ extension Application {
             "SELECT failures, blocked_until, updated_at FROM throttles WHERE scope = ?", [.text(scope)]
         ).map { (failures: try $0.integer(0), blockedUntil: try $0.integer(1), updatedAt: try $0.integer(2)) }
         var failures = before?.failures ?? 0
-        if let window, let before, now - before.updatedAt > window, before.blockedUntil <= now {
+        // The quiet period that forgets failures starts when the last block ends, not at the last
+        // failure: otherwise a block longer than the window would reset the count, and the delay
+        // would never grow past it.
+        if let window, let before, now - max(before.updatedAt, before.blockedUntil) > window {
             failures = 0
         }
         failures += 1

@@ -21,9 +21,12 @@ extension Application {
                 try connection.execute(
                     """
                     DELETE FROM throttles WHERE blocked_until <= ? AND (failures <= 0 OR updated_at < ?
-                        OR (scope LIKE 'address:%' AND updated_at < ?))
+                        OR (scope LIKE 'address:%' AND updated_at < ? AND blocked_until < ?))
                     """,
-                    [.integer(now), .integer(now - 86_400_000), .integer(now - Self.addressFailureWindow)])
+                    [
+                        .integer(now), .integer(now - 86_400_000), .integer(now - Self.addressFailureWindow),
+                        .integer(now - Self.addressFailureWindow),
+                    ])
             }
         } catch {
             logger.log(.warning, "housekeeping failed", [("error", String(describing: error))])
