@@ -20,24 +20,9 @@ enum Subprocess {
             "keybound-e2e-run-\(UUID().uuidString)", isDirectory: true)
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
-        let outURL = directory.appendingPathComponent("out")
-        let errURL = directory.appendingPathComponent("err")
-        try Data().write(to: outURL)
-        try Data().write(to: errURL)
-        let out = try FileHandle(forWritingTo: outURL)
-        let err = try FileHandle(forWritingTo: errURL)
-        defer {
-            try? out.close()
-            try? err.close()
-        }
-
-        let process = Process()
-        process.executableURL = executable
-        process.arguments = arguments
-        process.currentDirectoryURL = directory
-        process.standardInput = FileHandle.nullDevice
-        process.standardOutput = out
-        process.standardError = err
+        let child = try ChildProcess(
+            executable, arguments, workingDirectory: directory, files: directory, name: "run")
+        let process = child.process
 
         let watch = Watch()
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
@@ -58,11 +43,11 @@ enum Subprocess {
                 if watch.expire() { kill(pid, SIGTERM) }
             }
         }
+        let output = try child.output()
         return Run(
-            status: process.terminationStatus, crashed: process.terminationReason != .exit,
-            timedOut: watch.timedOut,
-            stdout: String(decoding: try Data(contentsOf: outURL), as: UTF8.self),
-            stderr: String(decoding: try Data(contentsOf: errURL), as: UTF8.self))
+            status: process.terminationStatus, crashed: child.crashed, timedOut: watch.timedOut,
+            stdout: String(decoding: output.stdout, as: UTF8.self),
+            stderr: String(decoding: output.stderr, as: UTF8.self))
     }
 
     /// Whether the child finished, and whether the timeout fired first.

@@ -76,37 +76,14 @@ final class Sandbox {
         _ arguments: [String], input: Data = Data(), environment: [String: String] = [:],
         workingDirectory: URL? = nil
     ) throws -> Reply {
-        let process = Process()
-        process.executableURL = try KeyboundExecutable.url()
-        process.arguments = arguments
         var variables = ProcessInfo.processInfo.environment
         variables["KEYBOUND_DEVICE"] = nil
         variables.merge(environment) { $1 }
-        process.environment = variables
-        process.currentDirectoryURL = workingDirectory ?? directory
-
-        // Standard input: a pipe filled and closed before launch, so the child reads the bytes
-        // and then end-of-file, and a child that never reads cannot make us block or SIGPIPE.
-        precondition(input.count <= 16_384, "standard input must fit in the pipe buffer")
-        let standardInput = Pipe()
-        try standardInput.fileHandleForWriting.write(contentsOf: input)
-        try standardInput.fileHandleForWriting.close()
-        process.standardInput = standardInput
-
-        // Output to files, so neither stream can fill up and stall the child.
         runs += 1
-        let outURL = io.appendingPathComponent("\(runs).out")
-        let errURL = io.appendingPathComponent("\(runs).err")
-        try Data().write(to: outURL)
-        try Data().write(to: errURL)
-        let out = try FileHandle(forWritingTo: outURL)
-        let err = try FileHandle(forWritingTo: errURL)
-        defer {
-            try? out.close()
-            try? err.close()
-        }
-        process.standardOutput = out
-        process.standardError = err
+        let child = try ChildProcess(
+            try KeyboundExecutable.url(), arguments, input: input, environment: variables,
+            workingDirectory: workingDirectory ?? directory, files: io, name: "\(runs)")
+        let process = child.process
 
         let exited = DispatchSemaphore(value: 0)
         process.terminationHandler = { _ in exited.signal() }
@@ -116,10 +93,10 @@ final class Sandbox {
             exited.wait()
             throw RunError.timedOut(arguments)
         }
+        let output = try child.output()
         return Reply(
-            arguments: arguments, status: process.terminationStatus,
-            crashed: process.terminationReason != .exit, stdout: try Data(contentsOf: outURL),
-            stderr: String(decoding: try Data(contentsOf: errURL), as: UTF8.self))
+            arguments: arguments, status: process.terminationStatus, crashed: child.crashed,
+            stdout: output.stdout, stderr: String(decoding: output.stderr, as: UTF8.self))
     }
 }
 
