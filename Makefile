@@ -26,11 +26,21 @@ build: deps
 	$(SWIFT) build -Xswiftc -warnings-as-errors
 
 ## test: build with zero warnings, check formatting, run every test
-test: build lint
+test: check-generated build lint
 	$(SWIFT) test -Xswiftc -warnings-as-errors
 
 lint:
 	$(SWIFT) format lint --strict -r Sources Tests Package.swift Benchmarks
+
+.PHONY: openapi check-generated
+
+## openapi: regenerate Sources/KeyboundServer/OpenAPIDocument.swift from docs/openapi.yaml
+openapi:
+	bash scripts/embed-openapi.sh
+
+## check-generated: fail when a generated file differs from what its generator writes now
+check-generated:
+	bash scripts/embed-openapi.sh --check
 
 ## demo: the whole story on an emulated Face ID device against a real local server
 demo: deps
