@@ -47,7 +47,7 @@ demo: deps
 	$(SWIFT) build --product keybound
 	$$($(SWIFT) build --show-bin-path)/keybound demo
 
-## bench: the performance targets of DESIGN.md, measured in one release run (about a minute)
+## bench: the performance targets of docs/design.md, measured in one release run (about a minute)
 bench: deps
 	$(SWIFT) run -c release keybound-bench
 

@@ -49,7 +49,7 @@ let package = Package(
             dependencies: [
                 "Keybound", "KeyboundWire", "KeyboundCrypto", "KeyboundEmulator", "KeyboundServer",
             ]),
-        // The performance targets of DESIGN.md, measured in one run against a loopback server.
+        // The performance targets of docs/design.md, measured in one run against a loopback server.
         // It seeds large populations straight into the server's SQLite file and measures the raw
         // Argon2id cost, hence SQLite and libsodium beside the server.
         .executableTarget(
@@ -74,7 +74,7 @@ let package = Package(
         .testTarget(
             name: "KeyboundCLITests",
             dependencies: ["keybound", "KeyboundCrypto", "KeyboundWire", "KeyboundTestSupport"]),
-        // The stories of DESIGN.md end to end: SDK flows on an emulated device against a real server
+        // The stories of docs/design.md end to end: SDK flows on an emulated device against a real server
         // over loopback, and `keybound demo` as a subprocess (hence the dependency on `keybound`).
         .testTarget(
             name: "EndToEndTests",

@@ -19,7 +19,7 @@ struct BenchOptions {
         usage: keybound-bench [--quick] [--json] [--concurrency N] [--sqlite-synchronous full|normal]
                               [--growth-users N] [--sessions N]
 
-          Measures the performance targets of DESIGN.md against an in-process server on 127.0.0.1
+          Measures the performance targets of docs/design.md against an in-process server on 127.0.0.1
           in one run (about 50 s; --quick about 18 s) and prints each as a ratio with PASS/FAIL.
           --json                  one JSON object on standard output instead of the table
           --concurrency N         client connections for device logins and reads (default 8)

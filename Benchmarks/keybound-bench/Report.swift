@@ -55,7 +55,7 @@ struct GrowthNumbers {
 
 /// One line of the verdict table.
 struct Verdict {
-    /// The target's number in DESIGN.md's list (`4a`, `4b` for the two memory bounds).
+    /// The target's number in docs/design.md's list (`4a`, `4b` for the two memory bounds).
     let number: String
     let id: String
     let title: String

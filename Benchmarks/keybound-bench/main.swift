@@ -1,6 +1,6 @@
 import Foundation
 
-// keybound-bench: the performance targets of DESIGN.md, measured in one run. See BenchOptions.usage.
+// keybound-bench: the performance targets of docs/design.md, measured in one run. See BenchOptions.usage.
 
 let options: BenchOptions
 do {

@@ -136,7 +136,7 @@ public struct KeyboundError: Error, Sendable, Hashable, CustomStringConvertible 
         self.recovery = recovery ?? Self.defaultRecovery(for: code)
     }
 
-    /// The recovery of DESIGN.md's error table.
+    /// The recovery of the error table in docs/design.md ("Errors").
     static func defaultRecovery(for code: Code) -> Recovery {
         switch code {
         case .userCancel, .systemCancel, .appCancel: .silent

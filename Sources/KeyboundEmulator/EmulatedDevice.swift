@@ -9,7 +9,7 @@ import KeyboundCrypto
 /// ``AccessPolicy`` itself: a read or a signature needs a ``Verification`` this device issued,
 /// with the right factor, the current enrollment, and within its reuse window.
 ///
-/// The rules (DESIGN.md, "The emulator"):
+/// The rules (docs/design.md, "The emulator"):
 /// - Touch ID ends an evaluation after 3 failed matches, Face ID and Optic ID after 2; five
 ///   failed matches in a row, across evaluations, lock biometry out until the passcode is
 ///   entered. Policies that accept the passcode fall back to it; biometrics-only ones report

@@ -115,7 +115,7 @@ final class Narrator: @unchecked Sendable {
     }
 }
 
-/// The stories of DESIGN.md, in order, each outcome checked.
+/// The stories of docs/design.md, in order, each outcome checked.
 struct DemoStory {
     let narrator: Narrator
     let keepDatabase: Bool

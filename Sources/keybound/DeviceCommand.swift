@@ -338,7 +338,7 @@ private final class DeviceSession {
                 "unknown policy '\(name)': none, biometryCurrentSet, biometryAny, userPresence, devicePasscode, biometryOrPasscode"
             )
         }
-        // DESIGN: the accessibility defaults to whenPasscodeSetThisDeviceOnly for every policy.
+        // docs/design.md: the accessibility defaults to whenPasscodeSetThisDeviceOnly for every policy.
         let accessibilityName = arguments.option("accessibility") ?? "whenPasscodeSetThisDeviceOnly"
         guard let accessibility = AccessPolicy.Accessibility(rawValue: accessibilityName) else {
             throw UsageError("unknown accessibility '\(accessibilityName)'")

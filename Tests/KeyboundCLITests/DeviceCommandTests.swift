@@ -3,7 +3,7 @@ import KeyboundCrypto
 import KeyboundWire
 import Testing
 
-/// DESIGN.md "The `keybound device` command (contract)", end to end: every test runs the real
+/// docs/design.md, "The `keybound device` command (contract)", end to end: every test runs the real
 /// `keybound` binary as a subprocess against its own state file, with `--json`.
 @Suite struct DeviceCommandTests {
     let sandbox: Sandbox

@@ -4,7 +4,7 @@ import KeyboundCrypto
 import KeyboundEmulator
 import Testing
 
-/// DESIGN.md "The emulator", rule by rule.
+/// docs/design.md, "The emulator", rule by rule.
 @Suite struct EmulatorRulesTests {
     // Rule 1: state — biometry type, enrollment, domain state changing on every change, lock state.
     @Test func stateReportsBiometryEnrollmentAndDomainStateChanges() async throws {

@@ -92,7 +92,7 @@ public actor BiometricLogin {
     /// Whether this flow already follows the client's token rotation.
     private var isKeepingRefreshTokenStored = false
 
-    /// The server's step-up window for binding a device (DESIGN: 5 minutes).
+    /// The server's step-up window for binding a device (docs/design.md: 5 minutes).
     static let stepUpWindow: TimeInterval = 5 * 60
 
     /// - Parameter clock: time, for payload expiry and the step-up window.
