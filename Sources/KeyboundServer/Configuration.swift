@@ -60,6 +60,10 @@ public struct Configuration: Sendable {
     public var lockoutMaximumDelay: Int = 3600
     /// Consecutive bad device signatures before the device is suspended (5).
     public var deviceFailureLimit: Int = 5
+    /// A session's absolute lifetime in seconds, counted from its login (default 30 days). After
+    /// it a refresh is refused and the session ends, however recently it was refreshed: the user
+    /// logs in again.
+    public var sessionMaxAge: Int = 30 * 24 * 3600
     /// Where the JSON-lines log goes (standard error).
     public var log: LogSink = .standardError
     /// The clock (tests inject a ``ManualClock``).

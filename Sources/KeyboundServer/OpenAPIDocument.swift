@@ -136,7 +136,7 @@ private let openAPIDocumentText = #"""
         post:
           operationId: refresh
           summary: Refresh a session
-          description: 'Rotates the refresh token: returns a new pair and the old refresh token dies. Presenting a used refresh token revokes the whole session (RFC 9700 4.14.2).'
+          description: 'Rotates the refresh token: returns a new pair and the old refresh token dies. Presenting a used refresh token revokes the whole session (RFC 9700 4.14.2). A session lives at most --session-max-age from its login (default 30 days): after that the refresh is refused with 401 token_invalid and the user logs in again.'
           security: []
           requestBody:
             required: true

@@ -20,6 +20,7 @@ enum ServeCommand {
           --single-session          any login ends the user's other sessions KEYBOUND_SINGLE_SESSION (=1)
           --access-token-ttl SEC    access token lifetime          KEYBOUND_ACCESS_TOKEN_TTL  (900)
           --refresh-token-ttl SEC   refresh token lifetime         KEYBOUND_REFRESH_TOKEN_TTL (2592000)
+          --session-max-age SEC     session lifetime from its login KEYBOUND_SESSION_MAX_AGE (2592000)
           --sqlite-synchronous M    full (survives power loss) or normal (survives kill -9, faster)
                                                                    KEYBOUND_SQLITE_SYNCHRONOUS (full)
           --workers N               HTTP worker threads            KEYBOUND_WORKERS     (core count, min 2)
@@ -113,6 +114,9 @@ enum ServeCommand {
         }
         if let ttl = try integer("refresh-token-ttl", "KEYBOUND_REFRESH_TOKEN_TTL", 300...31_536_000) {
             configuration.refreshTokenLifetime = ttl
+        }
+        if let age = try integer("session-max-age", "KEYBOUND_SESSION_MAX_AGE", 300...31_536_000) {
+            configuration.sessionMaxAge = age
         }
         if let workers = try integer("workers", "KEYBOUND_WORKERS", 1...256) {
             configuration.workerThreads = workers

@@ -1,4 +1,5 @@
 import Foundation
+import KeyboundCrypto
 import KeyboundWire
 import Testing
 
@@ -22,6 +23,92 @@ struct OperationsSecurityTests {
             #expect(try fileMode(file) == 0o600, "\(file)")
         }
     }
+
+    // MARK: Sessions
+
+    @Test func refreshIsRefusedAfterTheSessionMaximumAge() throws {
+        let app = try SteppedApplication { $0.sessionMaxAge = 2 * 86_400 }
+        try app.createAccount("alice")
+        let login = try app.login("alice")
+        // Refreshed a day later, and again shortly before the maximum age: both still work.
+        app.clock.advance(by: 86_400)
+        let first = try app.refresh(login.refreshToken).decode(TokenResponse.self)
+        app.clock.advance(by: 86_400 - 60)
+        let last = try app.refresh(first.refreshToken).decode(TokenResponse.self)
+        #expect(app.send("GET", "/v1/me", token: last.accessToken).status == 200)
+
+        // Past the maximum age the access token (still within its 15 minutes) stops working, and
+        // the refresh token (valid for 30 days) is refused; the session has ended.
+        app.clock.advance(by: 61)
+        #expect(app.send("GET", "/v1/me", token: last.accessToken).status == 401)
+        let refused = app.refresh(last.refreshToken)
+        #expect(refused.status == 401)
+        #expect(refused.headers["Content-Type"] == Problem.mediaType)
+        #expect(try Problem(jsonData: refused.body).code == .tokenInvalid)
+        let reason = try app.rows("SELECT revoke_reason FROM sessions WHERE id = ?", [.text(login.sessionID)])
+        #expect(reason == [[.text("max_age")]])
+        // A new login opens a new session.
+        #expect(try app.login("alice").sessionID != login.sessionID)
+    }
+
+    /// Every write a bearer token authorizes checks the session inside its own transaction: a
+    /// session that ends after the handler's first check (here, in between the read and the
+    /// write) cannot write.
+    @Test func aSessionEndedBeforeTheWriteCannotWrite() throws {
+        let app = try SteppedApplication()
+        try app.createAccount("alice")
+        // A tablet, the device the phone session acts on, and a web session.
+        let (tabletKey, tabletID) = try app.bindDevice(try app.login("alice", clientID: "tablet").accessToken)
+        let web = try app.login("alice", clientID: "web")
+
+        /// Binds a phone and logs in with it; before the next write, the web session revokes the
+        /// phone, which ends the phone's session.
+        func phoneSessionRevokedBeforeTheWrite() throws -> String {
+            let (phoneKey, phoneID) = try app.bindDevice(
+                try app.login("alice", clientID: "phone").accessToken)
+            let phone = try app.deviceLogin(deviceID: phoneID, key: phoneKey)
+            app.database.beforeNextWrite {
+                #expect(app.send("DELETE", "/v1/devices/\(phoneID)", token: web.accessToken).status == 204)
+            }
+            return phone.accessToken
+        }
+
+        // Log out.
+        var token = try phoneSessionRevokedBeforeTheWrite()
+        #expect(app.send("DELETE", "/v1/sessions/current", token: token).status == 401)
+        #expect(try app.count("SELECT COUNT(*) FROM audit_events WHERE type = 'logout'") == 0)
+
+        // Ask for an approval.
+        token = try phoneSessionRevokedBeforeTheWrite()
+        let create = CreateApprovalRequest(deviceID: tabletID, action: try transfer())
+        #expect(app.send("POST", "/v1/approvals", create, token: token).status == 401)
+        #expect(try app.count("SELECT COUNT(*) FROM approvals") == 0)
+
+        // Confirm an approval, with a valid signature.
+        let approval = try app.send("POST", "/v1/approvals", create, token: web.accessToken)
+            .decode(ApprovalChallengeResponse.self)
+        token = try phoneSessionRevokedBeforeTheWrite()
+        let confirm = ConfirmApprovalRequest(signature: try sign(approval.payload, with: tabletKey))
+        let path = "/v1/approvals/\(approval.approvalID)/confirm"
+        #expect(app.send("POST", path, confirm, token: token).status == 401)
+        let status = try app.rows("SELECT status FROM approvals WHERE id = ?", [.text(approval.approvalID)])
+        #expect(status == [[.text("pending")]])
+
+        // Bind a device: a password session, replaced by a new login from its client before the write.
+        let laptop = try app.login("alice", clientID: "laptop")
+        app.database.beforeNextWrite { _ = try? app.login("alice", clientID: "laptop") }
+        let bind = BindDeviceRequest(
+            publicKey: try P256SigningKey().publicKey.spkiDER, name: "Laptop", keyProtection: .emulator)
+        #expect(app.send("POST", "/v1/devices", bind, token: laptop.accessToken).status == 401)
+        #expect(try app.count("SELECT COUNT(*) FROM devices WHERE client_id = 'laptop'") == 0)
+
+        // Revoke another device.
+        token = try phoneSessionRevokedBeforeTheWrite()
+        #expect(app.send("DELETE", "/v1/devices/\(tabletID)", token: token).status == 401)
+        let tablet = try app.rows("SELECT revoked_at FROM devices WHERE id = ?", [.text(tabletID)])
+        #expect(tablet == [[.null]])
+    }
+
 }
 
 /// The permission bits of a file.
@@ -29,4 +116,109 @@ private func fileMode(_ path: String) throws -> mode_t {
     var status = stat()
     guard stat(path, &status) == 0 else { throw TestFailure("cannot stat \(path)") }
     return status.st_mode & 0o777
+}
+
+/// A database that lets a test act between two transactions of a request: the action given to
+/// ``beforeNextWrite(_:)`` runs once, just before the next write transaction begins.
+private final class SteppingDatabase: Database {
+    private let base: any Database
+    private let action = Locked<(@Sendable () -> Void)?>(nil)
+
+    init(_ base: any Database) { self.base = base }
+
+    func beforeNextWrite(_ body: @escaping @Sendable () -> Void) { action.withLock { $0 = body } }
+
+    func write<T>(_ body: (any SQLConnection) throws -> T) throws -> T {
+        let pending = action.withLock { current in
+            defer { current = nil }
+            return current
+        }
+        pending?()
+        return try base.write(body)
+    }
+
+    func read<T>(_ body: (any SQLConnection) throws -> T) throws -> T { try base.read(body) }
+}
+
+/// The application without sockets, on a manual clock, over a ``SteppingDatabase``.
+private final class SteppedApplication: Sendable {
+    let directory: TemporaryDirectory
+    let clock = ManualClock()
+    let database: SteppingDatabase
+    let application: Application
+
+    init(_ adjust: (inout Configuration) -> Void = { _ in }) throws {
+        directory = try TemporaryDirectory()
+        var configuration = Configuration.testing(databasePath: directory.path("keybound.sqlite"))
+        configuration.clock = clock.clock
+        adjust(&configuration)
+        database = SteppingDatabase(
+            try openDatabase(url: configuration.databaseURL, connections: 4, synchronous: .normal))
+        application = try Application(configuration: configuration, database: database)
+    }
+
+    func send(_ method: String, _ path: String, _ message: (any WireMessage)? = nil, token: String? = nil)
+        -> HTTPResponse
+    {
+        var headers = ["Content-Type": "application/json"]
+        if let token { headers["Authorization"] = "Bearer \(token)" }
+        return application.handle(
+            HTTPRequest(method: method, path: path, headers: headers, body: message?.jsonData ?? Data()))
+    }
+
+    func createAccount(_ username: String) throws {
+        let reply = send(
+            "POST", "/v1/accounts", CreateAccountRequest(username: username, password: Client.password))
+        guard reply.status == 201 else { throw TestFailure("account: \(reply.status)") }
+    }
+
+    func login(_ username: String, clientID: String = "app-1") throws -> TokenResponse {
+        try send(
+            "POST", "/v1/sessions/password",
+            PasswordLoginRequest(username: username, password: Client.password, clientID: clientID)
+        ).decode(TokenResponse.self)
+    }
+
+    func refresh(_ refreshToken: String) -> HTTPResponse {
+        send("POST", "/v1/sessions/refresh", RefreshRequest(refreshToken: refreshToken))
+    }
+
+    func bindDevice(_ accessToken: String) throws -> (P256SigningKey, String) {
+        let key = try P256SigningKey()
+        let request = BindDeviceRequest(
+            publicKey: key.publicKey.spkiDER, name: "Phone", keyProtection: .emulator)
+        let deviceID = try send("POST", "/v1/devices", request, token: accessToken).decode(
+            BindDeviceResponse.self
+        )
+        .deviceID
+        return (key, deviceID)
+    }
+
+    func deviceLogin(deviceID: String, key: P256SigningKey) throws -> TokenResponse {
+        let challenge = try send("POST", "/v1/challenges", ChallengeRequest(deviceID: deviceID))
+            .decode(ChallengeResponse.self)
+        let request = DeviceLoginRequest(
+            challengeID: challenge.challengeID, signature: try sign(challenge.payload, with: key))
+        return try send("POST", "/v1/sessions/device", request).decode(TokenResponse.self)
+    }
+
+    func rows(_ sql: String, _ parameters: [SQLValue] = []) throws -> [[SQLValue]] {
+        try application.database.read { try $0.query(sql, parameters) }.map(\.values)
+    }
+
+    func count(_ sql: String) throws -> Int64 {
+        try application.database.read { try $0.queryOne(sql, [])?.integer(0) ?? 0 }
+    }
+}
+
+extension HTTPResponse {
+    /// Decodes a JSON body, or fails with the status and body.
+    fileprivate func decode<T: WireMessage>(_ type: T.Type) throws -> T {
+        do {
+            return try T(jsonData: body)
+        } catch {
+            throw TestFailure(
+                "cannot decode \(T.self) from \(status) \(String(decoding: body, as: UTF8.self))")
+        }
+    }
 }

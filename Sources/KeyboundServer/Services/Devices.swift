@@ -93,7 +93,7 @@ extension Application {
             throw APIError(400, .invalidPublicKey, "public_key must be a P-256 SubjectPublicKeyInfo (DER).")
         }
         let deviceID = SecureRandomBytes.identifier("dev")
-        try database.write { connection in
+        try authenticatedWrite(context) { connection, caller in
             // A new key for the same client replaces the old one: revoke it and its sessions.
             let previous = try connection.query(
                 "SELECT id FROM devices WHERE user_id = ? AND client_id = ? AND revoked_at IS NULL",
@@ -159,8 +159,7 @@ extension Application {
     }
 
     func revokeDevice(_ context: RequestContext) throws -> HTTPResponse {
-        let caller = try authenticate(context)
-        try database.write { connection in
+        try authenticatedWrite(context) { connection, caller in
             guard let device = try loadDevice(connection, id: context.parameter("id")),
                 device.userID == caller.userID
             else { throw APIError.notFound }
