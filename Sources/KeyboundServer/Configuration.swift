@@ -64,6 +64,9 @@ public struct Configuration: Sendable {
     /// it a refresh is refused and the session ends, however recently it was refreshed: the user
     /// logs in again.
     public var sessionMaxAge: Int = 30 * 24 * 3600
+    /// Ended sessions (with their tokens) and expired approvals are deleted this many seconds after
+    /// they ended or expired (default 30 days). Audit events are kept.
+    public var retention: Int = 30 * 24 * 3600
     /// Where the JSON-lines log goes (standard error).
     public var log: LogSink = .standardError
     /// The clock (tests inject a ``ManualClock``).

@@ -21,6 +21,8 @@ enum ServeCommand {
           --access-token-ttl SEC    access token lifetime          KEYBOUND_ACCESS_TOKEN_TTL  (900)
           --refresh-token-ttl SEC   refresh token lifetime         KEYBOUND_REFRESH_TOKEN_TTL (2592000)
           --session-max-age SEC     session lifetime from its login KEYBOUND_SESSION_MAX_AGE (2592000)
+          --retention SEC           keep ended sessions, expired approvals this long
+                                                                   KEYBOUND_RETENTION   (2592000)
           --sqlite-synchronous M    full (survives power loss) or normal (survives kill -9, faster)
                                                                    KEYBOUND_SQLITE_SYNCHRONOUS (full)
           --workers N               HTTP worker threads            KEYBOUND_WORKERS     (core count, min 2)
@@ -117,6 +119,9 @@ enum ServeCommand {
         }
         if let age = try integer("session-max-age", "KEYBOUND_SESSION_MAX_AGE", 300...31_536_000) {
             configuration.sessionMaxAge = age
+        }
+        if let retention = try integer("retention", "KEYBOUND_RETENTION", 0...315_360_000) {
+            configuration.retention = retention
         }
         if let workers = try integer("workers", "KEYBOUND_WORKERS", 1...256) {
             configuration.workerThreads = workers

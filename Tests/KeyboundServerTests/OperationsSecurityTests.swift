@@ -109,6 +109,55 @@ struct OperationsSecurityTests {
         #expect(tablet == [[.null]])
     }
 
+    // MARK: Retention
+
+    @Test func housekeepingPurgesEndedSessionsAndExpiredApprovalsAfterTheRetention() throws {
+        let day: TimeInterval = 86_400
+        let app = try SteppedApplication {
+            $0.sessionMaxAge = 2 * 86_400
+            $0.retention = 86_400
+        }
+        try app.createAccount("alice")
+        let ended = try app.login("alice", clientID: "phone")
+        #expect(app.send("DELETE", "/v1/sessions/current", token: ended.accessToken).status == 204)
+        let live = try app.login("alice", clientID: "web")
+        let (_, deviceID) = try app.bindDevice(live.accessToken)
+        let create = CreateApprovalRequest(deviceID: deviceID, action: try transfer())
+        #expect(app.send("POST", "/v1/approvals", create, token: live.accessToken).status == 201)
+        func sessions(_ id: String) throws -> Int64 {
+            try app.count("SELECT COUNT(*) FROM sessions WHERE id = '\(id)'")
+        }
+        func tokens(_ id: String) throws -> Int64 {
+            try app.count("SELECT COUNT(*) FROM tokens WHERE session_id = '\(id)'")
+        }
+
+        // The retention counts from the logout and from the approval's expiry (5 minutes).
+        app.clock.advance(by: day - 1)
+        app.application.purgeExpired()
+        #expect(try sessions(ended.sessionID) == 1)
+        #expect(try tokens(ended.sessionID) == 1)  // its refresh token (the access token expired)
+        #expect(try app.count("SELECT COUNT(*) FROM approvals") == 1)
+        app.clock.advance(by: 5 * 60 + 2)
+        app.application.purgeExpired()
+        #expect(try sessions(ended.sessionID) == 0)
+        #expect(try tokens(ended.sessionID) == 0)
+        #expect(try app.count("SELECT COUNT(*) FROM approvals") == 0)
+        #expect(try sessions(live.sessionID) == 1)
+
+        // A session that was never ended ends at its maximum age (2 days); the retention follows.
+        app.clock.advance(by: 2 * day - 5 * 60 - 2)
+        app.application.purgeExpired()
+        #expect(try sessions(live.sessionID) == 1)
+        #expect(try tokens(live.sessionID) == 1)
+        app.clock.advance(by: 2)
+        app.application.purgeExpired()
+        #expect(try sessions(live.sessionID) == 0)
+        #expect(try tokens(live.sessionID) == 0)
+        // Devices and audit events stay.
+        #expect(try app.count("SELECT COUNT(*) FROM devices") == 1)
+        #expect(try app.count("SELECT COUNT(*) FROM audit_events WHERE type = 'logout'") == 1)
+    }
+
 }
 
 /// The permission bits of a file.
