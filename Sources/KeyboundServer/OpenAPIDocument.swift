@@ -193,7 +193,7 @@ private let openAPIDocumentText = #"""
         post:
           operationId: bindDevice
           summary: Bind a device key
-          description: Registers a P-256 public key. Needs a session opened by password login within the last 5 minutes (else 403 step_up_required). A new key from the same client_id revokes the previous device of that client (and its sessions).
+          description: Registers a P-256 public key. Needs a session opened by password login within the last 5 minutes (else 403 step_up_required). A new key from the same client_id revokes the previous device of that client (and its sessions). A user has at most --max-devices active devices (default 10; a replaced device does not count); one more gives 409 device_limit_reached.
           security:
             - bearer: []
           requestBody:
@@ -219,6 +219,12 @@ private let openAPIDocumentText = #"""
               $ref: '#/components/responses/TokenInvalid'
             '403':
               description: step_up_required.
+              content:
+                application/problem+json:
+                  schema:
+                    $ref: '#/components/schemas/Problem'
+            '409':
+              description: device_limit_reached (revoke a device first).
               content:
                 application/problem+json:
                   schema:
@@ -593,6 +599,7 @@ private let openAPIDocumentText = #"""
                 - not_found
                 - method_not_allowed
                 - username_taken
+                - device_limit_reached
                 - unavailable
                 - internal
               description: Stable machine-readable code. Clients switch on this, never on title or detail.

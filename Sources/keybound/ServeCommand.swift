@@ -23,6 +23,7 @@ enum ServeCommand {
           --session-max-age SEC     session lifetime from its login KEYBOUND_SESSION_MAX_AGE (2592000)
           --retention SEC           keep ended sessions, expired approvals this long
                                                                    KEYBOUND_RETENTION   (2592000)
+          --max-devices N           active devices per user        KEYBOUND_MAX_DEVICES (10)
           --sqlite-synchronous M    full (survives power loss) or normal (survives kill -9, faster)
                                                                    KEYBOUND_SQLITE_SYNCHRONOUS (full)
           --workers N               HTTP worker threads            KEYBOUND_WORKERS     (core count, min 2)
@@ -122,6 +123,9 @@ enum ServeCommand {
         }
         if let retention = try integer("retention", "KEYBOUND_RETENTION", 0...315_360_000) {
             configuration.retention = retention
+        }
+        if let devices = try integer("max-devices", "KEYBOUND_MAX_DEVICES", 1...1000) {
+            configuration.maxDevicesPerUser = devices
         }
         if let workers = try integer("workers", "KEYBOUND_WORKERS", 1...256) {
             configuration.workerThreads = workers

@@ -26,6 +26,13 @@ struct OperationsSecurityTests {
 
     // MARK: Sessions
 
+    @Test func defaults() {
+        let configuration = Configuration()
+        #expect(configuration.sessionMaxAge == 30 * 86_400)
+        #expect(configuration.retention == 30 * 86_400)
+        #expect(configuration.maxDevicesPerUser == 10)
+    }
+
     @Test func refreshIsRefusedAfterTheSessionMaximumAge() throws {
         let app = try SteppedApplication { $0.sessionMaxAge = 2 * 86_400 }
         try app.createAccount("alice")
@@ -158,6 +165,33 @@ struct OperationsSecurityTests {
         #expect(try app.count("SELECT COUNT(*) FROM audit_events WHERE type = 'logout'") == 1)
     }
 
+    // MARK: Devices
+
+    @Test func activeDevicesPerUserAreCapped() async throws {
+        let live = try LiveServer { $0.maxDevicesPerUser = 2 }
+        let client = live.client
+        try await client.createAccount("alice")
+        _ = try await client.bindDevice(try await client.login("alice", clientID: "a").accessToken)
+        let (_, deviceB) = try await client.bindDevice(
+            try await client.login("alice", clientID: "b").accessToken)
+
+        let third = try await client.login("alice", clientID: "c")
+        let key = try P256SigningKey()
+        let bind = BindDeviceRequest(
+            publicKey: key.publicKey.spkiDER, name: "Third", keyProtection: .emulator)
+        let refused = try await client.post("/v1/devices", bind, token: third.accessToken)
+        #expect(refused.status == 409)
+        #expect(refused.problem?.code == .deviceLimitReached)
+
+        // A new key for a client replaces its device: allowed at the cap.
+        _ = try await client.bindDevice(try await client.login("alice", clientID: "a").accessToken)
+        // Revoked devices do not count.
+        #expect(try await client.delete("/v1/devices/\(deviceB)", token: third.accessToken).status == 204)
+        #expect(try await client.post("/v1/devices", bind, token: third.accessToken).status == 201)
+        let devices = try await client.get("/v1/devices", token: third.accessToken).decode(
+            DeviceListResponse.self)
+        #expect(devices.devices.filter { $0.status == .active }.count == 2)
+    }
 }
 
 /// The permission bits of a file.

@@ -94,6 +94,17 @@ extension Application {
         }
         let deviceID = SecureRandomBytes.identifier("dev")
         try authenticatedWrite(context) { connection, caller in
+            // The cap counts active devices other than this client's, which the new key replaces.
+            let others =
+                try connection.queryOne(
+                    "SELECT COUNT(*) FROM devices WHERE user_id = ? AND client_id <> ? AND revoked_at IS NULL",
+                    [.text(caller.userID), .text(caller.clientID)])?
+                .integer(0) ?? 0
+            guard others < Int64(configuration.maxDevicesPerUser) else {
+                throw APIError(
+                    409, .deviceLimitReached,
+                    "This account has \(configuration.maxDevicesPerUser) active devices; revoke one first.")
+            }
             // A new key for the same client replaces the old one: revoke it and its sessions.
             let previous = try connection.query(
                 "SELECT id FROM devices WHERE user_id = ? AND client_id = ? AND revoked_at IS NULL",
