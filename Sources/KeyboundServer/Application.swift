@@ -13,13 +13,17 @@ final class Application: Sendable {
 
     var clock: ServerClock { configuration.clock }
 
-    init(configuration: Configuration) throws {
+    /// - Parameter database: storage to use instead of opening ``Configuration/databaseURL``
+    ///   (tests wrap the real one to act between two transactions of a request).
+    init(configuration: Configuration, database: (any Database)? = nil) throws {
         self.configuration = configuration
         logger = Logger(sink: configuration.log, clock: configuration.clock)
-        database = try openDatabase(
-            url: configuration.databaseURL, connections: configuration.workerThreads + 2,
-            synchronous: configuration.sqliteSynchronous)
-        try Migrations.apply(to: database)
+        self.database =
+            try database
+            ?? openDatabase(
+                url: configuration.databaseURL, connections: configuration.workerThreads + 2,
+                synchronous: configuration.sqliteSynchronous)
+        try Migrations.apply(to: self.database)
         hasher = try PasswordHasher(
             parameters: configuration.argon2, concurrency: configuration.hashingConcurrency)
     }

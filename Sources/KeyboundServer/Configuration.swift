@@ -60,6 +60,16 @@ public struct Configuration: Sendable {
     public var lockoutMaximumDelay: Int = 3600
     /// Consecutive bad device signatures before the device is suspended (5).
     public var deviceFailureLimit: Int = 5
+    /// A session's absolute lifetime in seconds, counted from its login (default 30 days). After
+    /// it a refresh is refused and the session ends, however recently it was refreshed: the user
+    /// logs in again.
+    public var sessionMaxAge: Int = 30 * 24 * 3600
+    /// Ended sessions (with their tokens) and expired approvals are deleted this many seconds after
+    /// they ended or expired (default 30 days). Audit events are kept.
+    public var retention: Int = 30 * 24 * 3600
+    /// At most this many active (not revoked) devices per user (default 10); binding one more is
+    /// refused with 409 `device_limit_reached`. Replacing the device of the same client is allowed.
+    public var maxDevicesPerUser: Int = 10
     /// Where the JSON-lines log goes (standard error).
     public var log: LogSink = .standardError
     /// The clock (tests inject a ``ManualClock``).

@@ -138,7 +138,7 @@ paths:
     post:
       operationId: refresh
       summary: Refresh a session
-      description: 'Rotates the refresh token: returns a new pair and the old refresh token dies. Presenting a used refresh token revokes the whole session (RFC 9700 4.14.2).'
+      description: 'Rotates the refresh token: returns a new pair and the old refresh token dies. Presenting a used refresh token revokes the whole session (RFC 9700 4.14.2). A session lives at most --session-max-age from its login (default 30 days): after that the refresh is refused with 401 token_invalid and the user logs in again.'
       security: []
       requestBody:
         required: true
@@ -195,7 +195,7 @@ paths:
     post:
       operationId: bindDevice
       summary: Bind a device key
-      description: Registers a P-256 public key. Needs a session opened by password login within the last 5 minutes (else 403 step_up_required). A new key from the same client_id revokes the previous device of that client (and its sessions).
+      description: Registers a P-256 public key. Needs a session opened by password login within the last 5 minutes (else 403 step_up_required). A new key from the same client_id revokes the previous device of that client (and its sessions). A user has at most --max-devices active devices (default 10; a replaced device does not count); one more gives 409 device_limit_reached.
       security:
         - bearer: []
       requestBody:
@@ -221,6 +221,12 @@ paths:
           $ref: '#/components/responses/TokenInvalid'
         '403':
           description: step_up_required.
+          content:
+            application/problem+json:
+              schema:
+                $ref: '#/components/schemas/Problem'
+        '409':
+          description: device_limit_reached (revoke a device first).
           content:
             application/problem+json:
               schema:
@@ -595,6 +601,7 @@ components:
             - not_found
             - method_not_allowed
             - username_taken
+            - device_limit_reached
             - unavailable
             - internal
           description: Stable machine-readable code. Clients switch on this, never on title or detail.

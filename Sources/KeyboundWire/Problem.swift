@@ -39,6 +39,8 @@ public struct ProblemCode: RawRepresentable, Sendable, Hashable, CustomStringCon
     public static let notFound = ProblemCode(rawValue: "not_found")
     /// The method is not allowed on this path (405).
     public static let methodNotAllowed = ProblemCode(rawValue: "method_not_allowed")
+    /// The account has as many active devices as the server allows; revoke one first (409).
+    public static let deviceLimitReached = ProblemCode(rawValue: "device_limit_reached")
     /// The username is taken (409).
     public static let usernameTaken = ProblemCode(rawValue: "username_taken")
     /// The server is busy; retry after the `Retry-After` header (503).

@@ -20,6 +20,10 @@ enum ServeCommand {
           --single-session          any login ends the user's other sessions KEYBOUND_SINGLE_SESSION (=1)
           --access-token-ttl SEC    access token lifetime          KEYBOUND_ACCESS_TOKEN_TTL  (900)
           --refresh-token-ttl SEC   refresh token lifetime         KEYBOUND_REFRESH_TOKEN_TTL (2592000)
+          --session-max-age SEC     session lifetime from its login KEYBOUND_SESSION_MAX_AGE (2592000)
+          --retention SEC           keep ended sessions, expired approvals this long
+                                                                   KEYBOUND_RETENTION   (2592000)
+          --max-devices N           active devices per user        KEYBOUND_MAX_DEVICES (10)
           --sqlite-synchronous M    full (survives power loss) or normal (survives kill -9, faster)
                                                                    KEYBOUND_SQLITE_SYNCHRONOUS (full)
           --workers N               HTTP worker threads            KEYBOUND_WORKERS     (core count, min 2)
@@ -113,6 +117,15 @@ enum ServeCommand {
         }
         if let ttl = try integer("refresh-token-ttl", "KEYBOUND_REFRESH_TOKEN_TTL", 300...31_536_000) {
             configuration.refreshTokenLifetime = ttl
+        }
+        if let age = try integer("session-max-age", "KEYBOUND_SESSION_MAX_AGE", 300...31_536_000) {
+            configuration.sessionMaxAge = age
+        }
+        if let retention = try integer("retention", "KEYBOUND_RETENTION", 0...315_360_000) {
+            configuration.retention = retention
+        }
+        if let devices = try integer("max-devices", "KEYBOUND_MAX_DEVICES", 1...1000) {
+            configuration.maxDevicesPerUser = devices
         }
         if let workers = try integer("workers", "KEYBOUND_WORKERS", 1...256) {
             configuration.workerThreads = workers

@@ -54,6 +54,7 @@ struct APIError: Error {
         case .deviceRevoked: "Device revoked"
         case .deviceSuspended: "Device suspended"
         case .invalidPublicKey: "Invalid public key"
+        case .deviceLimitReached: "Too many devices"
         case .stepUpRequired: "Password authentication required"
         case .notFound: "Not found"
         case .methodNotAllowed: "Method not allowed"

@@ -3,10 +3,10 @@ import KeyboundWire
 
 extension Application {
     func createApproval(_ context: RequestContext) throws -> HTTPResponse {
-        let caller = try authenticate(context)
+        _ = try authenticate(context)  // 401 comes before any complaint about the body
         let request = try context.decode(CreateApprovalRequest.self)
         let approvalID = SecureRandomBytes.identifier("apr")
-        let issued = try database.write { connection in
+        let issued = try authenticatedWrite(context) { connection, caller in
             guard let device = try loadDevice(connection, id: request.deviceID),
                 device.userID == caller.userID
             else {
@@ -41,11 +41,11 @@ extension Application {
     }
 
     func confirmApproval(_ context: RequestContext) throws -> HTTPResponse {
-        let caller = try authenticate(context)
+        _ = try authenticate(context)  // 401 comes before any complaint about the body
         let request = try context.decode(ConfirmApprovalRequest.self)
         let approvalID = context.parameter("id")
         guard Validate.identifier(approvalID) else { throw APIError.notFound }
-        let result: Result<Void, APIError> = try database.write { connection in
+        let result: Result<Void, APIError> = try authenticatedWrite(context) { connection, caller in
             // Bound to the user: another user's approval does not exist for this caller.
             guard
                 let row = try connection.queryOne(

@@ -93,7 +93,18 @@ extension Application {
             throw APIError(400, .invalidPublicKey, "public_key must be a P-256 SubjectPublicKeyInfo (DER).")
         }
         let deviceID = SecureRandomBytes.identifier("dev")
-        try database.write { connection in
+        try authenticatedWrite(context) { connection, caller in
+            // The cap counts active devices other than this client's, which the new key replaces.
+            let others =
+                try connection.queryOne(
+                    "SELECT COUNT(*) FROM devices WHERE user_id = ? AND client_id <> ? AND revoked_at IS NULL",
+                    [.text(caller.userID), .text(caller.clientID)])?
+                .integer(0) ?? 0
+            guard others < Int64(configuration.maxDevicesPerUser) else {
+                throw APIError(
+                    409, .deviceLimitReached,
+                    "This account has \(configuration.maxDevicesPerUser) active devices; revoke one first.")
+            }
             // A new key for the same client replaces the old one: revoke it and its sessions.
             let previous = try connection.query(
                 "SELECT id FROM devices WHERE user_id = ? AND client_id = ? AND revoked_at IS NULL",
@@ -159,8 +170,7 @@ extension Application {
     }
 
     func revokeDevice(_ context: RequestContext) throws -> HTTPResponse {
-        let caller = try authenticate(context)
-        try database.write { connection in
+        try authenticatedWrite(context) { connection, caller in
             guard let device = try loadDevice(connection, id: context.parameter("id")),
                 device.userID == caller.userID
             else { throw APIError.notFound }

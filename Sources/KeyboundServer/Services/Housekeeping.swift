@@ -2,9 +2,15 @@ import Foundation
 
 extension Application {
     /// Deletes rows that can no longer matter: challenges expired over an hour ago, tokens past
-    /// their expiry (a used refresh token is kept until then, for reuse detection), and throttle
-    /// entries that block nothing and whose failures are stale. Approvals and audit events are
-    /// kept.
+    /// their expiry (a used refresh token is kept until then, for reuse detection), throttle
+    /// entries that block nothing and whose failures are stale, and, after
+    /// ``Configuration/retention``, ended sessions with all their tokens and expired approvals.
+    /// Audit events are kept.
+    ///
+    /// A session has ended when it was revoked (logout, replaced, reuse, device revoked) or reached
+    /// ``Configuration/sessionMaxAge``. Until the retention has passed, its row (client, method,
+    /// revoke reason) stays beside the audit events that name it, and an expired approval still
+    /// answers its status.
     ///
     /// A throttle entry is stale when its block has ended and it holds no failure, or, for a client
     /// address, none within the 15-minute window (they are forgotten then anyway), or, for an
@@ -13,11 +19,21 @@ extension Application {
     /// accumulate for longer than that.
     func purgeExpired() {
         let now = clock.nowMilliseconds
+        let retained = now - Int64(configuration.retention) * 1000
+        // Sessions created before this have reached their maximum age before `retained`.
+        let createdBefore = retained - Int64(configuration.sessionMaxAge) * 1000
+        let ended = "revoked_at < ? OR created_at < ?"
         do {
             try database.write { connection in
                 try connection.execute(
                     "DELETE FROM challenges WHERE expires_at < ?", [.integer(now - 3_600_000)])
                 try connection.execute("DELETE FROM tokens WHERE expires_at < ?", [.integer(now)])
+                try connection.execute(
+                    "DELETE FROM tokens WHERE session_id IN (SELECT id FROM sessions WHERE \(ended))",
+                    [.integer(retained), .integer(createdBefore)])
+                try connection.execute(
+                    "DELETE FROM sessions WHERE \(ended)", [.integer(retained), .integer(createdBefore)])
+                try connection.execute("DELETE FROM approvals WHERE expires_at < ?", [.integer(retained)])
                 try connection.execute(
                     """
                     DELETE FROM throttles WHERE blocked_until <= ? AND (failures <= 0 OR updated_at < ?

@@ -106,9 +106,35 @@ extension Application {
             [.integer(now), .text(reason)] + parameters)
     }
 
-    /// Authenticates `Authorization: Bearer <access token>`.
+    /// The time (milliseconds since 1970) when a session created at `createdAt` ends for good
+    /// (``Configuration/sessionMaxAge``), however often it was refreshed.
+    func sessionEnd(createdAt: Int64) -> Int64 {
+        createdAt + Int64(configuration.sessionMaxAge) * 1000
+    }
+
+    /// Authenticates `Authorization: Bearer <access token>` with a read. A handler that then
+    /// writes does so through ``authenticatedWrite(_:_:)``, which checks again.
     /// - Throws: ``APIError/tokenInvalid`` for a missing, unknown, expired or revoked token.
     func authenticate(_ context: RequestContext) throws -> Caller {
+        try database.read { try bearerCaller(of: context, $0) }
+    }
+
+    /// Runs `body` in one write transaction for the caller the bearer token names, checked inside
+    /// that transaction. A check in an earlier transaction is not enough: a session that ended in
+    /// between (logout, revocation, its device revoked) would still write. Every write a bearer
+    /// token authorizes goes through here.
+    /// - Throws: ``APIError/tokenInvalid`` when the token no longer authorizes anything; nothing
+    ///   is written then.
+    func authenticatedWrite<T>(_ context: RequestContext, _ body: (any SQLConnection, Caller) throws -> T)
+        throws -> T
+    {
+        try database.write { connection in try body(connection, try bearerCaller(of: context, connection)) }
+    }
+
+    /// Looks the bearer token up on `connection`: its access token unexpired, its session neither
+    /// revoked nor past its maximum age, and the session's device (if any) not revoked. (Revoking
+    /// a device also ends its sessions; the device is checked too so that this stays the one rule.)
+    private func bearerCaller(of context: RequestContext, _ connection: any SQLConnection) throws -> Caller {
         guard let header = context.request.headers["authorization"] else { throw APIError.tokenInvalid }
         let parts = header.split(separator: " ", maxSplits: 1)
         guard parts.count == 2, parts[0].lowercased() == "bearer" else { throw APIError.tokenInvalid }
@@ -117,17 +143,16 @@ extension Application {
         // Looked up by SHA-256(token), a preimage-resistant index key: the lookup's timing can at
         // most leak a prefix of a stored hash, which does not help to find a token for it. That is
         // what makes the check timing-safe; a comparison after `WHERE t.hash = ?` would add nothing.
-        let hash = TokenHash.of(token)
-        let row = try database.read { connection in
-            try connection.queryOne(
-                """
-                SELECT t.expires_at, s.id, s.user_id, s.client_id, s.device_id, s.auth_method,
-                    s.auth_time, s.revoked_at, u.username
-                FROM tokens t JOIN sessions s ON s.id = t.session_id JOIN users u ON u.id = s.user_id
-                WHERE t.hash = ? AND t.kind = 'access'
-                """, [.text(hash)])
-        }
+        let row = try connection.queryOne(
+            """
+            SELECT t.expires_at, s.id, s.user_id, s.client_id, s.device_id, s.auth_method,
+                s.auth_time, s.revoked_at, u.username, s.created_at, d.revoked_at
+            FROM tokens t JOIN sessions s ON s.id = t.session_id JOIN users u ON u.id = s.user_id
+                LEFT JOIN devices d ON d.id = s.device_id
+            WHERE t.hash = ? AND t.kind = 'access'
+            """, [.text(TokenHash.of(token))])
         guard let row, try row.integer(0) > context.now, try row.optionalInteger(7) == nil,
+            try row.optionalInteger(10) == nil, context.now < sessionEnd(createdAt: try row.integer(9)),
             let method = AuthMethod(rawValue: try row.text(5))
         else { throw APIError.tokenInvalid }
         return Caller(
@@ -147,7 +172,7 @@ extension Application {
             guard
                 let row = try connection.queryOne(
                     """
-                    SELECT t.expires_at, t.used_at, s.id, s.user_id, s.revoked_at
+                    SELECT t.expires_at, t.used_at, s.id, s.user_id, s.revoked_at, s.created_at
                     FROM tokens t JOIN sessions s ON s.id = t.session_id
                     WHERE t.hash = ? AND t.kind = 'refresh'
                     """, [.text(hash)])
@@ -164,6 +189,12 @@ extension Application {
                 metrics.recordLogin(method: "refresh", outcome: "reuse")
                 return .failure(.tokenInvalid)
             }
+            guard context.now < sessionEnd(createdAt: try row.integer(5)) else {
+                // The absolute lifetime is over: end the family (committed with the refusal).
+                try revokeSessions(
+                    connection, where: "id = ?", [.text(sessionID)], reason: "max_age", now: context.now)
+                return .failure(.tokenInvalid)
+            }
             guard try row.integer(0) > context.now else { return .failure(.tokenInvalid) }
             let changed = try connection.execute(
                 "UPDATE tokens SET used_at = ? WHERE hash = ? AND used_at IS NULL",
@@ -177,8 +208,7 @@ extension Application {
     }
 
     func logout(_ context: RequestContext) throws -> HTTPResponse {
-        let caller = try authenticate(context)
-        try database.write { connection in
+        try authenticatedWrite(context) { connection, caller in
             try revokeSessions(
                 connection, where: "id = ?", [.text(caller.sessionID)], reason: "logout", now: context.now)
             try audit(

@@ -204,7 +204,17 @@ enum Migrations {
                 """,
                 "CREATE INDEX audit_by_user ON audit_events (user_id, time)",
             ]
-        )
+        ),
+        // Version 2 is added on another branch.
+        (
+            3,
+            [
+                // Housekeeping finds ended sessions and expired approvals without a table scan.
+                "CREATE INDEX sessions_by_revoked_at ON sessions (revoked_at)",
+                "CREATE INDEX sessions_by_created_at ON sessions (created_at)",
+                "CREATE INDEX approvals_by_expiry ON approvals (expires_at)",
+            ]
+        ),
     ]
 
     /// Applies every migration newer than the recorded version, each in its own transaction.

@@ -150,12 +150,36 @@ final class SQLiteDatabase: Database {
         self.maximumConnections = max(1, maximumConnections)
         self.busyTimeoutMilliseconds = busyTimeoutMilliseconds
         available = DispatchSemaphore(value: self.maximumConnections)
+        try Self.restrictFileModes(path: path)
         // Open one connection now so a bad path fails at start, not on the first request.
         let first = try SQLiteConnection(
             path: path, busyTimeoutMilliseconds: busyTimeoutMilliseconds, synchronous: synchronous)
         pool.withLock {
             $0.idle.append(first)
             $0.open = 1
+        }
+    }
+
+    /// Makes the database readable by its owner only. SQLite would create the file 0644 (it sets
+    /// that mode even under a stricter umask), so the file is created here first, 0600; SQLite then
+    /// gives the `-wal` and `-shm` files the main file's mode. Files left by an older version are
+    /// tightened to 0600 too: they hold password hashes and token hashes.
+    private static func restrictFileModes(path: String) throws {
+        func failure(_ action: String, _ code: Int32) -> DatabaseError {
+            .engine(code: SQLITE_CANTOPEN, message: "cannot \(action): \(String(cString: strerror(code)))")
+        }
+        let descriptor = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        let openError = errno
+        if descriptor >= 0 {
+            close(descriptor)
+        } else if openError != EEXIST {
+            throw failure("create \(path)", openError)
+        }
+        for file in [path, path + "-wal", path + "-shm"] where chmod(file, 0o600) != 0 {
+            let chmodError = errno
+            guard chmodError == ENOENT else {
+                throw failure("make \(file) readable by its owner only", chmodError)
+            }
         }
     }
 
