@@ -66,7 +66,7 @@ private let openAPIDocumentText = #"""
         post:
           operationId: createAccount
           summary: Create an account
-          description: Hashes the password with Argon2id (at least m=19 MiB, t=2, p=1).
+          description: Hashes the password with Argon2id (at least m=19 MiB, t=2, p=1). Every attempt that reaches the username check, free or taken, counts against the client address's sign-up limit (--signup-limit per hour, default 10); over it, 429 with Retry-After. A taken username answers 409, so the limit is what bounds probing for usernames. With --registration closed the server answers 403 registration_closed and operators create accounts with keybound user add.
           security: []
           requestBody:
             required: true
@@ -83,19 +83,37 @@ private let openAPIDocumentText = #"""
                     $ref: '#/components/schemas/CreateAccountResponse'
             '400':
               $ref: '#/components/responses/BadRequest'
+            '403':
+              description: registration_closed.
+              content:
+                application/problem+json:
+                  schema:
+                    $ref: '#/components/schemas/Problem'
             '409':
               description: username_taken.
               content:
                 application/problem+json:
                   schema:
                     $ref: '#/components/schemas/Problem'
+            '429':
+              description: throttled; see Retry-After.
+              content:
+                application/problem+json:
+                  schema:
+                    $ref: '#/components/schemas/Problem'
+              headers:
+                Retry-After:
+                  description: Seconds to wait before trying again.
+                  schema:
+                    type: integer
+                    minimum: 1
             default:
               $ref: '#/components/responses/Error'
       /v1/sessions/password:
         post:
           operationId: passwordLogin
           summary: Password login
-          description: Opens a session. Wrong password and unknown user give byte-identical 401 bodies. After 5 consecutive failures on an account (or too many from one client address) further attempts get 429 with Retry-After, with a delay that doubles each time. A successful password login lifts device suspensions.
+          description: Opens a session. Wrong password and unknown user give byte-identical 401 bodies. Failures are throttled with 429 and Retry-After, with a delay that doubles each time, never saying which limit was reached; 5 consecutive failures on an account from one client address block that pair; 20 failed logins of any kind from one address block the address; from 100 consecutive failures on an account from all addresses, every address that has itself failed on it waits too. Addresses that have not failed on the account are not held back, so wrong passwords from one address never stop the right password from another.
           security: []
           requestBody:
             required: true
@@ -290,7 +308,7 @@ private let openAPIDocumentText = #"""
             '400':
               $ref: '#/components/responses/BadRequest'
             '403':
-              description: device_revoked or device_suspended.
+              description: device_revoked.
               content:
                 application/problem+json:
                   schema:
@@ -307,7 +325,7 @@ private let openAPIDocumentText = #"""
         post:
           operationId: deviceLogin
           summary: Device-key login
-          description: Verifies the signature over the issued payload with the device key and opens a session (auth_method device). Every attempt uses the challenge up; of several simultaneous attempts exactly one can succeed. 5 consecutive bad signatures suspend the device until a password login.
+          description: Verifies the signature over the issued payload with the device key and opens a session (auth_method device). A checked attempt uses the challenge up; of several simultaneous attempts exactly one can succeed. A valid signature always logs in. Bad signatures are throttled per device (5 consecutive) and per client address (failed logins of any kind); further bad ones get 429 with Retry-After and do not use the challenge up. A device is never suspended. Refusals that check no signature (unknown, used or expired challenge, revoked device) are not audited.
           security: []
           requestBody:
             required: true
@@ -331,7 +349,7 @@ private let openAPIDocumentText = #"""
                   schema:
                     $ref: '#/components/schemas/Problem'
             '403':
-              description: device_revoked or device_suspended.
+              description: device_revoked.
               content:
                 application/problem+json:
                   schema:
@@ -354,6 +372,18 @@ private let openAPIDocumentText = #"""
                 application/problem+json:
                   schema:
                     $ref: '#/components/schemas/Problem'
+            '429':
+              description: throttled; see Retry-After.
+              content:
+                application/problem+json:
+                  schema:
+                    $ref: '#/components/schemas/Problem'
+              headers:
+                Retry-After:
+                  description: Seconds to wait before trying again.
+                  schema:
+                    type: integer
+                    minimum: 1
             default:
               $ref: '#/components/responses/Error'
       /v1/approvals:
@@ -381,7 +411,7 @@ private let openAPIDocumentText = #"""
             '401':
               $ref: '#/components/responses/TokenInvalid'
             '403':
-              description: device_revoked or device_suspended.
+              description: device_revoked.
               content:
                 application/problem+json:
                   schema:
@@ -429,7 +459,7 @@ private let openAPIDocumentText = #"""
                   schema:
                     $ref: '#/components/schemas/Problem'
             '403':
-              description: device_revoked or device_suspended.
+              description: device_revoked.
               content:
                 application/problem+json:
                   schema:
@@ -587,12 +617,12 @@ private let openAPIDocumentText = #"""
                 - challenge_used
                 - signature_invalid
                 - device_revoked
-                - device_suspended
                 - invalid_public_key
                 - step_up_required
                 - not_found
                 - method_not_allowed
                 - username_taken
+                - registration_closed
                 - unavailable
                 - internal
               description: Stable machine-readable code. Clients switch on this, never on title or detail.
@@ -761,7 +791,6 @@ private let openAPIDocumentText = #"""
               type: string
               enum:
                 - active
-                - suspended
                 - revoked
             created_at:
               $ref: '#/components/schemas/Timestamp'
@@ -928,6 +957,9 @@ private let openAPIDocumentText = #"""
             - device_id
             - session_id
             - client_address
+            - count
+            - last_time
+          description: One audit event. Repeated refusals of one kind for one target (device, else user, else client address) within an hour of each other fold into one event with a count; time is the first, last_time the latest, client_address the latest one's.
           properties:
             time:
               $ref: '#/components/schemas/Timestamp'
@@ -937,13 +969,13 @@ private let openAPIDocumentText = #"""
                 - account_created
                 - login
                 - login_failed
-                - throttled
                 - lockout
+                - account_ceiling
                 - logout
                 - refresh_reuse
                 - device_bound
                 - device_revoked
-                - device_suspended
+                - device_throttled
                 - approval_created
                 - approval_confirmed
                 - approval_failed
@@ -955,6 +987,7 @@ private let openAPIDocumentText = #"""
                 - password
                 - device
                 - approval
+                - operator
                 - null
             user_id:
               type:
@@ -972,6 +1005,11 @@ private let openAPIDocumentText = #"""
               type:
                 - string
                 - 'null'
+            count:
+              type: integer
+              minimum: 1
+            last_time:
+              $ref: '#/components/schemas/Timestamp'
         AuditList:
           type: object
           additionalProperties: false
