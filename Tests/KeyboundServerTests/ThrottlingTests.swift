@@ -1,5 +1,6 @@
 import Foundation
 import KeyboundCrypto
+import KeyboundTestSupport
 import KeyboundWire
 import Testing
 
@@ -265,6 +266,97 @@ struct ThrottlingTests {
         #expect(defaults.deviceFailureLimit == 5)
         #expect(defaults.trustedProxies.isEmpty)
     }
+
+    @Test func serveTakesTheThrottlingFlags() async throws {
+        let directory = try TemporaryDirectory()
+        let serve = try await ServeProcess(arguments: [
+            "--db", "sqlite:" + directory.path("flags.sqlite"), "--registration", "closed",
+            "--address-failure-limit", "2", "--trusted-proxy", "127.0.0.1", "--trusted-proxy", "::1",
+        ])
+        let signUp = try await serve.client.post(
+            "/v1/accounts", CreateAccountRequest(username: "alice", password: Client.password))
+        #expect(signUp.problem?.code == .registrationClosed)
+        func attempt(from address: String) async throws -> Int {
+            try await serve.client.post(
+                "/v1/sessions/password",
+                PasswordLoginRequest(username: "ghost", password: "wrong password", clientID: "c"),
+                headers: ["X-Forwarded-For": address]
+            ).status
+        }
+        #expect(try await attempt(from: Self.attacker) == 401)
+        #expect(try await attempt(from: Self.attacker) == 401)
+        #expect(try await attempt(from: Self.attacker) == 429)
+        #expect(try await attempt(from: Self.owner) == 401)
+        #expect(serve.kill(SIGTERM) == 0)
+
+        for bad in [
+            ["--trusted-proxy", "10.0.0.1/8"], ["--trusted-proxy", "proxy.example"],
+            ["--signup-limit", "-1"],
+            ["--address-failure-limit", "many"], ["--registration", "maybe"],
+        ] {
+            #expect(try runTool(ServeProcess.executable.path, ["serve"] + bad).0 == 2, "\(bad)")
+        }
+    }
+
+    @Test func userAddCreatesAccountsForOperators() async throws {
+        let directory = try TemporaryDirectory()
+        let database = directory.path("keybound.sqlite")
+        func userAdd(_ arguments: [String], password: String) throws -> (
+            status: Int32, stdout: String, stderr: String
+        ) {
+            try runKeybound(["user"] + arguments, input: password, in: directory)
+        }
+        let created = try userAdd(
+            ["add", "Alice", "--db", "sqlite:" + database], password: Client.password + "\n")
+        #expect(created.status == 0, "\(created.stderr)")
+        let userID = created.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(userID.hasPrefix("usr_"))
+        let taken = try userAdd(["add", "alice", "--db", "sqlite:" + database], password: "another password")
+        #expect(taken.status == 1)
+        #expect(taken.stderr.contains("taken"))
+        #expect(try userAdd(["add", "bob", "--db", "sqlite:" + database], password: "short").status == 1)
+        #expect(try userAdd(["add", "--db", "sqlite:" + database], password: Client.password).status == 2)
+        #expect(try userAdd(["remove", "alice", "--db", "sqlite:" + database], password: "").status == 2)
+
+        // The account logs in on a server where nobody can sign up.
+        var configuration = Configuration.testing(databasePath: database)
+        configuration.registration = .closed
+        let server = try Server(configuration: configuration)
+        try server.start()
+        defer { server.stop(gracePeriod: 1) }
+        let client = Client(baseURL: try #require(server.baseURL))
+        let tokens = try await client.login("alice")
+        #expect(tokens.userID == userID)
+        let events = try await client.get("/v1/audit", token: tokens.accessToken).decode(
+            AuditListResponse.self
+        ).events
+        #expect(
+            events.contains {
+                $0.type == "account_created" && $0.method == "operator" && $0.clientAddress == nil
+            })
+    }
+}
+
+/// Runs `keybound ARGUMENTS` with `input` on standard input; a child that outlives 30 s is stopped.
+private func runKeybound(_ arguments: [String], input: String, in directory: TemporaryDirectory) throws -> (
+    status: Int32, stdout: String, stderr: String
+) {
+    let child = try ChildProcess(
+        try KeyboundExecutable.url(), arguments, input: Data(input.utf8), workingDirectory: directory.url,
+        files: directory.url, name: UUID().uuidString)
+    let exited = DispatchSemaphore(value: 0)
+    child.process.terminationHandler = { _ in exited.signal() }
+    try child.process.run()
+    if exited.wait(timeout: .now() + 30) == .timedOut {
+        child.process.terminate()
+        exited.wait()
+        throw TestFailure("keybound \(arguments.joined(separator: " ")) did not finish")
+    }
+    let output = try child.output()
+    return (
+        child.process.terminationStatus, String(decoding: output.stdout, as: UTF8.self),
+        String(decoding: output.stderr, as: UTF8.self)
+    )
 }
 
 extension InProcessApplication {
