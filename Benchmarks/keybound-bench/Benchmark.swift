@@ -161,6 +161,7 @@ final class Benchmark {
         configuration.databaseURL = "sqlite:" + folder.appendingPathComponent("\(name).sqlite").path
         configuration.log = .discard
         configuration.sqliteSynchronous = synchronous
+        configuration.signupLimit = 0  // every bench client signs up from loopback
         return configuration
     }
 

@@ -31,19 +31,22 @@ final class Application: Sendable {
     /// Handles one request. Never throws: every failure becomes a problem response.
     func handle(_ request: HTTPRequest) -> HTTPResponse {
         let started = DispatchTime.now().uptimeNanoseconds
-        let (routeName, response) = dispatch(request)
+        let client = ClientAddress.resolve(
+            peer: request.clientAddress, headers: request.headers,
+            trustedProxies: configuration.trustedProxies)
+        let (routeName, response) = dispatch(request, client: client)
         let seconds = Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9
         metrics.recordRequest(route: routeName, status: response.status, seconds: seconds)
         logger.log(
             .info, "request",
             [
                 ("method", request.method), ("route", routeName), ("status", response.status),
-                ("duration_ms", seconds * 1000), ("client", request.clientAddress),
+                ("duration_ms", seconds * 1000), ("client", client.text),
             ])
         return response
     }
 
-    private func dispatch(_ request: HTTPRequest) -> (String, HTTPResponse) {
+    private func dispatch(_ request: HTTPRequest, client: ClientAddress) -> (String, HTTPResponse) {
         switch Self.router.match(method: request.method, path: request.path) {
         case .notFound:
             return ("unmatched", APIError(404, .notFound, "No such path.").response)
@@ -56,7 +59,8 @@ final class Application: Sendable {
                 let detail = "The body is larger than \(configuration.bodyLimit) bytes."
                 return (route.pattern, APIError(413, .bodyTooLarge, detail).response)
             }
-            let context = RequestContext(request: request, parameters: parameters, now: clock.nowMilliseconds)
+            let context = RequestContext(
+                request: request, parameters: parameters, now: clock.nowMilliseconds, clientAddress: client)
             do {
                 return (route.pattern, try route.handler(self, context))
             } catch let error as APIError {

@@ -9,6 +9,14 @@ public enum SQLiteSynchronous: String, Sendable, CaseIterable {
     case normal
 }
 
+/// Who may create accounts through `POST /v1/accounts`.
+public enum Registration: String, Sendable, CaseIterable {
+    /// Anyone (throttled per client address by ``Configuration/signupLimit``).
+    case open
+    /// Nobody: the API answers 403 `registration_closed`; operators run `keybound user add`.
+    case closed
+}
+
 /// Everything that configures a ``Server``. Every property has a safe default.
 public struct Configuration: Sendable {
     /// The numeric address to listen on (default loopback `127.0.0.1`; `::1` for IPv6).
@@ -50,15 +58,26 @@ public struct Configuration: Sendable {
     public var approvalLifetime: Int = 5 * 60
     /// Binding a device needs a password login at most this many seconds ago (5 minutes).
     public var stepUpWindow: Int = 5 * 60
-    /// Consecutive failed logins on one account before it is blocked (5).
+
+    // MARK: Throttling, registration and client addresses (docs/server.md, "Throttling")
+
+    /// Consecutive failed password logins on one account from one client address before that
+    /// pair (account, address) is blocked (5). Other addresses can still log in to the account.
     public var accountFailureLimit: Int = 5
-    /// Failed logins from one client address (within 15 minutes) before it is blocked (20).
+    /// Consecutive failed password logins on one account, from all addresses together, from
+    /// which on every address that has itself failed on the account waits too, with a delay that
+    /// grows with every further failure (100, NIST SP 800-63B's ceiling). Addresses that have not
+    /// failed on it log in as usual: someone else's wrong passwords never lock the owner out.
+    public var accountFailureCeiling: Int = 100
+    /// Failed logins of any kind (passwords, device signatures) from one client address within
+    /// 15 minutes before that address is blocked (20; 0 turns it off).
     public var addressFailureLimit: Int = 20
     /// First block in seconds; it doubles with every further failure (60 s).
     public var lockoutBaseDelay: Int = 60
     /// The longest block in seconds (1 hour).
     public var lockoutMaximumDelay: Int = 3600
-    /// Consecutive bad device signatures before the device is suspended (5).
+    /// Consecutive bad signatures for one device before further bad ones get 429 (5). A valid
+    /// signature is never refused for them, and a device is never suspended.
     public var deviceFailureLimit: Int = 5
     /// A session's absolute lifetime in seconds, counted from its login (default 30 days). After
     /// it a refresh is refused and the session ends, however recently it was refreshed: the user
@@ -70,6 +89,15 @@ public struct Configuration: Sendable {
     /// At most this many active (not revoked) devices per user (default 10); binding one more is
     /// refused with 409 `device_limit_reached`. Replacing the device of the same client is allowed.
     public var maxDevicesPerUser: Int = 10
+    /// Sign-up attempts (created or taken) per client address per hour (10; 0 turns it off).
+    public var signupLimit: Int = 10
+    /// Whether anyone may sign up through the API (default), or only operators create accounts
+    /// (`keybound user add`).
+    public var registration: Registration = .open
+    /// Peers whose `X-Forwarded-For`/`Forwarded` headers name the client (none: the client is
+    /// always the TCP peer). Set it to your reverse proxies when the server runs behind them.
+    public var trustedProxies: [CIDR] = []
+
     /// Where the JSON-lines log goes (standard error).
     public var log: LogSink = .standardError
     /// The clock (tests inject a ``ManualClock``).
@@ -79,7 +107,8 @@ public struct Configuration: Sendable {
     public init() {}
 
     /// A configuration for tests and demos: loopback, a free port, the given SQLite file, cheap
-    /// Argon2id parameters, logs discarded.
+    /// Argon2id parameters, logs discarded, no sign-up limit (tests sign up many users from
+    /// loopback).
     /// - Important: the Argon2id parameters are far below production strength.
     public static func testing(databasePath: String) -> Configuration {
         var configuration = Configuration()
@@ -87,6 +116,7 @@ public struct Configuration: Sendable {
         configuration.databaseURL = "sqlite:" + databasePath
         configuration.argon2 = .insecureTesting
         configuration.log = .discard
+        configuration.signupLimit = 0
         return configuration
     }
 }

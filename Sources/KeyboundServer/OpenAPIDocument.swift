@@ -68,7 +68,7 @@ paths:
     post:
       operationId: createAccount
       summary: Create an account
-      description: Hashes the password with Argon2id (at least m=19 MiB, t=2, p=1).
+      description: Hashes the password with Argon2id (at least m=19 MiB, t=2, p=1). Every attempt that reaches the username check, free or taken, counts against the client address's sign-up limit (--signup-limit per hour, default 10); over it, 429 with Retry-After. A taken username answers 409, so the limit is what bounds probing for usernames. With --registration closed the server answers 403 registration_closed and operators create accounts with keybound user add.
       security: []
       requestBody:
         required: true
@@ -85,19 +85,37 @@ paths:
                 $ref: '#/components/schemas/CreateAccountResponse'
         '400':
           $ref: '#/components/responses/BadRequest'
+        '403':
+          description: registration_closed.
+          content:
+            application/problem+json:
+              schema:
+                $ref: '#/components/schemas/Problem'
         '409':
           description: username_taken.
           content:
             application/problem+json:
               schema:
                 $ref: '#/components/schemas/Problem'
+        '429':
+          description: throttled; see Retry-After.
+          content:
+            application/problem+json:
+              schema:
+                $ref: '#/components/schemas/Problem'
+          headers:
+            Retry-After:
+              description: Seconds to wait before trying again.
+              schema:
+                type: integer
+                minimum: 1
         default:
           $ref: '#/components/responses/Error'
   /v1/sessions/password:
     post:
       operationId: passwordLogin
       summary: Password login
-      description: Opens a session. Wrong password and unknown user give byte-identical 401 bodies. After 5 consecutive failures on an account (or too many from one client address) further attempts get 429 with Retry-After, with a delay that doubles each time. A successful password login lifts device suspensions.
+      description: Opens a session. Wrong password and unknown user give byte-identical 401 bodies. Failures are throttled with 429 and Retry-After, with a delay that doubles each time, never saying which limit was reached; 5 consecutive failures on an account from one client address block that pair; 20 failed logins of any kind from one address block the address; from 100 consecutive failures on an account from all addresses, every address that has itself failed on it waits too. Addresses that have not failed on the account are not held back, so wrong passwords from one address never stop the right password from another.
       security: []
       requestBody:
         required: true
@@ -298,7 +316,7 @@ paths:
         '400':
           $ref: '#/components/responses/BadRequest'
         '403':
-          description: device_revoked or device_suspended.
+          description: device_revoked.
           content:
             application/problem+json:
               schema:
@@ -315,7 +333,7 @@ paths:
     post:
       operationId: deviceLogin
       summary: Device-key login
-      description: Verifies the signature over the issued payload with the device key and opens a session (auth_method device). Every attempt uses the challenge up; of several simultaneous attempts exactly one can succeed. 5 consecutive bad signatures suspend the device until a password login.
+      description: Verifies the signature over the issued payload with the device key and opens a session (auth_method device). A checked attempt uses the challenge up; of several simultaneous attempts exactly one can succeed. A valid signature always logs in. Bad signatures are throttled per device (5 consecutive) and per client address (failed logins of any kind); further bad ones get 429 with Retry-After and do not use the challenge up. A device is never suspended. Refusals that check no signature (unknown, used or expired challenge, revoked device) are not audited.
       security: []
       requestBody:
         required: true
@@ -339,7 +357,7 @@ paths:
               schema:
                 $ref: '#/components/schemas/Problem'
         '403':
-          description: device_revoked or device_suspended.
+          description: device_revoked.
           content:
             application/problem+json:
               schema:
@@ -362,6 +380,18 @@ paths:
             application/problem+json:
               schema:
                 $ref: '#/components/schemas/Problem'
+        '429':
+          description: throttled; see Retry-After.
+          content:
+            application/problem+json:
+              schema:
+                $ref: '#/components/schemas/Problem'
+          headers:
+            Retry-After:
+              description: Seconds to wait before trying again.
+              schema:
+                type: integer
+                minimum: 1
         default:
           $ref: '#/components/responses/Error'
   /v1/approvals:
@@ -389,7 +419,7 @@ paths:
         '401':
           $ref: '#/components/responses/TokenInvalid'
         '403':
-          description: device_revoked or device_suspended.
+          description: device_revoked.
           content:
             application/problem+json:
               schema:
@@ -437,7 +467,7 @@ paths:
               schema:
                 $ref: '#/components/schemas/Problem'
         '403':
-          description: device_revoked or device_suspended.
+          description: device_revoked.
           content:
             application/problem+json:
               schema:
@@ -595,13 +625,13 @@ components:
             - challenge_used
             - signature_invalid
             - device_revoked
-            - device_suspended
             - invalid_public_key
             - step_up_required
             - not_found
             - method_not_allowed
             - username_taken
             - device_limit_reached
+            - registration_closed
             - unavailable
             - internal
           description: Stable machine-readable code. Clients switch on this, never on title or detail.
@@ -770,7 +800,6 @@ components:
           type: string
           enum:
             - active
-            - suspended
             - revoked
         created_at:
           $ref: '#/components/schemas/Timestamp'
@@ -937,6 +966,9 @@ components:
         - device_id
         - session_id
         - client_address
+        - count
+        - last_time
+      description: One audit event. Repeated refusals of one kind for one target (device, else user, else client address) within an hour of each other fold into one event with a count; time is the first, last_time the latest, client_address the latest one's.
       properties:
         time:
           $ref: '#/components/schemas/Timestamp'
@@ -946,13 +978,13 @@ components:
             - account_created
             - login
             - login_failed
-            - throttled
             - lockout
+            - account_ceiling
             - logout
             - refresh_reuse
             - device_bound
             - device_revoked
-            - device_suspended
+            - device_throttled
             - approval_created
             - approval_confirmed
             - approval_failed
@@ -964,6 +996,7 @@ components:
             - password
             - device
             - approval
+            - operator
             - null
         user_id:
           type:
@@ -981,6 +1014,11 @@ components:
           type:
             - string
             - 'null'
+        count:
+          type: integer
+          minimum: 1
+        last_time:
+          $ref: '#/components/schemas/Timestamp'
     AuditList:
       type: object
       additionalProperties: false

@@ -240,7 +240,8 @@ public struct BindDeviceResponse: WireMessage, Hashable {
 /// The state of a bound device.
 public enum DeviceStatus: String, Sendable, Hashable {
     case active
-    /// Suspended after repeated bad signatures; a password login lifts it.
+    /// Suspended. Keybound servers no longer suspend devices (bad signatures are throttled
+    /// instead); kept so older servers' answers decode.
     case suspended
     case revoked
 }
@@ -517,14 +518,21 @@ public struct ApprovalResponse: WireMessage, Hashable {
 }
 
 /// One audit event in `GET /v1/audit`. Never contains a secret, token or signature.
+///
+/// Repeated refusals of one kind for one target (failed logins, lockouts) fold into one event:
+/// ``count`` says how many, ``time`` is the first and ``lastTime`` the latest, and
+/// ``clientAddress`` the latest one's client.
 public struct AuditEvent: WireMessage, Hashable {
-    /// When it happened (`time`).
+    /// When it happened (`time`); for a folded event, the first time.
     public let time: Date
-    /// What happened: `account_created`, `login`, `login_failed`, `throttled`, `lockout`,
-    /// `logout`, `refresh_reuse`, `device_bound`, `device_revoked`, `device_suspended`,
-    /// `approval_created`, `approval_confirmed`, `approval_failed`.
+    /// What happened: `account_created`, `login`, `login_failed`, `lockout` (one client address
+    /// blocked on the account), `account_ceiling` (the account's failures from all addresses
+    /// reached the ceiling), `logout`, `refresh_reuse`, `device_bound`, `device_revoked`,
+    /// `device_throttled` (the device's bad signatures reached the limit), `approval_created`,
+    /// `approval_confirmed`, `approval_failed`.
     public let type: String
-    /// `password` or `device` for logins, otherwise null.
+    /// `password`, `device` or `approval` for logins and their failures, `operator` for an
+    /// account an operator created; otherwise null.
     public let method: String?
     /// The user's opaque id (`user_id`).
     public let userID: String?
@@ -534,10 +542,14 @@ public struct AuditEvent: WireMessage, Hashable {
     public let sessionID: String?
     /// The client's network address (`client_address`), or nil.
     public let clientAddress: String?
+    /// How many times it happened (`count`, at least 1).
+    public let count: Int
+    /// When it last happened (`last_time`); equal to ``time`` when ``count`` is 1.
+    public let lastTime: Date
     /// Creates the message from its members.
     public init(
         time: Date, type: String, method: String?, userID: String?, deviceID: String?, sessionID: String?,
-        clientAddress: String?
+        clientAddress: String?, count: Int = 1, lastTime: Date? = nil
     ) {
         self.time = time
         self.type = type
@@ -546,10 +558,16 @@ public struct AuditEvent: WireMessage, Hashable {
         self.deviceID = deviceID
         self.sessionID = sessionID
         self.clientAddress = clientAddress
+        self.count = count
+        self.lastTime = lastTime ?? time
     }
     public init(json: JSONValue) throws(WireFailure) {
         let reader = try JSONReader(
-            json, allowed: ["time", "type", "method", "user_id", "device_id", "session_id", "client_address"])
+            json,
+            allowed: [
+                "time", "type", "method", "user_id", "device_id", "session_id", "client_address", "count",
+                "last_time",
+            ])
         time = try reader.timestamp("time")
         type = try reader.string("type")
         method = try reader.optionalString("method")
@@ -557,6 +575,8 @@ public struct AuditEvent: WireMessage, Hashable {
         deviceID = try reader.optionalString("device_id")
         sessionID = try reader.optionalString("session_id")
         clientAddress = try reader.optionalString("client_address")
+        count = try reader.integer("count")
+        lastTime = try reader.timestamp("last_time")
     }
     public var json: JSONValue {
         func optional(_ value: String?) -> JSONValue { value.map { .string($0) } ?? .null }
@@ -568,6 +588,8 @@ public struct AuditEvent: WireMessage, Hashable {
         object.add("device_id", optional(deviceID))
         object.add("session_id", optional(sessionID))
         object.add("client_address", optional(clientAddress))
+        object.add("count", count)
+        object.add("last_time", Timestamp.format(lastTime))
         return object.value
     }
 }

@@ -29,7 +29,8 @@ public struct ProblemCode: RawRepresentable, Sendable, Hashable, CustomStringCon
     public static let signatureInvalid = ProblemCode(rawValue: "signature_invalid")
     /// The device was revoked (403).
     public static let deviceRevoked = ProblemCode(rawValue: "device_revoked")
-    /// The device is suspended after repeated bad signatures until a password login (403).
+    /// The device is suspended (403). Keybound servers no longer send it (bad signatures are
+    /// throttled instead, and never suspend a device); kept so older servers' answers decode.
     public static let deviceSuspended = ProblemCode(rawValue: "device_suspended")
     /// The public key is not a P-256 SubjectPublicKeyInfo (400).
     public static let invalidPublicKey = ProblemCode(rawValue: "invalid_public_key")
@@ -41,6 +42,8 @@ public struct ProblemCode: RawRepresentable, Sendable, Hashable, CustomStringCon
     public static let methodNotAllowed = ProblemCode(rawValue: "method_not_allowed")
     /// The account has as many active devices as the server allows; revoke one first (409).
     public static let deviceLimitReached = ProblemCode(rawValue: "device_limit_reached")
+    /// Sign-up through the API is turned off on this server; an operator creates accounts (403).
+    public static let registrationClosed = ProblemCode(rawValue: "registration_closed")
     /// The username is taken (409).
     public static let usernameTaken = ProblemCode(rawValue: "username_taken")
     /// The server is busy; retry after the `Retry-After` header (503).

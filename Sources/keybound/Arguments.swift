@@ -57,6 +57,12 @@ struct Arguments {
         return options[name]?.last
     }
 
+    /// Every value given for a repeatable `--name`, in order.
+    mutating func options(_ name: String) -> [String] {
+        consumed.insert(name)
+        return options[name] ?? []
+    }
+
     /// Whether the boolean `--name` was given.
     mutating func flag(_ name: String) -> Bool {
         consumed.insert(name)

@@ -31,6 +31,16 @@ enum ServeCommand {
           --connection-timeout SEC  idle connection timeout        KEYBOUND_CONNECTION_TIMEOUT (30)
           --argon2-memory KIB       Argon2id memory, >= 19456      KEYBOUND_ARGON2_MEMORY (19456)
           --argon2-iterations N     Argon2id passes, >= 2          KEYBOUND_ARGON2_ITERATIONS (2)
+
+        throttling and sign-up (see docs/server.md, "Throttling"):
+          --registration M          open (anyone signs up) or closed (403; operators run
+                                    keybound user add)             KEYBOUND_REGISTRATION (open)
+          --signup-limit N          sign-ups per client address per hour, 0 = off
+                                                                   KEYBOUND_SIGNUP_LIMIT (10)
+          --address-failure-limit N failed logins of any kind per client address (15 min) before
+                                    it is blocked, 0 = off         KEYBOUND_ADDRESS_FAILURE_LIMIT (20)
+          --trusted-proxy CIDR      a reverse proxy whose X-Forwarded-For/Forwarded names the
+                                    client; repeatable             KEYBOUND_TRUSTED_PROXY (comma-separated)
           --help                    print this help
 
         Logs are JSON lines on standard error. SIGTERM or SIGINT stops the server gracefully.
@@ -135,6 +145,31 @@ enum ServeCommand {
         }
         if let timeout = try integer("connection-timeout", "KEYBOUND_CONNECTION_TIMEOUT", 1...3600) {
             configuration.connectionTimeout = timeout
+        }
+        // Throttling, registration and client addresses.
+        if let mode = value("registration", "KEYBOUND_REGISTRATION") {
+            guard let registration = Registration(rawValue: mode) else {
+                throw UsageError("--registration must be open or closed")
+            }
+            configuration.registration = registration
+        }
+        if let limit = try integer("signup-limit", "KEYBOUND_SIGNUP_LIMIT", 0...1_000_000) {
+            configuration.signupLimit = limit
+        }
+        if let limit = try integer("address-failure-limit", "KEYBOUND_ADDRESS_FAILURE_LIMIT", 0...1_000_000) {
+            configuration.addressFailureLimit = limit
+        }
+        var proxies = arguments.options("trusted-proxy")
+        if proxies.isEmpty, let variable = environment["KEYBOUND_TRUSTED_PROXY"] {
+            proxies = variable.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+        }
+        configuration.trustedProxies = try proxies.filter { !$0.isEmpty }.map { text in
+            guard let range = CIDR(text) else {
+                throw UsageError(
+                    "--trusted-proxy must be an address or a range like 10.0.0.0/8 or 2001:db8::/32 "
+                        + "(no bits set after the prefix), not '\(text)'")
+            }
+            return range
         }
         // Production never goes below OWASP's Argon2id minimum.
         if let memory = try integer("argon2-memory", "KEYBOUND_ARGON2_MEMORY", 19_456...4_194_304) {

@@ -10,6 +10,7 @@ let rootUsage = """
       serve     run the HTTP API server (see keybound serve --help)
       demo      run the whole story against an in-process server and an emulated device
       device    drive a persistent emulated device from the shell
+      user      create accounts on the server's database (keybound user add NAME)
 
     options:
       --version  print the version
@@ -29,6 +30,8 @@ case "device":
     status = await DeviceCommand.run(rest)
 case "demo":
     status = await DemoCommand.run(rest)
+case "user":
+    status = UserCommand.run(rest)
 case "--version", "version":
     print("keybound \(keyboundVersion)")
     status = 0

@@ -101,7 +101,7 @@ struct Client: Sendable {
     @discardableResult
     func send(
         _ method: String, _ path: String, body: Data? = nil, token: String? = nil,
-        contentType: String? = "application/json", checkSpec: Bool = true,
+        contentType: String? = "application/json", headers: [String: String] = [:], checkSpec: Bool = true,
         sourceLocation: SourceLocation = #_sourceLocation
     ) async throws -> Reply {
         guard let url = URL(string: baseURL.absoluteString + path) else {
@@ -114,6 +114,7 @@ struct Client: Sendable {
             if let contentType { request.setValue(contentType, forHTTPHeaderField: "Content-Type") }
         }
         if let token { request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization") }
+        for (name, value) in headers { request.setValue(value, forHTTPHeaderField: name) }
         let (data, response) = try await session.data(for: request)
         guard let http = response as? HTTPURLResponse else { throw TestFailure("not HTTP") }
         var headers: [String: String] = [:]
@@ -131,8 +132,10 @@ struct Client: Sendable {
         return reply
     }
 
-    func post(_ path: String, _ message: some WireMessage, token: String? = nil) async throws -> Reply {
-        try await send("POST", path, body: message.jsonData, token: token)
+    func post(
+        _ path: String, _ message: some WireMessage, token: String? = nil, headers: [String: String] = [:]
+    ) async throws -> Reply {
+        try await send("POST", path, body: message.jsonData, token: token, headers: headers)
     }
 
     func get(_ path: String, token: String? = nil) async throws -> Reply {

@@ -28,14 +28,15 @@ struct APIError: Error {
     static let signatureInvalid = APIError(
         401, .signatureInvalid, "The signature does not verify for the issued payload and the device key.")
     static let deviceRevoked = APIError(403, .deviceRevoked, "This device was revoked.")
-    static let deviceSuspended = APIError(
-        403, .deviceSuspended,
-        "This device is suspended after repeated bad signatures; log in with the password.")
+    static let registrationClosed = APIError(
+        403, .registrationClosed, "This server does not take sign-ups; an operator creates accounts.")
 
-    static func throttled(retryAfter seconds: Int64) -> APIError {
-        APIError(
-            429, .throttled, "Too many failed attempts. Try again later.",
-            headers: ["Retry-After": String(max(1, seconds))])
+    /// 429 with `Retry-After`. The default detail is the same for every login throttle, so the
+    /// answer never says which limit was reached.
+    static func throttled(
+        retryAfter seconds: Int64, detail: String = "Too many failed attempts. Try again later."
+    ) -> APIError {
+        APIError(429, .throttled, detail, headers: ["Retry-After": String(max(1, seconds))])
     }
 
     /// Short titles, one per code (RFC 9457 `title`).
@@ -52,13 +53,13 @@ struct APIError: Error {
         case .challengeUsed: "Challenge already used"
         case .signatureInvalid: "Invalid signature"
         case .deviceRevoked: "Device revoked"
-        case .deviceSuspended: "Device suspended"
         case .invalidPublicKey: "Invalid public key"
         case .deviceLimitReached: "Too many devices"
         case .stepUpRequired: "Password authentication required"
         case .notFound: "Not found"
         case .methodNotAllowed: "Method not allowed"
         case .usernameTaken: "Username taken"
+        case .registrationClosed: "Registration closed"
         case .unavailable: "Service unavailable"
         default: "Internal error"
         }

@@ -8,8 +8,8 @@ struct RequestContext {
     let parameters: [String: String]
     /// The current time of this request, in milliseconds since 1970.
     let now: Int64
-
-    var clientAddress: String { request.clientAddress }
+    /// The client: the TCP peer, or the forwarded client behind a trusted proxy.
+    let clientAddress: ClientAddress
 
     /// Decodes the body strictly.
     /// - Throws: ``APIError`` 415 for a non-JSON content type, 400 for anything that does not match.

@@ -13,7 +13,8 @@ public struct HTTPRequest: Sendable {
     public var headers: [String: String]
     /// The body.
     public var body: Data
-    /// The peer's numeric address, used for throttling and the audit log.
+    /// The TCP peer's numeric address. Throttling and the audit log use the client resolved from
+    /// it: the peer itself, or behind a trusted proxy the forwarded client (`ClientAddress`).
     public var clientAddress: String
     /// Set by the HTTP layer when the body exceeded the limit (its bytes were discarded).
     var bodyExceededLimit = false

@@ -8,27 +8,30 @@ struct DeviceRecord {
     let userID: String
     let clientID: String
     let publicKey: Data
-    let failedSignatures: Int64
-    let suspended: Bool
     let revoked: Bool
 
-    static let columns = "id, user_id, client_id, public_key, failed_signatures, suspended_at, revoked_at"
+    static let columns = "id, user_id, client_id, public_key, revoked_at"
 
     init(_ row: SQLRow, offset: Int = 0) throws {
         id = try row.text(offset)
         userID = try row.text(offset + 1)
         clientID = try row.text(offset + 2)
         publicKey = Base64URL.decode(try row.text(offset + 3)) ?? Data()
-        failedSignatures = try row.integer(offset + 4)
-        suspended = try row.optionalInteger(offset + 5) != nil
-        revoked = try row.optionalInteger(offset + 6) != nil
+        revoked = try row.optionalInteger(offset + 4) != nil
     }
 
-    /// Refuses revoked and suspended devices.
+    /// Refuses revoked devices. (Devices are never suspended: a caller without the key must not
+    /// be able to lock its owner out.)
     func checkUsable() -> APIError? {
-        if revoked { return .deviceRevoked }
-        if suspended { return .deviceSuspended }
-        return nil
+        revoked ? .deviceRevoked : nil
+    }
+
+    /// Whether `signature` (DER) verifies over the exact payload bytes the server issued.
+    func signatureIsValid(_ signature: Data, over payload: Data) -> Bool {
+        guard let key = try? P256PublicKey(spkiDER: publicKey),
+            let parsed = try? P256Signature(derRepresentation: signature)
+        else { return false }
+        return key.isValidSignature(parsed, for: payload)
     }
 }
 
@@ -41,38 +44,21 @@ extension Application {
         .map { try DeviceRecord($0) }
     }
 
-    /// Verifies a device signature over the exact payload bytes the server issued. Bad
-    /// signatures count toward suspension; a good one resets the count.
+    /// Verifies an approval signature over the exact payload bytes the server issued; a bad one
+    /// is audited (folded) as `approval_failed`.
     /// - Returns: nil when valid, otherwise the error to answer with (after committing).
     func verifyDeviceSignature(
         _ connection: any SQLConnection, _ context: RequestContext, device: DeviceRecord, payload: Data,
         signature: Data, method: String
     ) throws -> APIError? {
-        let valid: Bool
-        if let key = try? P256PublicKey(spkiDER: device.publicKey),
-            let parsed = try? P256Signature(derRepresentation: signature)
-        {
-            valid = key.isValidSignature(parsed, for: payload)
-        } else {
-            valid = false
-        }
-        if valid {
+        if device.signatureIsValid(signature, over: payload) {
             try connection.execute(
-                "UPDATE devices SET failed_signatures = 0, last_used_at = ? WHERE id = ?",
-                [.integer(context.now), .text(device.id)])
+                "UPDATE devices SET last_used_at = ? WHERE id = ?", [.integer(context.now), .text(device.id)])
             return nil
         }
-        let failures = device.failedSignatures + 1
-        let suspend = failures >= Int64(configuration.deviceFailureLimit)
-        try connection.execute(
-            "UPDATE devices SET failed_signatures = ?, suspended_at = ? WHERE id = ?",
-            [.integer(failures), suspend ? .integer(context.now) : .null, .text(device.id)])
-        try audit(
-            connection, context, method == "device" ? "login_failed" : "approval_failed", method: method,
-            userID: device.userID, deviceID: device.id)
-        if suspend {
-            try audit(connection, context, "device_suspended", userID: device.userID, deviceID: device.id)
-        }
+        try auditRefusal(
+            connection, context, "approval_failed", method: method, userID: device.userID, deviceID: device.id
+        )
         return .signatureInvalid
     }
 
@@ -150,14 +136,12 @@ extension Application {
         let rows = try database.read { connection in
             try connection.query(
                 """
-                SELECT id, name, key_protection, created_at, last_used_at, suspended_at, revoked_at
+                SELECT id, name, key_protection, created_at, last_used_at, revoked_at
                 FROM devices WHERE user_id = ? ORDER BY created_at, id
                 """, [.text(caller.userID)])
         }
         let devices = try rows.map { row in
-            let status: DeviceStatus =
-                try row.optionalInteger(6) != nil
-                ? .revoked : try row.optionalInteger(5) != nil ? .suspended : .active
+            let status: DeviceStatus = try row.optionalInteger(5) != nil ? .revoked : .active
             return DeviceInfo(
                 deviceID: try row.text(0), name: try row.text(1),
                 keyProtection: KeyProtection(rawValue: try row.text(2)) ?? .software, status: status,

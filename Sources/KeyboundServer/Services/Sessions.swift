@@ -13,30 +13,6 @@ struct Caller {
 }
 
 extension Application {
-    // MARK: Audit
-
-    /// Records an audit event in the current transaction. Never pass a secret here.
-    func audit(
-        _ connection: any SQLConnection, _ context: RequestContext, _ type: String, method: String? = nil,
-        userID: String? = nil, deviceID: String? = nil, sessionID: String? = nil
-    ) throws {
-        try connection.execute(
-            """
-            INSERT INTO audit_events (id, time, type, method, user_id, device_id, session_id, client_address)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-            """,
-            [
-                .text(SecureRandomBytes.identifier("evt")), .integer(context.now), .text(type), method.sql,
-                userID.sql, deviceID.sql, sessionID.sql, .text(context.clientAddress),
-            ])
-        logger.log(
-            .info, "audit",
-            [
-                ("event", type), ("method", method), ("user_id", userID), ("device_id", deviceID),
-                ("session_id", sessionID), ("client", context.clientAddress),
-            ])
-    }
-
     // MARK: Tokens and sessions
 
     /// Issues a fresh access and refresh token for a session.
@@ -226,32 +202,5 @@ extension Application {
                 userID: caller.userID, username: caller.username, sessionID: caller.sessionID,
                 authMethod: caller.authMethod,
                 authTime: Date(timeIntervalSince1970: TimeInterval(caller.authTime / 1000))))
-    }
-
-    func auditEvents(_ context: RequestContext) throws -> HTTPResponse {
-        let caller = try authenticate(context)
-        var limit = 100
-        if let text = context.request.query["limit"] {
-            guard let value = Int(text), (1...500).contains(value) else {
-                throw APIError.invalid("limit must be an integer from 1 to 500")
-            }
-            limit = value
-        }
-        let rows = try database.read { connection in
-            try connection.query(
-                """
-                SELECT time, type, method, user_id, device_id, session_id, client_address
-                FROM audit_events WHERE user_id = ? ORDER BY time DESC, id LIMIT ?
-                """, [.text(caller.userID), .integer(Int64(limit))])
-        }
-        let events = try rows.map { row in
-            AuditEvent(
-                time: Date(timeIntervalSince1970: TimeInterval(try row.integer(0) / 1000)),
-                type: try row.text(1),
-                method: try row.optionalText(2), userID: try row.optionalText(3),
-                deviceID: try row.optionalText(4),
-                sessionID: try row.optionalText(5), clientAddress: try row.optionalText(6))
-        }
-        return .json(200, AuditListResponse(events: events))
     }
 }

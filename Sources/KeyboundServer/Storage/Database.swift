@@ -205,7 +205,24 @@ enum Migrations {
                 "CREATE INDEX audit_by_user ON audit_events (user_id, time)",
             ]
         ),
-        // Version 2 is added on another branch.
+        (
+            2,
+            [
+                // Repeated refusals fold into one audit row: how many, and the latest time.
+                "ALTER TABLE audit_events ADD COLUMN count BIGINT NOT NULL DEFAULT 1",
+                "ALTER TABLE audit_events ADD COLUMN last_at BIGINT NOT NULL DEFAULT 0",
+                "UPDATE audit_events SET last_at = time",
+                // The user's list is ordered by latest activity; refusals find their row to fold into.
+                "DROP INDEX audit_by_user",
+                "CREATE INDEX audit_by_user ON audit_events (user_id, last_at)",
+                "CREATE INDEX audit_fold ON audit_events (type, user_id, device_id, client_address, last_at)",
+                // Bad signatures no longer suspend devices (the columns stay, unused), and
+                // password failures are no longer counted per account alone: lift what the old
+                // rules imposed.
+                "UPDATE devices SET suspended_at = NULL, failed_signatures = 0",
+                "DELETE FROM throttles WHERE scope LIKE 'account:%'",
+            ]
+        ),
         (
             3,
             [

@@ -1,0 +1,131 @@
+import Foundation
+import KeyboundWire
+
+extension Application {
+    /// A refusal of the same kind for the same target within this long (1 hour) of the last one
+    /// folds into its row; after a quieter hour a new row starts.
+    static let auditFoldWindow: Int64 = 3600 * 1000
+
+    /// Records an audit event in the current transaction. Never pass a secret here.
+    func audit(
+        _ connection: any SQLConnection, _ context: RequestContext, _ type: String, method: String? = nil,
+        userID: String? = nil, deviceID: String? = nil, sessionID: String? = nil
+    ) throws {
+        try insertAuditEvent(
+            connection, now: context.now, clientAddress: context.clientAddress.text, type, method: method,
+            userID: userID, deviceID: deviceID, sessionID: sessionID)
+    }
+
+    /// Records a refusal (a failed login, a lockout) in the current transaction, folded: when the
+    /// same kind of refusal for the same target was recorded within ``auditFoldWindow``, that row's
+    /// count goes up and it takes this one's time and client address, so an attacker cannot bury a
+    /// user's real events under copies of their own. The target is the device, else the user, else
+    /// (for unknown usernames and address blocks) the client address. The log folds alike: a line
+    /// when the count reaches 1, 2, 4, 8, …
+    func auditRefusal(
+        _ connection: any SQLConnection, _ context: RequestContext, _ type: String, method: String? = nil,
+        userID: String? = nil, deviceID: String? = nil
+    ) throws {
+        var conditions = ["type = ?", "last_at >= ?"]
+        var parameters: [SQLValue] = [.text(type), .integer(context.now - Self.auditFoldWindow)]
+        // `column = NULL` never matches in SQL: an absent value is matched with IS NULL.
+        for (column, value) in [("method", method), ("user_id", userID), ("device_id", deviceID)] {
+            if let value {
+                conditions.append("\(column) = ?")
+                parameters.append(.text(value))
+            } else {
+                conditions.append("\(column) IS NULL")
+            }
+        }
+        if userID == nil, deviceID == nil {
+            conditions.append("client_address = ?")
+            parameters.append(.text(context.clientAddress.text))
+        }
+        let existing = try connection.queryOne(
+            """
+            SELECT id, count FROM audit_events WHERE \(conditions.joined(separator: " AND "))
+            ORDER BY last_at DESC LIMIT 1
+            """, parameters)
+        guard let existing else {
+            try insertAuditEvent(
+                connection, now: context.now, clientAddress: context.clientAddress.text, type, method: method,
+                userID: userID, deviceID: deviceID, sessionID: nil)
+            return
+        }
+        let count = try existing.integer(1) + 1
+        try connection.execute(
+            "UPDATE audit_events SET count = ?, last_at = ?, client_address = ? WHERE id = ?",
+            [
+                .integer(count), .integer(context.now), .text(context.clientAddress.text),
+                .text(try existing.text(0)),
+            ])
+        if count & (count - 1) == 0 {
+            logAudit(
+                type, method: method, userID: userID, deviceID: deviceID, sessionID: nil,
+                clientAddress: context.clientAddress.text, count: count)
+        }
+    }
+
+    /// Inserts one audit row (count 1) and logs it. `clientAddress` is nil for what an operator
+    /// did on the server's own machine.
+    func insertAuditEvent(
+        _ connection: any SQLConnection, now: Int64, clientAddress: String?, _ type: String, method: String?,
+        userID: String?, deviceID: String?, sessionID: String?
+    ) throws {
+        try connection.execute(
+            """
+            INSERT INTO audit_events (id, time, type, method, user_id, device_id, session_id, client_address,
+                count, last_at)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1, ?)
+            """,
+            [
+                .text(SecureRandomBytes.identifier("evt")), .integer(now), .text(type), method.sql,
+                userID.sql, deviceID.sql, sessionID.sql, clientAddress.sql, .integer(now),
+            ])
+        logAudit(
+            type, method: method, userID: userID, deviceID: deviceID, sessionID: sessionID,
+            clientAddress: clientAddress, count: 1)
+    }
+
+    private func logAudit(
+        _ type: String, method: String?, userID: String?, deviceID: String?, sessionID: String?,
+        clientAddress: String?, count: Int64
+    ) {
+        logger.log(
+            .info, "audit",
+            [
+                ("event", type), ("method", method), ("user_id", userID), ("device_id", deviceID),
+                ("session_id", sessionID), ("client", clientAddress), ("count", Int(count)),
+            ])
+    }
+
+    func auditEvents(_ context: RequestContext) throws -> HTTPResponse {
+        let caller = try authenticate(context)
+        var limit = 100
+        if let text = context.request.query["limit"] {
+            guard let value = Int(text), (1...500).contains(value) else {
+                throw APIError.invalid("limit must be an integer from 1 to 500")
+            }
+            limit = value
+        }
+        // Newest activity first: a folded row that is still growing stays at the top.
+        let rows = try database.read { connection in
+            try connection.query(
+                """
+                SELECT time, type, method, user_id, device_id, session_id, client_address, count, last_at
+                FROM audit_events WHERE user_id = ? ORDER BY last_at DESC, id LIMIT ?
+                """, [.text(caller.userID), .integer(Int64(limit))])
+        }
+        func date(_ milliseconds: Int64) -> Date {
+            Date(timeIntervalSince1970: TimeInterval(milliseconds / 1000))
+        }
+        let events = try rows.map { row in
+            AuditEvent(
+                time: date(try row.integer(0)), type: try row.text(1), method: try row.optionalText(2),
+                userID: try row.optionalText(3), deviceID: try row.optionalText(4),
+                sessionID: try row.optionalText(5), clientAddress: try row.optionalText(6),
+                count: Int(try row.integer(7)), lastTime: date(try row.integer(8)))
+        }
+        return .json(200, AuditListResponse(events: events))
+    }
+}

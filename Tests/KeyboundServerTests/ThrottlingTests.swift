@@ -1,0 +1,409 @@
+import Foundation
+import KeyboundCrypto
+import KeyboundTestSupport
+import KeyboundWire
+import Testing
+
+@testable import KeyboundServer
+
+/// Who can block whom (docs/server.md, "Throttling: who can block whom, and for how long").
+/// Addresses: the attacker is 203.0.113.x, the owner 198.51.100.x (RFC 5737 documentation ranges).
+@Suite("Throttling, client addresses and audit folding")
+struct ThrottlingTests {
+    private static let attacker = "203.0.113.9"
+    private static let owner = "198.51.100.7"
+
+    // MARK: Passwords (item 3)
+
+    @Test func wrongPasswordsFromOneAddressNeverStopTheRightPasswordFromAnother() throws {
+        let app = try InProcessApplication()
+        try app.createAccount("alice")
+        var statuses: [Int] = []
+        for _ in 1...30 { statuses.append(app.login("alice", "wrong password", from: Self.attacker).status) }
+        #expect(statuses == Array(repeating: 401, count: 5) + Array(repeating: 429, count: 25))
+        #expect(app.login("alice", Client.password, from: Self.attacker).status == 429)
+        // The owner, elsewhere, is not held back at all.
+        #expect(app.login("alice", Client.password, from: Self.owner).status == 200)
+        #expect(app.login("alice", "wrong password", from: Self.owner).status == 401)
+        #expect(app.login("alice", Client.password, from: Self.owner).status == 200)
+    }
+
+    /// NIST SP 800-63B's ceiling of 100 consecutive failures, spread over 25 addresses with 4 each
+    /// (below the pair limit of 5, below the address limit of 20).
+    @Test func accountCeilingHoldsBackOnlyAddressesThatFailedOnTheAccount() throws {
+        let app = try InProcessApplication()
+        try app.createAccount("alice")
+        let botnet = (1...25).map { "203.0.113.\($0)" }
+        for address in botnet {
+            for _ in 1...4 { #expect(app.login("alice", "wrong password", from: address).status == 401) }
+        }
+        #expect(
+            try app.rows("SELECT count FROM audit_events WHERE type = 'account_ceiling'") == [[.integer(1)]])
+        // Every address that has failed on the account now waits, even with the right password…
+        let held = app.login("alice", Client.password, from: botnet[0])
+        #expect(held.status == 429)
+        #expect(held.headers["Retry-After"] == "60")
+        // …a new address gets one guess, then waits too, for longer: each failure doubles the delay…
+        #expect(app.login("alice", "wrong password", from: "203.0.113.200").status == 401)
+        let next = app.login("alice", "wrong password", from: "203.0.113.200")
+        #expect(next.status == 429)
+        #expect(next.headers["Retry-After"] == "120")
+        // …and the owner, who has not failed, logs in. That ends the run of failures.
+        #expect(app.login("alice", Client.password, from: Self.owner).status == 200)
+        #expect(app.login("alice", Client.password, from: botnet[0]).status == 200)
+    }
+
+    @Test func failuresFromManyAddressesDoNotBlockTheAccountBelowTheCeiling() throws {
+        let app = try InProcessApplication()
+        try app.createAccount("alice")
+        for index in 1...10 {
+            for _ in 1...5 { _ = app.login("alice", "wrong password", from: "203.0.113.\(index)") }
+        }
+        #expect(app.login("alice", Client.password, from: Self.owner).status == 200)
+    }
+
+    // MARK: Client addresses (item 4)
+
+    @Test func behindATrustedProxyOneForwardedClientDoesNotBlockAnother() async throws {
+        let loopback = try #require(CIDR("127.0.0.0/8"))
+        let live = try LiveServer { $0.trustedProxies = [loopback] }
+        try await live.client.createAccount("alice")
+        func attempt(_ username: String, _ password: String, from address: String) async throws -> Reply {
+            try await live.client.post(
+                "/v1/sessions/password",
+                PasswordLoginRequest(username: username, password: password, clientID: "c"),
+                headers: ["X-Forwarded-For": "10.9.9.9, \(address)"])
+        }
+        // 20 failures with made-up usernames block that forwarded client…
+        for index in 1...20 {
+            #expect(try await attempt("ghost\(index)", "wrong password", from: Self.attacker).status == 401)
+        }
+        #expect(try await attempt("ghost21", "wrong password", from: Self.attacker).status == 429)
+        #expect(try await attempt("alice", Client.password, from: Self.attacker).status == 429)
+        // …not the proxy, and not another forwarded client.
+        #expect(try await attempt("ghost22", "wrong password", from: Self.owner).status == 401)
+        #expect(try await attempt("alice", Client.password, from: Self.owner).status == 200)
+        let token = try await live.client.login("alice", clientID: "audit").accessToken
+        let events = try await live.client.get("/v1/audit", token: token).decode(AuditListResponse.self)
+            .events
+        #expect(events.contains { $0.type == "login" && $0.clientAddress == Self.owner })
+    }
+
+    @Test func fromAnUntrustedPeerForwardedHeadersAreIgnored() async throws {
+        let proxies = try #require(CIDR("10.0.0.0/8"))
+        let live = try LiveServer { $0.trustedProxies = [proxies] }
+        try await live.client.createAccount("alice")
+        for index in 1...20 {
+            let reply = try await live.client.post(
+                "/v1/sessions/password",
+                PasswordLoginRequest(username: "ghost\(index)", password: "wrong password", clientID: "c"),
+                headers: ["X-Forwarded-For": "192.0.2.\(index)", "Forwarded": "for=192.0.2.\(index)"])
+            #expect(reply.status == 401)
+        }
+        // Every made-up client was loopback all along: it is blocked, whatever it claims.
+        let blocked = try await live.client.post(
+            "/v1/sessions/password",
+            PasswordLoginRequest(username: "alice", password: Client.password, clientID: "c"),
+            headers: ["X-Forwarded-For": "192.0.2.200"])
+        #expect(blocked.status == 429)
+    }
+
+    @Test func twoIPv6AddressesInOne64ShareABudget() throws {
+        let app = try InProcessApplication { $0.addressFailureLimit = 3 }
+        for index in 1...3 {
+            #expect(
+                app.login("ghost\(index)", "wrong password", from: "2001:db8:1:2::\(index)").status == 401)
+        }
+        #expect(app.login("ghost4", "wrong password", from: "2001:db8:1:2:ffff:ffff:ffff:ffff").status == 429)
+        #expect(app.login("ghost5", "wrong password", from: "2001:db8:1:3::1").status == 401)
+        // The audit keeps the whole address, the throttle the /64.
+        #expect(
+            try app.rows("SELECT client_address FROM audit_events WHERE type = 'address_lockout'") == [
+                ["2001:db8:1:2::3"]
+            ])
+        #expect(
+            try app.count("SELECT COUNT(*) FROM throttles WHERE scope = 'address:2001:db8:1:2::/64'") == 1)
+    }
+
+    // MARK: Device signatures (item 5)
+
+    @Test func replayingAUsedChallengeSixtyTimesAddsAtMostOneAuditRow() throws {
+        let app = try InProcessApplication()
+        let (key, deviceID) = try app.userWithDevice("alice")
+        let challenge = try app.challenge(deviceID)
+        let signature = try sign(challenge.payload, with: key)
+        #expect(app.deviceLogin(challenge.challengeID, signature, from: Self.owner).status == 200)
+        let rows = try app.count("SELECT COUNT(*) FROM audit_events")
+        for index in 0..<60 {
+            let replayed = index.isMultiple(of: 2) ? signature : Data("garbage".utf8)
+            let reply = app.deviceLogin(challenge.challengeID, replayed, from: Self.attacker)
+            #expect(reply.status == 409)
+        }
+        #expect(try app.count("SELECT COUNT(*) FROM audit_events") <= rows + 1)
+        // A used challenge proves nothing new: it did not count against the device either.
+        #expect(try app.count("SELECT COUNT(*) FROM throttles WHERE scope LIKE 'device:%'") == 0)
+    }
+
+    @Test func garbageSignaturesAreThrottledAndNeverSuspendTheDevice() throws {
+        let app = try InProcessApplication()
+        let (key, deviceID) = try app.userWithDevice("alice")
+        var statuses: [Int] = []
+        var retryAfter: [String] = []
+        for _ in 1...20 {
+            let challenge = try app.challenge(deviceID, from: Self.attacker)
+            let reply = app.deviceLogin(challenge.challengeID, Data("garbage".utf8), from: Self.attacker)
+            statuses.append(reply.status)
+            if reply.status == 429 { retryAfter.append(reply.headers["Retry-After"] ?? "none") }
+        }
+        #expect(statuses == Array(repeating: 401, count: 5) + Array(repeating: 429, count: 15))
+        #expect(Set(retryAfter) == ["60"])
+        // Refused bad signatures wrote nothing: one folded row each.
+        #expect(
+            try app.rows(
+                "SELECT type, count FROM audit_events WHERE device_id IS NOT NULL AND type <> 'device_bound' ORDER BY type"
+            )
+                == [["device_throttled", .integer(1)], ["login_failed", .integer(5)]])
+
+        // The owner's real signature on a fresh challenge, from another address, logs in.
+        let challenge = try app.challenge(deviceID, from: Self.owner)
+        let login = app.deviceLogin(
+            challenge.challengeID, try sign(challenge.payload, with: key), from: Self.owner)
+        #expect(login.status == 200)
+        // Even from the attacker's address a valid signature wins: nobody else can make one.
+        let again = try app.challenge(deviceID, from: Self.attacker)
+        #expect(
+            app.deviceLogin(again.challengeID, try sign(again.payload, with: key), from: Self.attacker).status
+                == 200)
+        #expect(try app.rows("SELECT suspended_at FROM devices") == [[.null]])
+    }
+
+    @Test func badSignaturesCountAgainstTheAddressLikeWrongPasswords() throws {
+        let app = try InProcessApplication { $0.addressFailureLimit = 3 }
+        try app.createAccount("bob")
+        let (_, deviceID) = try app.userWithDevice("alice")
+        for _ in 1...3 {
+            let challenge = try app.challenge(deviceID, from: Self.attacker)
+            #expect(
+                app.deviceLogin(challenge.challengeID, Data("garbage".utf8), from: Self.attacker).status
+                    == 401)
+        }
+        #expect(app.login("bob", Client.password, from: Self.attacker).status == 429)
+        #expect(app.login("bob", Client.password, from: Self.owner).status == 200)
+    }
+
+    @Test func foldedRefusalsShowTheirCountInTheUsersAudit() async throws {
+        let live = try LiveServer()
+        let (tokens, _, deviceID) = try await live.client.userWithDevice("alice")
+        for _ in 1...3 {
+            let challenge = try await live.client.challenge(deviceID)
+            #expect(
+                try await live.client.deviceLogin(challengeID: challenge.challengeID, signature: Data([1]))
+                    .status == 401)
+            live.clock.advance(by: 10)
+        }
+        let events = try await live.client.get("/v1/audit", token: tokens.accessToken).decode(
+            AuditListResponse.self
+        )
+        .events
+        let failed = try #require(events.first)
+        // Newest activity first: the folded row that grew last is on top.
+        #expect(failed.type == "login_failed")
+        #expect(failed.count == 3)
+        #expect(failed.lastTime.timeIntervalSince(failed.time) == 20)
+        #expect(events.dropFirst().allSatisfy { $0.count == 1 })
+    }
+
+    // MARK: Sign-up (items 3 and 6)
+
+    @Test func signUpIsLimitedPerAddressAndTakenNamesCountToo() throws {
+        let app = try InProcessApplication { $0.signupLimit = 3 }
+        #expect(app.signUp("a1", from: Self.attacker).status == 201)
+        #expect(app.signUp("a1", from: Self.attacker).status == 409)
+        #expect(app.signUp("a2", from: Self.attacker).status == 201)
+        // The limit bounds how many names one address can probe: free or taken, 3 an hour.
+        let refused = app.signUp("a3", from: Self.attacker)
+        #expect(refused.status == 429)
+        #expect(refused.headers["Retry-After"] == "3600")
+        #expect(app.signUp("a1", from: Self.attacker).status == 429)
+        #expect(app.signUp("b1", from: Self.owner).status == 201)
+        app.clock.advance(by: 3600)
+        #expect(app.signUp("a3", from: Self.attacker).status == 201)
+    }
+
+    @Test func parallelSignUpsGetNoMoreThanTheLimit() async throws {
+        let live = try LiveServer { $0.signupLimit = 3 }
+        let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
+            for index in 1...12 {
+                group.addTask {
+                    try await live.client.post(
+                        "/v1/accounts",
+                        CreateAccountRequest(username: "user\(index)", password: Client.password)
+                    ).status
+                }
+            }
+            return try await group.reduce(into: [Int]()) { $0.append($1) }
+        }
+        #expect(statuses.filter { $0 == 201 }.count == 3)
+        #expect(statuses.filter { $0 == 429 }.count == 9)
+    }
+
+    @Test func closedRegistrationAnswers403() async throws {
+        let live = try LiveServer { $0.registration = .closed }
+        let reply = try await live.client.post(
+            "/v1/accounts", CreateAccountRequest(username: "alice", password: Client.password))
+        #expect(reply.status == 403)
+        #expect(reply.problem?.code == .registrationClosed)
+        #expect(reply.header("Content-Type") == "application/problem+json")
+    }
+
+    @Test func defaultsAreSafe() {
+        let defaults = Configuration()
+        #expect(defaults.registration == .open)
+        #expect(defaults.signupLimit == 10)
+        #expect(defaults.addressFailureLimit == 20)
+        #expect(defaults.accountFailureLimit == 5)
+        #expect(defaults.accountFailureCeiling == 100)
+        #expect(defaults.deviceFailureLimit == 5)
+        #expect(defaults.trustedProxies.isEmpty)
+    }
+
+    @Test func serveTakesTheThrottlingFlags() async throws {
+        let directory = try TemporaryDirectory()
+        let serve = try await ServeProcess(arguments: [
+            "--db", "sqlite:" + directory.path("flags.sqlite"), "--registration", "closed",
+            "--address-failure-limit", "2", "--trusted-proxy", "127.0.0.1", "--trusted-proxy", "::1",
+        ])
+        let signUp = try await serve.client.post(
+            "/v1/accounts", CreateAccountRequest(username: "alice", password: Client.password))
+        #expect(signUp.problem?.code == .registrationClosed)
+        func attempt(from address: String) async throws -> Int {
+            try await serve.client.post(
+                "/v1/sessions/password",
+                PasswordLoginRequest(username: "ghost", password: "wrong password", clientID: "c"),
+                headers: ["X-Forwarded-For": address]
+            ).status
+        }
+        #expect(try await attempt(from: Self.attacker) == 401)
+        #expect(try await attempt(from: Self.attacker) == 401)
+        #expect(try await attempt(from: Self.attacker) == 429)
+        #expect(try await attempt(from: Self.owner) == 401)
+        #expect(serve.kill(SIGTERM) == 0)
+
+        for bad in [
+            ["--trusted-proxy", "10.0.0.1/8"], ["--trusted-proxy", "proxy.example"],
+            ["--signup-limit", "-1"],
+            ["--address-failure-limit", "many"], ["--registration", "maybe"],
+        ] {
+            #expect(try runTool(ServeProcess.executable.path, ["serve"] + bad).0 == 2, "\(bad)")
+        }
+    }
+
+    @Test func userAddCreatesAccountsForOperators() async throws {
+        let directory = try TemporaryDirectory()
+        let database = directory.path("keybound.sqlite")
+        func userAdd(_ arguments: [String], password: String) throws -> (
+            status: Int32, stdout: String, stderr: String
+        ) {
+            try runKeybound(["user"] + arguments, input: password, in: directory)
+        }
+        let created = try userAdd(
+            ["add", "Alice", "--db", "sqlite:" + database], password: Client.password + "\n")
+        #expect(created.status == 0, "\(created.stderr)")
+        let userID = created.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(userID.hasPrefix("usr_"))
+        let taken = try userAdd(["add", "alice", "--db", "sqlite:" + database], password: "another password")
+        #expect(taken.status == 1)
+        #expect(taken.stderr.contains("taken"))
+        #expect(try userAdd(["add", "bob", "--db", "sqlite:" + database], password: "short").status == 1)
+        #expect(try userAdd(["add", "--db", "sqlite:" + database], password: Client.password).status == 2)
+        #expect(try userAdd(["remove", "alice", "--db", "sqlite:" + database], password: "").status == 2)
+
+        // The account logs in on a server where nobody can sign up.
+        var configuration = Configuration.testing(databasePath: database)
+        configuration.registration = .closed
+        let server = try Server(configuration: configuration)
+        try server.start()
+        defer { server.stop(gracePeriod: 1) }
+        let client = Client(baseURL: try #require(server.baseURL))
+        let tokens = try await client.login("alice")
+        #expect(tokens.userID == userID)
+        let events = try await client.get("/v1/audit", token: tokens.accessToken).decode(
+            AuditListResponse.self
+        ).events
+        #expect(
+            events.contains {
+                $0.type == "account_created" && $0.method == "operator" && $0.clientAddress == nil
+            })
+    }
+}
+
+/// Runs `keybound ARGUMENTS` with `input` on standard input; a child that outlives 30 s is stopped.
+private func runKeybound(_ arguments: [String], input: String, in directory: TemporaryDirectory) throws -> (
+    status: Int32, stdout: String, stderr: String
+) {
+    let child = try ChildProcess(
+        try KeyboundExecutable.url(), arguments, input: Data(input.utf8), workingDirectory: directory.url,
+        files: directory.url, name: UUID().uuidString)
+    let exited = DispatchSemaphore(value: 0)
+    child.process.terminationHandler = { _ in exited.signal() }
+    try child.process.run()
+    if exited.wait(timeout: .now() + 30) == .timedOut {
+        child.process.terminate()
+        exited.wait()
+        throw TestFailure("keybound \(arguments.joined(separator: " ")) did not finish")
+    }
+    let output = try child.output()
+    return (
+        child.process.terminationStatus, String(decoding: output.stdout, as: UTF8.self),
+        String(decoding: output.stderr, as: UTF8.self)
+    )
+}
+
+extension InProcessApplication {
+    /// Sends one request through the router, as if from `address`.
+    func send(
+        _ method: String, _ path: String, _ body: Data = Data(), token: String? = nil,
+        from address: String = "127.0.0.1"
+    )
+        -> HTTPResponse
+    {
+        var headers = ["Content-Type": "application/json"]
+        if let token { headers["Authorization"] = "Bearer \(token)" }
+        return application.handle(
+            HTTPRequest(method: method, path: path, headers: headers, body: body, clientAddress: address))
+    }
+
+    func signUp(_ username: String, from address: String) -> HTTPResponse {
+        send(
+            "POST", "/v1/accounts",
+            CreateAccountRequest(username: username, password: Client.password).jsonData, from: address)
+    }
+
+    /// Creates an account, logs in and binds a new software device key.
+    func userWithDevice(_ username: String) throws -> (P256SigningKey, String) {
+        try createAccount(username)
+        let login = self.login(username, Client.password)
+        let tokens = try TokenResponse(jsonData: login.body)
+        let key = try P256SigningKey()
+        let bound = send(
+            "POST", "/v1/devices",
+            BindDeviceRequest(publicKey: key.publicKey.spkiDER, name: "Phone", keyProtection: .emulator)
+                .jsonData,
+            token: tokens.accessToken)
+        return (key, try BindDeviceResponse(jsonData: bound.body).deviceID)
+    }
+
+    func challenge(_ deviceID: String, from address: String = "127.0.0.1") throws -> ChallengeResponse {
+        let reply = send(
+            "POST", "/v1/challenges", ChallengeRequest(deviceID: deviceID).jsonData, from: address)
+        guard reply.status == 201 else { throw TestFailure("challenge: \(reply.status)") }
+        return try ChallengeResponse(jsonData: reply.body)
+    }
+
+    func deviceLogin(_ challengeID: String, _ signature: Data, from address: String) -> HTTPResponse {
+        send(
+            "POST", "/v1/sessions/device",
+            DeviceLoginRequest(challengeID: challengeID, signature: signature).jsonData,
+            from: address)
+    }
+}
