@@ -23,6 +23,7 @@ public struct DecimalAmount: Sendable, Hashable, CustomStringConvertible {
         self.text = text
     }
 
+    /// The amount exactly as given.
     public var description: String { text }
 }
 

@@ -22,6 +22,7 @@ public struct WireError: Error, Sendable, Equatable, CustomStringConvertible {
         self.detail = detail
     }
 
+    /// `WireError.<code>: <detail>`, e.g. `WireError.unknown_member: unknown member "extra"`.
     public var description: String { "WireError.\(code.rawValue): \(detail)" }
 }
 
