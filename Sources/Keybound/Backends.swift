@@ -1,7 +1,7 @@
 import Foundation
 
 /// Verifies the user with biometrics or the device passcode (LocalAuthentication on Apple
-/// platforms, ``KeyboundEmulator`` in tests).
+/// platforms, `KeyboundEmulator`'s `EmulatedDevice` in tests).
 public protocol UserVerifier: Sendable {
     /// What can be verified now, without prompting.
     func availability() async -> VerificationAvailability

@@ -56,6 +56,9 @@ public actor KeyboundClient {
     private var refreshInFlight: Task<Session, any Error>?
     private var tokenObservers: [@Sendable (Session?) async -> Void] = []
 
+    /// A client without a session: log in, or resume from a stored refresh token, before any
+    /// authenticated call.
+    ///
     /// - Parameters:
     ///   - baseURL: the server's root, e.g. `https://api.example.com`.
     ///   - urlSession: the URL session to use.

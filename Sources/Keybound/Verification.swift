@@ -60,6 +60,7 @@ public struct VerificationPrompt: Sendable, Hashable {
     /// The app's own password, for policies with ``AccessPolicy/Constraint/applicationPassword``.
     public let applicationPassword: String?
 
+    /// The prompt's texts. The reason is what the user reads, so say what they are agreeing to.
     /// - Throws: ``KeyboundError/invalidInput`` for an empty or over-long reason.
     public init(
         reason: String, fallbackTitle: String? = nil, cancelTitle: String? = nil,

@@ -63,6 +63,8 @@ public struct Problem: WireMessage, Hashable {
     /// What happened, for a human; never a secret.
     public let detail: String
 
+    /// A problem whose `type` is made from `code`.
+    ///
     /// - Parameters:
     ///   - status: the HTTP status.
     ///   - code: the stable code (also names the type).

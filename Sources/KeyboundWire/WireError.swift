@@ -14,6 +14,8 @@ public struct WireError: Error, Sendable, Equatable, CustomStringConvertible {
     /// What was wrong, for a human; never contains a secret value.
     public let detail: String
 
+    /// An error with a stable code and a detail for humans.
+    ///
     /// - Parameters:
     ///   - code: the stable problem code.
     ///   - detail: what was wrong.

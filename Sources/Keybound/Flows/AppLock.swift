@@ -131,6 +131,7 @@ public actor SecretCache {
     private let clock: Clock
     private var entries: [ItemName: Entry] = [:]
 
+    /// An empty cache whose entries live `lifetime` seconds by `clock`.
     /// - Throws: ``KeyboundError/invalidInput`` outside 0…300 s.
     public init(lifetime: TimeInterval = 60, clock: Clock = .system) throws {
         guard (0...AccessPolicy.maximumReuseDuration).contains(lifetime) else {
