@@ -14,9 +14,13 @@ public struct AccessPolicy: Sendable, Hashable, Codable, CustomStringConvertible
     /// When the item is readable at all (Keychain `kSecAttrAccessible…`). "Always" classes are
     /// deliberately not offered.
     public enum Accessibility: String, Sendable, Hashable, Codable, CaseIterable {
+        /// Readable while the device is unlocked; may move to another device (backups, sync).
         case whenUnlocked
+        /// Readable while the device is unlocked; stays on this device.
         case whenUnlockedThisDeviceOnly
+        /// Readable once the device was unlocked after boot; may move to another device.
         case afterFirstUnlock
+        /// Readable once the device was unlocked after boot; stays on this device.
         case afterFirstUnlockThisDeviceOnly
         /// Readable while unlocked, only while a passcode is set; removing the passcode
         /// deletes the item. The default for everything Keybound protects.
@@ -175,6 +179,8 @@ public struct AccessPolicy: Sendable, Hashable, Codable, CustomStringConvertible
     /// Synchronizable (iCloud Keychain) only where no verification and no device binding apply.
     public var isSynchronizable: Bool { constraints.isEmpty && !accessibility.isThisDeviceOnly }
 
+    /// The accessibility, constraints and reuse window, e.g.
+    /// `whenPasscodeSetThisDeviceOnly[biometryCurrentSet, reuse 0s]`.
     public var description: String {
         let joined = constraints.map(\.rawValue).joined(separator: " \(combination.rawValue) ")
         return "\(accessibility.rawValue)[\(joined.isEmpty ? "none" : joined), reuse \(Int(reuseDuration))s]"

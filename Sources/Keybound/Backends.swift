@@ -1,7 +1,7 @@
 import Foundation
 
 /// Verifies the user with biometrics or the device passcode (LocalAuthentication on Apple
-/// platforms, ``KeyboundEmulator`` in tests).
+/// platforms, `KeyboundEmulator`'s `EmulatedDevice` in tests).
 public protocol UserVerifier: Sendable {
     /// What can be verified now, without prompting.
     func availability() async -> VerificationAvailability
@@ -20,7 +20,11 @@ public protocol UserVerifier: Sendable {
 /// ``ProtectedStore`` on top, which adds typed values and tells "invalidated" from "never stored".
 public protocol SecureStore: Sendable {
     /// Stores `value` under `name`, replacing any item of that name (its policy too).
-    /// - Parameter verification: needed only for policies with an application password.
+    /// - Parameters:
+    ///   - value: the bytes to keep.
+    ///   - name: the item's name.
+    ///   - policy: who may read the item, and when; enforced by the store on every read.
+    ///   - verification: needed only for policies with an application password.
     /// - Throws: ``KeyboundError`` — `interactionNotAllowed` (locked), `passcodeNotSet`, …
     func store(_ value: Data, as name: ItemName, policy: AccessPolicy, verification: Verification?)
         async throws
@@ -75,6 +79,7 @@ public struct Clock: Sendable {
     /// The current time.
     public let now: @Sendable () -> Date
 
+    /// A clock that reads the time from `now` (tests pass one they advance by hand).
     public init(now: @escaping @Sendable () -> Date) { self.now = now }
 
     /// The system clock.
@@ -86,6 +91,7 @@ public struct RandomSource: Sendable {
     /// Returns `count` random bytes.
     public let bytes: @Sendable (Int) -> Data
 
+    /// A source that draws from `bytes`, which must return exactly the count asked for.
     public init(bytes: @escaping @Sendable (Int) -> Data) { self.bytes = bytes }
 
     /// The system's cryptographically secure generator.

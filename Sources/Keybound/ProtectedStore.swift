@@ -107,6 +107,8 @@ public struct ProtectedStore: Sendable {
     public let store: any SecureStore
     private let markers: InvalidationMarkers
 
+    /// A store on `store`, with its invalidation markers kept in the same backend.
+    ///
     /// - Parameters:
     ///   - store: the backend that holds items and enforces their policies.
     ///   - verifier: tells the current enrollment state, to detect invalidation without a prompt.
@@ -185,6 +187,8 @@ public struct ProtectedKeys: Sendable {
     public let vault: any KeyVault
     private let markers: InvalidationMarkers
 
+    /// Keys on `vault`, with their invalidation markers kept in `markers`.
+    ///
     /// - Parameters:
     ///   - vault: holds the keys and enforces their policies.
     ///   - markers: where the small unprotected invalidation markers live.

@@ -11,6 +11,8 @@ public struct SealedStore: Sendable {
     private let blobs: any SecureStore
     private let keyName: ItemName
 
+    /// A store for payloads sealed to the key `keyName`; call ``prepare(policy:)`` once first.
+    ///
     /// - Parameters:
     ///   - keyName: the sealing key's name; it is created by ``prepare(policy:)``.
     ///   - vault: the secure hardware holding the key.

@@ -2,9 +2,13 @@ import Foundation
 
 /// The kind of biometric sensor a device has.
 public enum BiometryType: String, Sendable, Hashable, Codable, CaseIterable {
+    /// No biometric sensor: only the passcode can verify the user.
     case none
+    /// A fingerprint sensor.
     case touchID
+    /// Face recognition.
     case faceID
+    /// Iris recognition (Apple Vision Pro).
     case opticID
 
     /// The name to show the user ("Face ID").
@@ -31,6 +35,7 @@ public struct VerificationAvailability: Sendable, Hashable {
     /// `evaluatedPolicyDomainState`); nil when nothing is enrolled.
     public let enrollmentState: Data?
 
+    /// Describes what a device can verify; made by ``UserVerifier`` implementations.
     public init(
         biometryType: BiometryType, biometryError: KeyboundError?, isPasscodeSet: Bool, enrollmentState: Data?
     ) {
@@ -55,6 +60,7 @@ public struct VerificationPrompt: Sendable, Hashable {
     /// The app's own password, for policies with ``AccessPolicy/Constraint/applicationPassword``.
     public let applicationPassword: String?
 
+    /// The prompt's texts. The reason is what the user reads, so say what they are agreeing to.
     /// - Throws: ``KeyboundError/invalidInput`` for an empty or over-long reason.
     public init(
         reason: String, fallbackTitle: String? = nil, cancelTitle: String? = nil,
@@ -78,8 +84,11 @@ public struct VerificationPrompt: Sendable, Hashable {
 public struct Verification: Sendable {
     /// How the user was verified.
     public enum Factor: String, Sendable, Hashable, Codable {
+        /// A biometric match (Face ID, Touch ID, Optic ID).
         case biometry
+        /// The device passcode.
         case passcode
+        /// The app's own password (``VerificationPrompt/applicationPassword``).
         case applicationPassword
     }
 

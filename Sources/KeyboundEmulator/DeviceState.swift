@@ -3,16 +3,25 @@ import Keybound
 
 /// What the emulated device looks like from outside (for `keybound device state` and tests).
 public struct DeviceSnapshot: Sendable, Hashable, Codable {
+    /// The sensor (`.none` for a device without one).
     public let biometryType: BiometryType
+    /// How many fingers or faces are enrolled (0–5).
     public let enrolledIdentities: Int
+    /// Whether the device has a passcode (without one, biometrics are unavailable too).
     public let isPasscodeSet: Bool
+    /// Whether the screen is locked (`whenUnlocked…` material answers `interactionNotAllowed`).
     public let isLocked: Bool
+    /// Whether the device was unlocked since it booted (`afterFirstUnlock…` material needs it).
     public let hasUnlockedSinceBoot: Bool
     /// Failed biometric matches in a row, across evaluations (5 locks biometry out).
     public let consecutiveFailedMatches: Int
+    /// Whether biometry is locked out until the passcode is entered.
     public let isBiometryLockedOut: Bool
+    /// How many scripted ``PresentationOutcome``s wait for the next prompts.
     public let queuedOutcomes: Int
+    /// The names of the stored items, sorted (invalidation markers included).
     public let items: [String]
+    /// The names of the keys in the emulated secure element, sorted.
     public let keys: [String]
 }
 

@@ -169,6 +169,9 @@ public actor EmulatedDevice: UserVerifier, SecureStore, KeyVault {
 
     // MARK: - UserVerifier
 
+    /// The sensor, why biometrics cannot be used now (no sensor, no passcode, nothing enrolled,
+    /// lockout — in that order), and the enrollment state, which is nil while nothing is
+    /// enrolled or no passcode is set (rule 4).
     public func availability() -> VerificationAvailability {
         VerificationAvailability(
             biometryType: state.biometryType, biometryError: biometryUnavailableReason(),
@@ -185,6 +188,15 @@ public actor EmulatedDevice: UserVerifier, SecureStore, KeyVault {
         return nil
     }
 
+    /// Runs the emulated prompt for `policy`, consuming queued ``PresentationOutcome``s one
+    /// attempt at a time (rules 2 and 3); an empty queue ends it as a user cancel.
+    ///
+    /// A policy that accepts the passcode falls back to it on lockout or fallback; a
+    /// biometrics-only policy reports the failure. The verification it returns is accepted only
+    /// by this device, for this policy's factors, the current enrollment and its reuse window.
+    /// - Throws: ``KeyboundError`` with the `LAError` code a real device gives: `userCancel`,
+    ///   `userFallback`, `authenticationFailed`, `biometryLockout`, `passcodeNotSet`,
+    ///   `interactionNotAllowed` (the device is locked), …
     public func verify(_ policy: AccessPolicy, prompt: VerificationPrompt) throws -> Verification {
         var factors: Set<Verification.Factor> = []
         if prompt.applicationPassword != nil { factors.insert(.applicationPassword) }
@@ -365,6 +377,10 @@ public actor EmulatedDevice: UserVerifier, SecureStore, KeyVault {
 
     // MARK: - SecureStore
 
+    /// Stores an item, refusing what a real Keychain refuses: a locked device (except for
+    /// `afterFirstUnlock…` classes), no passcode for `whenPasscodeSetThisDeviceOnly`, a
+    /// biometric policy while biometrics are unavailable (a lockout does not count).
+    /// - Throws: ``KeyboundError`` with the `OSStatus` or `LAError` a device gives.
     public func store(_ value: Data, as name: ItemName, policy: AccessPolicy, verification: Verification?)
         throws
     {
@@ -382,6 +398,10 @@ public actor EmulatedDevice: UserVerifier, SecureStore, KeyVault {
             value: value, policy: policy, applicationPasswordHash: applicationPasswordHash)
     }
 
+    /// Reads an item after checking, inside the device, its accessibility and that
+    /// `verification` satisfies its policy (rule 5). A single-use verification is spent.
+    /// - Throws: `itemNotFound` (-25300, also for an item an enrollment change destroyed),
+    ///   `authenticationFailed` (-25293), `interactionNotAllowed` (-25308), `passcodeNotSet`.
     public func read(_ name: ItemName, verification: Verification?) throws -> Data {
         let item = try existingItem(name)
         try checkAccessible(item.policy)
@@ -390,6 +410,7 @@ public actor EmulatedDevice: UserVerifier, SecureStore, KeyVault {
         return item.value
     }
 
+    /// Replaces an item's value under the same checks as ``read(_:verification:)``.
     public func update(_ value: Data, as name: ItemName, verification: Verification?) throws {
         var item = try existingItem(name)
         try checkAccessible(item.policy)
@@ -399,10 +420,12 @@ public actor EmulatedDevice: UserVerifier, SecureStore, KeyVault {
         state.items[name] = item
     }
 
+    /// Deletes the item; deleting what is not there succeeds.
     public func delete(_ name: ItemName) {
         state.items[name] = nil
     }
 
+    /// Whether the item exists; never prompts and needs no verification.
     public func exists(_ name: ItemName) -> Bool {
         state.items[name] != nil
     }
@@ -419,6 +442,10 @@ public actor EmulatedDevice: UserVerifier, SecureStore, KeyVault {
 
     // MARK: - KeyVault
 
+    /// Creates a P-256 key inside the emulated secure element, replacing any of that name.
+    /// - Returns: the public key, SubjectPublicKeyInfo DER.
+    /// - Throws: `invalidInput` for a policy with an application password (as the Secure
+    ///   Enclave); otherwise as ``store(_:as:policy:verification:)``.
     public func createKey(_ name: ItemName, policy: AccessPolicy) throws -> Data {
         guard !policy.constraints.contains(.applicationPassword) else {
             throw KeyboundError.invalidInput("secure element keys do not take an application password")
@@ -429,10 +456,14 @@ public actor EmulatedDevice: UserVerifier, SecureStore, KeyVault {
         return key.publicKey.spkiDER
     }
 
+    /// The key's public part (SPKI DER); needs no verification.
+    /// - Throws: `itemNotFound` (-25300).
     public func publicKey(_ name: ItemName) throws -> Data {
         try signingKey(try existingKey(name)).publicKey.spkiDER
     }
 
+    /// Signs `message` (ECDSA P-256 over SHA-256, DER) after the same checks as
+    /// ``read(_:verification:)``; the private key never leaves the device.
     public func sign(_ message: Data, with name: ItemName, verification: Verification?) throws -> Data {
         let key = try usableKey(name, verification: verification)
         return try signingKey(key).signature(for: message).derRepresentation
@@ -445,6 +476,8 @@ public actor EmulatedDevice: UserVerifier, SecureStore, KeyVault {
         try AES256GCM.seal(plaintext, key: try sealingKey(try existingKey(name)))
     }
 
+    /// Opens what ``encrypt(_:for:)`` sealed, after the same checks as ``read(_:verification:)``.
+    /// - Throws: `invalidInput` for a ciphertext not sealed to this key, or altered.
     public func decrypt(_ ciphertext: Data, with name: ItemName, verification: Verification?) throws -> Data {
         let key = try usableKey(name, verification: verification)
         do {
@@ -454,10 +487,12 @@ public actor EmulatedDevice: UserVerifier, SecureStore, KeyVault {
         }
     }
 
+    /// Deletes the key; deleting what is not there succeeds.
     public func deleteKey(_ name: ItemName) {
         state.keys[name] = nil
     }
 
+    /// Whether the key exists; never prompts.
     public func keyExists(_ name: ItemName) -> Bool {
         state.keys[name] != nil
     }

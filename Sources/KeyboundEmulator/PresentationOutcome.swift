@@ -32,6 +32,7 @@ public enum PresentationOutcome: Sendable, Hashable, Codable, CustomStringConver
         }
     }
 
+    /// The CLI spelling, with a passcode masked: `no-match`, `passcode:******`.
     public var description: String {
         switch self {
         case .match: "match"

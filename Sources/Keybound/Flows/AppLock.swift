@@ -33,10 +33,14 @@ public actor AppLock {
     /// The current state.
     public private(set) var state: State = .requiresPassword
 
+    /// An app lock that starts in ``State/requiresPassword``, until ``sessionStarted()``.
+    ///
     /// - Parameters:
+    ///   - verifier: shows the unlock prompt.
     ///   - gracePeriod: 0…3600 s in the background before locking.
     ///   - sessionValidity: how long after login verification alone may unlock (> 0).
     ///   - policy: what unlocking asks for (default: biometrics or passcode).
+    ///   - clock: time, for the grace period and the session's validity.
     ///   - cache: cleared whenever the app locks or goes to the background.
     /// - Throws: ``KeyboundError/invalidInput`` for durations out of range.
     public init(
@@ -127,6 +131,7 @@ public actor SecretCache {
     private let clock: Clock
     private var entries: [ItemName: Entry] = [:]
 
+    /// An empty cache whose entries live `lifetime` seconds by `clock`.
     /// - Throws: ``KeyboundError/invalidInput`` outside 0…300 s.
     public init(lifetime: TimeInterval = 60, clock: Clock = .system) throws {
         guard (0...AccessPolicy.maximumReuseDuration).contains(lifetime) else {

@@ -15,6 +15,7 @@ import KeyboundWire
 public struct TransactionApproval: Sendable {
     /// An approval waiting for the user.
     public struct Pending: Sendable, Hashable {
+        /// The server's id of this approval, for ``KeyboundClient/confirmApproval(_:signature:)``.
         public let approvalID: String
         /// The exact bytes to sign.
         public let payloadBytes: Data
@@ -33,10 +34,16 @@ public struct TransactionApproval: Sendable {
     private let policy: AccessPolicy
     private let clock: Clock
 
+    /// Approvals signed by one bound device's key.
+    ///
     /// - Parameters:
+    ///   - client: the API client holding the user's session.
+    ///   - device: the device whose bound key signs (its vault, store and verifier).
     ///   - deviceID: the bound device (from ``BiometricLogin/boundDeviceID()``).
+    ///   - serverID: the server's id; a payload naming another server is refused.
     ///   - keyName: the bound key's name (`"<namespace>.device-key"` for ``BiometricLogin``).
     ///   - policy: the key's policy; its reuse window is ignored: every approval verifies afresh.
+    ///   - clock: time, to refuse expired payloads.
     public init(
         client: KeyboundClient, device: DeviceBackends, deviceID: String, serverID: String,
         keyName: ItemName = "keybound.device-key", policy: AccessPolicy = .biometryCurrentSet,
