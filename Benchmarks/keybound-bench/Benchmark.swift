@@ -161,6 +161,8 @@ final class Benchmark {
         configuration.databaseURL = "sqlite:" + folder.appendingPathComponent("\(name).sqlite").path
         configuration.log = .discard
         configuration.sqliteSynchronous = synchronous
+        // Every load connection comes from 127.0.0.1: no per-address cap.
+        configuration.perIPConnectionLimit = 0
         return configuration
     }
 
