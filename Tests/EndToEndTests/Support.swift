@@ -37,6 +37,7 @@ final class Backend: Sendable {
             databasePath: directory.appendingPathComponent("keybound.sqlite").path)
         configuration.serverID = Self.serverID
         configuration.clock = clock.clock
+        configuration.metricsListen = ListenAddress(host: "127.0.0.1", port: 0)
         adjust(&configuration)
         server = try Server(configuration: configuration)
         urlSession = Self.makeURLSession()
@@ -113,9 +114,9 @@ final class Backend: Sendable {
     }
 
     /// `keybound_http_requests_total` for a route, summed over statuses (or for one status),
-    /// read from the server's own `GET /metrics`.
+    /// read from the server's own `GET /metrics` on its metrics listener.
     func requests(route: String, status: Int? = nil) async throws -> Int {
-        let (data, response) = try await urlSession.data(from: baseURL.appendingPathComponent("metrics"))
+        let (data, response) = try await urlSession.data(from: try #require(server.metricsURL))
         #expect((response as? HTTPURLResponse)?.statusCode == 200)
         let prefix = "keybound_http_requests_total{route=\"\(route)\",status=\""
         var total = 0
