@@ -80,5 +80,6 @@ struct Arguments {
 
 /// Writes to standard error.
 func printError(_ message: String) {
-    FileHandle.standardError.write(Data((message + "\n").utf8))
+    // The throwing variant: `write(_:)` traps when standard error is closed or full.
+    try? FileHandle.standardError.write(contentsOf: Data((message + "\n").utf8))
 }
