@@ -40,6 +40,9 @@ let package = Package(
         .target(name: "KeyboundApple", dependencies: ["Keybound"]),
         // The emulated Apple device: sensor, passcode, keychain semantics, secure element.
         .target(name: "KeyboundEmulator", dependencies: ["Keybound", "KeyboundCrypto"]),
+        // WebAuthn and App Attest verification: CBOR, COSE keys, attestation, the RP ceremonies.
+        // OpenSSL on every platform: X.509 chains, RSA and Ed25519 have no CryptoKit twin.
+        .target(name: "KeyboundWebAuthn", dependencies: ["KeyboundCrypto", "KeyboundWire", "COpenSSL"]),
         // The backend: HTTP, routes, services, storage.
         .target(
             name: "KeyboundServer",
