@@ -174,26 +174,33 @@ public struct AppAttest: Sendable {
     ) throws -> UInt32 {
         guard let map = try CBOR(decoding: assertion).mapValue, map.count == 2,
             let signature = map[text: "signature"]?.bytesValue,
-            let authenticatorDataBytes = map[text: "authenticatorData"]?.bytesValue
+            let authenticatorData = map[text: "authenticatorData"]?.bytesValue
         else { throw WebAuthnError.malformedCBOR.with("an assertion is {signature, authenticatorData}") }
-        let authenticatorData = try AuthenticatorData(
-            authenticatorDataBytes, allowingUnflaggedExtensions: true)
+        // App Attest assertions set AT (flags 0x40) without carrying attested credential data, so
+        // they are not WebAuthn authenticator data: only the RP ID hash and the counter are read.
+        // Whatever follows is covered by the signature, so it cannot change without the key.
+        guard authenticatorData.count >= 37 else {
+            throw WebAuthnError.malformedAuthenticatorData.with("\(authenticatorData.count) bytes, 37 needed")
+        }
+        let bytes = [UInt8](authenticatorData)
+        let rpIdHash = Data(bytes[0..<32])
+        let counter = bytes[33..<37].reduce(0) { $0 << 8 | UInt32($1) }
         // Step 1. clientDataHash = SHA-256(clientData).
         let clientDataHash = Digest.sha256(clientData)
-        // Steps 2 and 3. nonce = SHA-256(authenticatorData ‖ clientDataHash) is the digest the
-        // ECDSA signature is over, which verifying the concatenation with SHA-256 checks.
+        // Step 2. nonce = SHA-256(authenticatorData ‖ clientDataHash).
+        let nonce = Digest.sha256(authenticatorData + clientDataHash)
+        // Step 3. The signature is valid for nonce: ECDSA-SHA-256 with nonce as the message.
         guard let parsed = try? P256Signature(derRepresentation: signature),
-            publicKey.isValidSignature(parsed, for: authenticatorData.rawValue + clientDataHash)
+            publicKey.isValidSignature(parsed, for: nonce)
         else { throw WebAuthnError.invalidSignature.with("the assertion signature does not verify") }
         // Step 4. The RP ID hash is SHA-256 of the App ID.
-        guard authenticatorData.rpIdHash == Digest.sha256(Data(appId.utf8)) else {
+        guard rpIdHash == Digest.sha256(Data(appId.utf8)) else {
             throw WebAuthnError.rpIdMismatch.with("the assertion is for another App ID")
         }
         // Step 5. The counter is above the last one.
-        guard authenticatorData.signCount > previousCounter else {
-            throw WebAuthnError.replayedAssertion.with(
-                "counter \(authenticatorData.signCount) after \(previousCounter)")
+        guard counter > previousCounter else {
+            throw WebAuthnError.replayedAssertion.with("counter \(counter) after \(previousCounter)")
         }
-        return authenticatorData.signCount
+        return counter
     }
 }

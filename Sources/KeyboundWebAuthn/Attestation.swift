@@ -136,15 +136,7 @@ public struct AttestationObject: Sendable, Hashable {
         case .fidoU2F:
             (type, trustPath) = try verifyFIDOU2F(credential: credential, clientDataHash: clientDataHash)
         case .apple:
-            try allowOnly(["x5c"])
-            trustPath = try certificates()
-            try AppleNonce.verify(in: trustPath[0], nonce: Digest.sha256(signedData))
-            // The credential public key must be the certificate's: Apple certifies the key itself.
-            guard case .es256(let key) = credential.publicKey.verifier,
-                let certified = try? P256PublicKey(spkiDER: trustPath[0].subjectPublicKeyInfo),
-                certified == key
-            else { throw invalid("the credential key is not the certified key") }
-            type = .anonymizationCA
+            (type, trustPath) = try verifyApple(credential: credential, signedData: signedData)
         }
         guard let leaf = trustPath.first else {
             return VerifiedAttestation(format: format, type: type, trustPath: [], isTrusted: false)
@@ -199,6 +191,22 @@ public struct AttestationObject: Sendable, Hashable {
             }
         }
         return (.basic, certificates)
+    }
+
+    /// Apple anonymous (§8.8): the leaf certifies the credential key itself, and its nonce
+    /// extension binds it to this authenticator data and client data.
+    private func verifyApple(
+        credential: AuthenticatorData.AttestedCredentialData, signedData: Data
+    ) throws -> (AttestationType, [Certificate]) {
+        try allowOnly(["x5c"])
+        let chain = try certificates()
+        // Steps 2 to 4: nonce = SHA-256(authenticatorData ‖ clientDataHash) is the leaf's nonce.
+        try AppleNonce.verify(in: chain[0], nonce: Digest.sha256(signedData))
+        // Step 5: the credential public key is the leaf's subject public key.
+        guard case .es256(let key) = credential.publicKey.verifier,
+            let certified = try? P256PublicKey(spkiDER: chain[0].subjectPublicKeyInfo), certified == key
+        else { throw invalid("the credential key is not the certified key") }
+        return (.anonymizationCA, chain)
     }
 
     /// FIDO U2F (§8.6): one P-256 certificate whose key signs `00 ‖ rpIdHash ‖ clientDataHash ‖

@@ -9,6 +9,7 @@ import Foundation
 public struct AuthenticatorData: Sendable, Hashable {
     /// The flags byte (WebAuthn §6.1).
     public struct Flags: OptionSet, Sendable, Hashable {
+        /// The flags byte.
         public let rawValue: UInt8
         /// Creates flags from the byte.
         public init(rawValue: UInt8) { self.rawValue = rawValue }
