@@ -67,6 +67,10 @@ let package = Package(
         .testTarget(name: "KeyboundEmulatorTests", dependencies: ["KeyboundEmulator", "KeyboundCrypto"]),
         .testTarget(name: "KeyboundWireTests", dependencies: ["KeyboundWire"]),
         .testTarget(
+            name: "KeyboundWebAuthnTests",
+            dependencies: ["KeyboundWebAuthn", "KeyboundCrypto", "KeyboundWire"],
+            resources: [.copy("Vectors")]),
+        .testTarget(
             name: "KeyboundServerTests",
             dependencies: [
                 "KeyboundServer", "KeyboundWire", "KeyboundCrypto", "KeyboundTestSupport", "keybound",
