@@ -31,10 +31,11 @@ public struct Certificate: Sendable, Hashable {
         let begin = "-----BEGIN CERTIFICATE-----"
         let end = "-----END CERTIFICATE-----"
         let blocks = pemRepresentation.components(separatedBy: begin)
-        guard blocks.count == 2, let body = blocks[1].components(separatedBy: end).first,
-            blocks[1].components(separatedBy: end).count == 2,
-            let der = Data(base64Encoded: body, options: .ignoreUnknownCharacters)
-        else { throw WebAuthnError.malformedCertificate.with("expected exactly one PEM CERTIFICATE block") }
+        let parts = blocks.count == 2 ? blocks[1].components(separatedBy: end) : []
+        guard parts.count == 2, let der = Data(base64Encoded: parts[0], options: .ignoreUnknownCharacters)
+        else {
+            throw WebAuthnError.malformedCertificate.with("expected exactly one PEM CERTIFICATE block")
+        }
         try self.init(derRepresentation: der)
     }
 
@@ -79,15 +80,18 @@ extension Certificate {
         guard !roots.isEmpty else { return .unknownRoot }
         guard let store = X509_STORE_new() else { throw chainFailure("X509_STORE_new failed") }
         defer { X509_STORE_free(store) }
-        for root in roots where X509_STORE_add_cert(store, root.handle.pointer) != 1 {
-            ERR_clear_error()
-            throw chainFailure("X509_STORE_add_cert failed")
+        for root in roots {
+            guard X509_STORE_add_cert(store, root.handle.pointer) == 1 else {
+                ERR_clear_error()
+                throw chainFailure("X509_STORE_add_cert failed")
+            }
         }
         guard let untrusted = keybound_x509_stack_new() else { throw chainFailure("out of memory") }
         defer { keybound_x509_stack_free(untrusted) }
-        for certificate in intermediates
-        where keybound_x509_stack_push(untrusted, certificate.handle.pointer) <= 0 {
-            throw chainFailure("out of memory")
+        for certificate in intermediates {
+            guard keybound_x509_stack_push(untrusted, certificate.handle.pointer) > 0 else {
+                throw chainFailure("out of memory")
+            }
         }
         guard let context = X509_STORE_CTX_new() else { throw chainFailure("X509_STORE_CTX_new failed") }
         defer { X509_STORE_CTX_free(context) }

@@ -186,3 +186,139 @@ struct W3CVectorTests {
         }
     }
 }
+
+extension W3CVectorTests {
+    /// The in-scope vectors with their registration verified, ready for negative checks.
+    static func registered() throws -> [(anchor: String, vector: JSONValue, result: VerifiedRegistration)] {
+        let rp = try relyingParty()
+        return try vectors().compactMap { vector in
+            let anchor = try vector.string("anchor")
+            guard inScope[anchor] != nil else { return nil }
+            let registration = try vector.member("registration")
+            let result = try rp.verifyRegistration(
+                RegistrationResponse(json: registration.member("response").serialized),
+                challenge: registration.base64URL("challenge_b64url"), at: time)
+            return (anchor, vector, result)
+        }
+    }
+
+    @Test(
+        "every real assertion is refused for another origin, another RP ID, tampered client data, a cloned counter"
+    )
+    func assertionRejections() throws {
+        let otherOrigin = RelyingParty(
+            id: "example.org", origins: ["https://example.com"], topOrigins: ["https://example.com"],
+            requiresUserVerification: false)
+        let otherRP = RelyingParty(
+            id: "example.com", origins: ["https://example.org"], topOrigins: ["https://example.com"],
+            requiresUserVerification: false)
+        let rp = try Self.relyingParty()
+        for (anchor, vector, result) in try Self.registered() {
+            let authentication = try vector.member("authentication")
+            let json = try authentication.member("response")
+            let response = try AuthenticationResponse(json: json.serialized)
+            let challenge = try authentication.base64URL("challenge_b64url")
+            let record = CredentialRecord(
+                id: result.credentialId, publicKey: result.publicKey, signCount: result.signCount,
+                userHandle: Data(), backupEligible: result.backupEligible)
+            func login(_ rp: RelyingParty, _ response: AuthenticationResponse, _ record: CredentialRecord)
+                throws
+            {
+                _ = try rp.verifyAuthentication(
+                    response, challenge: challenge, credential: record, identification: .beforeCeremony)
+            }
+            expectRefusal(.originNotAllowed, anchor) { try login(otherOrigin, response, record) }
+            expectRefusal(.rpIdMismatch, anchor) { try login(otherRP, response, record) }
+            expectRefusal(.challengeMismatch, anchor) {
+                try rp.verifyAuthentication(
+                    response, challenge: Data(repeating: 0, count: 32), credential: record,
+                    identification: .beforeCeremony)
+            }
+            // The same members in another order: what a template comparison would miss.
+            let original = try CollectedClientData(json: response.clientDataJSON)
+            var members: [JSONMember] = [
+                JSONMember("challenge", .string(original.challenge)),
+                JSONMember("type", .string(original.type)),
+                JSONMember("origin", .string(original.origin)),
+                JSONMember("crossOrigin", .bool(original.crossOrigin)),
+            ]
+            if let top = original.topOrigin { members.append(JSONMember("topOrigin", .string(top))) }
+            let tampered = try AuthenticationResponse(
+                json: replacing(
+                    "clientDataJSON", in: json,
+                    with: .string(Base64URL.encode(JSON.serialize(.object(members))))))
+            expectRefusal(.invalidSignature, anchor) { try login(rp, tampered, record) }
+            // Their counters are 0; a record that has seen a counter above it means a clone.
+            var ahead = record
+            ahead.signCount = 1
+            expectRefusal(.clonedAuthenticator, anchor) { try login(rp, response, ahead) }
+        }
+    }
+
+    @Test("a registration over tampered client data is refused by every statement that signs it")
+    func registrationRejections() throws {
+        let rp = try Self.relyingParty()
+        for vector in try Self.vectors() {
+            let anchor = try vector.string("anchor")
+            guard let expected = Self.inScope[anchor] else { continue }
+            let registration = try vector.member("registration")
+            let json = try registration.member("response")
+            let challenge = try registration.base64URL("challenge_b64url")
+            let original = try RegistrationResponse(json: json.serialized)
+            // Client data with one member more: same type, challenge and origin.
+            var clientData = original.clientDataJSON.dropLast()
+            clientData.append(contentsOf: Data(#","tampered":true}"#.utf8))
+            let tampered = try RegistrationResponse(
+                json: replacing("clientDataJSON", in: json, with: .string(Base64URL.encode(Data(clientData))))
+            )
+            switch expected.type {
+            case .none:
+                // Nothing signs the client data of a `none` registration: that is what the
+                // challenge (single use, found through the client data) is for.
+                _ = try rp.verifyRegistration(tampered, challenge: challenge, at: Self.time)
+            case .anonymizationCA:
+                expectRefusal(.nonceMismatch, anchor) {
+                    try rp.verifyRegistration(tampered, challenge: challenge, at: Self.time)
+                }
+            case .selfAttestation, .basic:
+                expectRefusal(.invalidAttestation, anchor) {
+                    try rp.verifyRegistration(tampered, challenge: challenge, at: Self.time)
+                }
+            }
+            expectRefusal(.challengeMismatch, anchor) {
+                try rp.verifyRegistration(original, challenge: Data(repeating: 0, count: 32), at: Self.time)
+            }
+        }
+    }
+
+    @Test("a statement whose signature is wrong is refused, not reported as untrusted")
+    func wrongStatementSignature() throws {
+        let rp = try Self.relyingParty()
+        var refused = 0
+        for vector in try Self.vectors() {
+            let anchor = try vector.string("anchor")
+            guard Self.inScope[anchor] != nil else { continue }
+            let registration = try vector.member("registration")
+            let json = try registration.member("response")
+            let original = try RegistrationResponse(json: json.serialized)
+            let object = try AttestationObject(original.attestationObject)
+            guard var signature = object.statement[text: "sig"]?.bytesValue else { continue }
+            signature[signature.count - 1] ^= 0x01
+            let statement = CBORMap(
+                object.statement.entries.map { entry in
+                    (entry.key, entry.key == .text("sig") ? .bytes(signature) : entry.value)
+                })
+            let forged = AttestationObject(
+                format: object.format, statement: statement, authenticatorData: object.authenticatorData)
+            let response = try RegistrationResponse(
+                json: replacing(
+                    "attestationObject", in: json, with: .string(Base64URL.encode(forged.encoded()))))
+            expectRefusal(.invalidAttestation, anchor) {
+                try rp.verifyRegistration(
+                    response, challenge: registration.base64URL("challenge_b64url"), at: Self.time)
+            }
+            refused += 1
+        }
+        #expect(refused == 5)  // packed self, packed ES256/RS256/EdDSA, fido-u2f
+    }
+}
