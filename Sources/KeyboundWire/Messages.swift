@@ -166,6 +166,9 @@ public enum AuthMethod: String, Sendable, Hashable {
     case password
     /// A device-key login (`POST /v1/sessions/device`).
     case device
+    /// A passkey login or sign-up (`POST /v1/webauthn/login/verify`, `/register/verify`); like a
+    /// password login, it counts for step-up operations.
+    case passkey
 }
 
 /// `GET /v1/me` response.
@@ -231,26 +234,38 @@ public struct BindDeviceRequest: WireMessage, Hashable {
     public let name: String
     /// Where the device key lives (`key_protection`).
     public let keyProtection: KeyProtection
+    /// An App Attest attestation vouching for this binding (`app_attest`), or nil.
+    public let appAttest: AppAttestBinding?
     /// Creates the message from its members.
-    public init(publicKey: Data, name: String, keyProtection: KeyProtection) {
+    public init(
+        publicKey: Data, name: String, keyProtection: KeyProtection, appAttest: AppAttestBinding? = nil
+    ) {
         self.publicKey = publicKey
         self.name = name
         self.keyProtection = keyProtection
+        self.appAttest = appAttest
     }
-    /// Decodes the body strictly: `public_key`, `name` and `key_protection` required, no other member.
+    /// Decodes the body strictly: `public_key`, `name` and `key_protection` required, `app_attest`
+    /// (`key_id` and `attestation`) optional (absent or null), no other member.
     /// - Throws: ``WireError``: `unknown_member` for any other member, else `invalid_request`.
     public init(json: JSONValue) throws(WireFailure) {
-        let reader = try JSONReader(json, allowed: ["public_key", "name", "key_protection"])
+        let reader = try JSONReader(json, allowed: ["public_key", "name", "key_protection", "app_attest"])
         publicKey = try reader.bytes("public_key")
         name = try reader.string("name")
         keyProtection = try reader.enumeration("key_protection", as: KeyProtection.self)
+        appAttest =
+            reader.has("app_attest")
+            ? try AppAttestBinding(reader: reader.object("app_attest", allowed: ["key_id", "attestation"]))
+            : nil
     }
-    /// The body as sent: `public_key`, `name` and `key_protection`, in this order.
+    /// The body as sent: `public_key`, `name`, `key_protection` and, when set, `app_attest`, in this
+    /// order.
     public var json: JSONValue {
         var object = JSONObjectBuilder()
         object.add("public_key", Base64URL.encode(publicKey))
         object.add("name", name)
         object.add("key_protection", keyProtection.rawValue)
+        if let appAttest { object.add("app_attest", appAttest.json) }
         return object.value
     }
 }
@@ -295,10 +310,12 @@ public struct DeviceInfo: WireMessage, Hashable {
     public let createdAt: Date
     /// When the device last signed successfully (`last_used_at`), or nil.
     public let lastUsedAt: Date?
+    /// Whether an App Attest attestation vouched for the binding (`attested`).
+    public let attested: Bool
     /// Creates the message from its members.
     public init(
         deviceID: String, name: String, keyProtection: KeyProtection, status: DeviceStatus, createdAt: Date,
-        lastUsedAt: Date?
+        lastUsedAt: Date?, attested: Bool = false
     ) {
         self.deviceID = deviceID
         self.name = name
@@ -306,22 +323,27 @@ public struct DeviceInfo: WireMessage, Hashable {
         self.status = status
         self.createdAt = createdAt
         self.lastUsedAt = lastUsedAt
+        self.attested = attested
     }
-    /// Decodes the body strictly: `device_id`, `name`, `key_protection`, `status` and `created_at`
-    /// required, `last_used_at` optional (absent or null), no other member.
+    /// Decodes the body strictly: `device_id`, `name`, `key_protection`, `status`, `created_at` and
+    /// `attested` required, `last_used_at` optional (absent or null), no other member.
     /// - Throws: ``WireError``: `unknown_member` for any other member, else `invalid_request`.
     public init(json: JSONValue) throws(WireFailure) {
         let reader = try JSONReader(
-            json, allowed: ["device_id", "name", "key_protection", "status", "created_at", "last_used_at"])
+            json,
+            allowed: [
+                "device_id", "name", "key_protection", "status", "created_at", "last_used_at", "attested",
+            ])
         deviceID = try reader.string("device_id")
         name = try reader.string("name")
         keyProtection = try reader.enumeration("key_protection", as: KeyProtection.self)
         status = try reader.enumeration("status", as: DeviceStatus.self)
         createdAt = try reader.timestamp("created_at")
         lastUsedAt = try reader.optionalTimestamp("last_used_at")
+        attested = try reader.bool("attested")
     }
-    /// The body as sent: `device_id`, `name`, `key_protection`, `status`, `created_at` and
-    /// `last_used_at`, in this order (`last_used_at` null when absent).
+    /// The body as sent: `device_id`, `name`, `key_protection`, `status`, `created_at`,
+    /// `last_used_at` and `attested`, in this order (`last_used_at` null when absent).
     public var json: JSONValue {
         var object = JSONObjectBuilder()
         object.add("device_id", deviceID)
@@ -330,6 +352,7 @@ public struct DeviceInfo: WireMessage, Hashable {
         object.add("status", status.rawValue)
         object.add("created_at", Timestamp.format(createdAt))
         object.add("last_used_at", lastUsedAt.map { .string(Timestamp.format($0)) } ?? .null)
+        object.add("attested", .bool(attested))
         return object.value
     }
 }
