@@ -34,15 +34,20 @@ test: check-generated build lint docs
 lint:
 	$(SWIFT) format lint --strict -r Sources Tests Package.swift Benchmarks
 
-.PHONY: openapi check-generated
+.PHONY: openapi sign-in-page check-generated
 
 ## openapi: regenerate Sources/KeyboundServer/OpenAPIDocument.swift from docs/openapi.yaml
 openapi:
 	bash scripts/embed-openapi.sh
 
+## sign-in-page: regenerate Sources/KeyboundServer/SignInPageFiles.swift from Resources/sign-in
+sign-in-page:
+	bash scripts/embed-sign-in-page.sh
+
 ## check-generated: fail when a generated file differs from what its generator writes now
 check-generated:
 	bash scripts/embed-openapi.sh --check
+	bash scripts/embed-sign-in-page.sh --check
 
 ## demo: the whole story on an emulated Face ID device against a real local server
 demo: deps

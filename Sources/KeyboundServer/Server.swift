@@ -87,6 +87,7 @@ public final class Server: Sendable {
                     }
                 }
                 current = (api, metrics)
+                application.listeningPort.withLock { $0 = api.port }
             } catch {
                 throw ServerError("\(error)")
             }
@@ -102,6 +103,12 @@ public final class Server: Sendable {
                 ("address", configuration.host), ("port", Int(port ?? 0)),
                 ("tls", tlsKey != nil ? "on" : "off"),
                 ("server_id", configuration.serverID),
+            ])
+        application.logger.log(
+            .info, "passkeys",
+            [
+                ("rp_id", application.relyingPartyID),
+                ("origins", application.passkeyOrigins.joined(separator: " ")),
             ])
         if let metricsPort, let address = configuration.metricsListen {
             application.logger.log(

@@ -429,24 +429,34 @@ public struct DeviceLoginRequest: WireMessage, Hashable {
     public let challengeID: String
     /// ECDSA P-256 SHA-256 signature of the payload, DER (base64url on the wire).
     public let signature: Data
+    /// For a device bound with App Attest: an assertion of its App Attest key over the payload
+    /// bytes (`app_attest_assertion`, what `generateAssertion(_:clientDataHash:)` returns for
+    /// SHA-256 of the payload), or nil.
+    public let appAttestAssertion: Data?
     /// Creates the message from its members.
-    public init(challengeID: String, signature: Data) {
+    public init(challengeID: String, signature: Data, appAttestAssertion: Data? = nil) {
         self.challengeID = challengeID
         self.signature = signature
+        self.appAttestAssertion = appAttestAssertion
     }
-    /// Decodes the body strictly: `challenge_id` and `signature` required, no other member.
+    /// Decodes the body strictly: `challenge_id` and `signature` required, `app_attest_assertion`
+    /// optional (absent or null), no other member.
     /// - Throws: ``WireError``: `unknown_member` for any other member, else `invalid_request`.
     public init(json: JSONValue) throws(WireFailure) {
-        let reader = try JSONReader(json, allowed: ["challenge_id", "signature"])
+        let reader = try JSONReader(json, allowed: ["challenge_id", "signature", "app_attest_assertion"])
         challengeID = try reader.string("challenge_id")
         signature = try reader.bytes("signature")
+        appAttestAssertion =
+            reader.has("app_attest_assertion") ? try reader.bytes("app_attest_assertion") : nil
     }
-    /// The body as sent: `challenge_id` and `signature`, in this order.
+    /// The body as sent: `challenge_id`, `signature` and, when set, `app_attest_assertion`, in
+    /// this order.
     public var json: JSONValue {
-        .object([
-            JSONMember("challenge_id", .string(challengeID)),
-            JSONMember("signature", .string(Base64URL.encode(signature))),
-        ])
+        var object = JSONObjectBuilder()
+        object.add("challenge_id", challengeID)
+        object.add("signature", Base64URL.encode(signature))
+        object.addIfPresent("app_attest_assertion", appAttestAssertion.map(Base64URL.encode))
+        return object.value
     }
 }
 
@@ -510,15 +520,30 @@ public struct ApprovalChallengeResponse: WireMessage, Hashable {
 public struct ConfirmApprovalRequest: WireMessage, Hashable {
     /// ECDSA P-256 SHA-256 signature of the payload, DER (base64url on the wire).
     public let signature: Data
+    /// For a device bound with App Attest: an assertion of its App Attest key over the payload
+    /// bytes (`app_attest_assertion`), or nil.
+    public let appAttestAssertion: Data?
     /// Creates the message from its members.
-    public init(signature: Data) { self.signature = signature }
-    /// Decodes the body strictly: `signature` required, no other member.
+    public init(signature: Data, appAttestAssertion: Data? = nil) {
+        self.signature = signature
+        self.appAttestAssertion = appAttestAssertion
+    }
+    /// Decodes the body strictly: `signature` required, `app_attest_assertion` optional (absent or
+    /// null), no other member.
     /// - Throws: ``WireError``: `unknown_member` for any other member, else `invalid_request`.
     public init(json: JSONValue) throws(WireFailure) {
-        signature = try JSONReader(json, allowed: ["signature"]).bytes("signature")
+        let reader = try JSONReader(json, allowed: ["signature", "app_attest_assertion"])
+        signature = try reader.bytes("signature")
+        appAttestAssertion =
+            reader.has("app_attest_assertion") ? try reader.bytes("app_attest_assertion") : nil
     }
-    /// The body as sent: `{"signature": …}`.
-    public var json: JSONValue { .object([JSONMember("signature", .string(Base64URL.encode(signature)))]) }
+    /// The body as sent: `signature` and, when set, `app_attest_assertion`.
+    public var json: JSONValue {
+        var object = JSONObjectBuilder()
+        object.add("signature", Base64URL.encode(signature))
+        object.addIfPresent("app_attest_assertion", appAttestAssertion.map(Base64URL.encode))
+        return object.value
+    }
 }
 
 /// The state of an approval.

@@ -51,6 +51,8 @@ extension ProblemCode {
     /// The account has no password and this is its last passkey: removing it would lock the user
     /// out (409).
     public static let lastPasskey = ProblemCode(rawValue: "last_passkey")
+    /// The account has as many passkeys as the server allows; remove one first (409).
+    public static let passkeyLimitReached = ProblemCode(rawValue: "passkey_limit_reached")
 
     // App Attest.
 

@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import KeyboundServer
+import KeyboundWebAuthn
 
 /// `keybound serve`: runs the HTTP API server until SIGTERM or SIGINT.
 enum ServeCommand {
@@ -48,6 +49,20 @@ enum ServeCommand {
                                     it is blocked, 0 = off         KEYBOUND_ADDRESS_FAILURE_LIMIT (20)
           --trusted-proxy CIDR      a reverse proxy whose X-Forwarded-For/Forwarded names the
                                     client; repeatable             KEYBOUND_TRUSTED_PROXY (comma-separated)
+
+        passkeys and App Attest (see docs/server.md, "Passkeys and App Attest"):
+          --rp-id ID                the WebAuthn RP ID: the origins' domain  KEYBOUND_RP_ID
+                                    (the first --origin's host, else localhost)
+          --origin URL              an origin passkey ceremonies may run on, e.g. https://example.org;
+                                    repeatable                     KEYBOUND_ORIGIN (comma-separated)
+                                    (http://localhost:PORT of --listen)
+          --passkey-user-verification M  required (biometrics or PIN) or preferred
+                                                                   KEYBOUND_PASSKEY_USER_VERIFICATION (required)
+          --max-passkeys N          passkeys per user              KEYBOUND_MAX_PASSKEYS (10)
+          --app-id TEAMID.BUNDLE    an app whose App Attest attestations are accepted; repeatable
+                                                                   KEYBOUND_APP_ID (comma-separated)
+          --app-attest-environment E  development or production    KEYBOUND_APP_ATTEST_ENVIRONMENT (production)
+          --require-app-attest      bind only devices App Attest vouches for KEYBOUND_REQUIRE_APP_ATTEST (=1)
           --help                    print this help
 
         Logs are JSON lines on standard error. SIGTERM or SIGINT stops the server gracefully.
@@ -56,7 +71,8 @@ enum ServeCommand {
     static func run(_ arguments: [String]) async -> Int32 {
         let configuration: Configuration
         do {
-            var parsed = try Arguments(arguments, flagNames: ["help", "single-session"])
+            var parsed = try Arguments(
+                arguments, flagNames: ["help", "single-session", "require-app-attest"])
             if parsed.flag("help") {
                 print(usage)
                 return 0
@@ -188,6 +204,10 @@ enum ServeCommand {
         if let listen = value("metrics-listen", "KEYBOUND_METRICS_LISTEN") {
             configuration.metricsListen = try listenAddress(listen, flag: "metrics-listen")
         }
+        try passkeySettings(&configuration, &arguments, environment: environment)
+        if let passkeys = try integer("max-passkeys", "KEYBOUND_MAX_PASSKEYS", 1...1000) {
+            configuration.maxPasskeysPerUser = passkeys
+        }
         // Production never goes below OWASP's Argon2id minimum.
         if let memory = try integer("argon2-memory", "KEYBOUND_ARGON2_MEMORY", 19_456...4_194_304) {
             configuration.argon2.memoryKiB = memory
@@ -196,6 +216,55 @@ enum ServeCommand {
             configuration.argon2.iterations = iterations
         }
         return configuration
+    }
+
+    /// The passkey and App Attest flags. The repeatable ones also come from comma-separated
+    /// variables.
+    private static func passkeySettings(
+        _ configuration: inout Configuration, _ arguments: inout Arguments, environment: [String: String]
+    ) throws {
+        func value(_ flag: String, _ variable: String) -> String? {
+            arguments.option(flag) ?? environment[variable].flatMap { $0.isEmpty ? nil : $0 }
+        }
+        func list(_ flag: String, _ variable: String) -> [String] {
+            let flags = arguments.options(flag)
+            guard flags.isEmpty else { return flags }
+            return (environment[variable] ?? "").split(separator: ",").map {
+                $0.trimmingCharacters(in: .whitespaces)
+            }.filter { !$0.isEmpty }
+        }
+        configuration.relyingPartyID = value("rp-id", "KEYBOUND_RP_ID")
+        configuration.origins = list("origin", "KEYBOUND_ORIGIN")
+        if let mode = value("passkey-user-verification", "KEYBOUND_PASSKEY_USER_VERIFICATION") {
+            guard ["required", "preferred"].contains(mode) else {
+                throw UsageError("--passkey-user-verification must be required or preferred")
+            }
+            configuration.passkeyUserVerification = mode == "required"
+        }
+        configuration.appIDs = try list("app-id", "KEYBOUND_APP_ID").map { appID in
+            // TEAMID.bundle.id: a ten-character team id, then the bundle id.
+            let parts = appID.split(separator: ".", maxSplits: 1)
+            guard parts.count == 2, parts[0].count == 10,
+                parts[0].allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber) }),
+                !parts[1].isEmpty
+            else {
+                throw UsageError(
+                    "--app-id must be TEAMID.bundle.id, e.g. ABCDE12345.com.example.app, not '\(appID)'")
+            }
+            return appID
+        }
+        if let mode = value("app-attest-environment", "KEYBOUND_APP_ATTEST_ENVIRONMENT") {
+            guard let environment = AppAttest.Environment(rawValue: mode) else {
+                throw UsageError("--app-attest-environment must be development or production")
+            }
+            configuration.appAttestEnvironment = environment
+        }
+        let requireVariable = environment["KEYBOUND_REQUIRE_APP_ATTEST"]?.lowercased() ?? ""
+        configuration.requireAppAttest =
+            arguments.flag("require-app-attest") || ["1", "true", "yes"].contains(requireVariable)
+        if configuration.requireAppAttest, configuration.appIDs.isEmpty {
+            throw UsageError("--require-app-attest needs --app-id: which app's attestations count?")
+        }
     }
 
     /// Parses `HOST:PORT` (`[IPv6]:PORT`; an empty host is 127.0.0.1).

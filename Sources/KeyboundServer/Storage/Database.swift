@@ -232,6 +232,72 @@ enum Migrations {
                 "CREATE INDEX approvals_by_expiry ON approvals (expires_at)",
             ]
         ),
+        // 4 and 5 are taken by other branches; the numbering is settled when they merge.
+        (
+            6,
+            [
+                // Passkeys: a credential id belongs to one user only (WebAuthn §7.1 step 26); the
+                // unique index decides between concurrent registrations of the same one.
+                """
+                CREATE TABLE passkeys (
+                    id TEXT PRIMARY KEY,
+                    user_id TEXT NOT NULL REFERENCES users (id),
+                    credential_id TEXT NOT NULL UNIQUE,
+                    public_key TEXT NOT NULL,
+                    algorithm BIGINT NOT NULL,
+                    sign_count BIGINT NOT NULL,
+                    backup_eligible BIGINT NOT NULL,
+                    backed_up BIGINT NOT NULL,
+                    attestation_format TEXT NOT NULL,
+                    attested BIGINT NOT NULL,
+                    aaguid TEXT NOT NULL,
+                    created_at BIGINT NOT NULL,
+                    last_used_at BIGINT
+                )
+                """,
+                "CREATE INDEX passkeys_by_user ON passkeys (user_id)",
+                // Passkey ceremonies in progress, keyed by their challenge (base64url): single use
+                // through `used_at`, found again through the challenge the client data carries.
+                """
+                CREATE TABLE webauthn_challenges (
+                    challenge TEXT PRIMARY KEY,
+                    purpose TEXT NOT NULL,
+                    user_id TEXT,
+                    username TEXT,
+                    named_user BIGINT NOT NULL,
+                    session_id TEXT,
+                    client_id TEXT NOT NULL,
+                    created_at BIGINT NOT NULL,
+                    expires_at BIGINT NOT NULL,
+                    used_at BIGINT
+                )
+                """,
+                "CREATE INDEX webauthn_challenges_by_expiry ON webauthn_challenges (expires_at)",
+                // The passkey that opened a session: removing the passkey ends its sessions.
+                "ALTER TABLE sessions ADD COLUMN passkey_id TEXT",
+                "CREATE INDEX sessions_by_passkey ON sessions (passkey_id)",
+                // App Attest: one outstanding challenge per session, and the attested key of a
+                // device with the counter of its last accepted assertion.
+                """
+                CREATE TABLE app_attest_challenges (
+                    session_id TEXT PRIMARY KEY,
+                    challenge TEXT NOT NULL,
+                    expires_at BIGINT NOT NULL,
+                    used_at BIGINT
+                )
+                """,
+                """
+                CREATE TABLE app_attest_keys (
+                    device_id TEXT PRIMARY KEY REFERENCES devices (id),
+                    key_id TEXT NOT NULL,
+                    public_key TEXT NOT NULL,
+                    app_id TEXT NOT NULL,
+                    counter BIGINT NOT NULL,
+                    created_at BIGINT NOT NULL
+                )
+                """,
+            ]
+        ),
     ]
 
     /// Applies every migration newer than the recorded version, each in its own transaction.
