@@ -70,6 +70,7 @@ enum SignInPageFiles {
 "use strict";
 
 const ALGORITHMS = { "-7": "ES256", "-8": "EdDSA", "-257": "RS256" };
+const KEY_PROTECTION = { secureEnclave: "Secure Enclave", software: "software key", emulator: "emulator" };
 
 // --- base64url and the WebAuthn JSON forms -------------------------------------------------------
 
@@ -203,7 +204,9 @@ function setState(state) {
 }
 
 function when(timestamp) {
-  return new Date(timestamp).toLocaleString(undefined, { dateStyle: "medium", timeStyle: "short" });
+  return new Date(timestamp).toLocaleString(undefined, {
+    month: "short", day: "numeric", hour: "numeric", minute: "2-digit",
+  });
 }
 
 function item(title, meta, action) {
@@ -246,9 +249,9 @@ async function showSignedIn() {
         [
           ALGORITHMS[passkey.algorithm] || `alg ${passkey.algorithm}`,
           passkey.backup_eligible ? (passkey.backed_up ? "synced" : "syncable") : "this device only",
-          passkey.attested ? "attested" : passkey.attestation_format,
+          passkey.attested ? `attested (${passkey.attestation_format})` : null,
           passkey.last_used_at ? `last used ${when(passkey.last_used_at)}` : `added ${when(passkey.created_at)}`,
-        ].join(" · "),
+        ].filter(Boolean).join(" · "),
         removeButton("Remove", () => act(() => removePasskey(passkey.passkey_id))),
       );
       row.dataset.passkeyId = passkey.passkey_id;
@@ -261,7 +264,7 @@ async function showSignedIn() {
       const active = device.status === "active";
       const row = item(
         device.name,
-        [device.key_protection, device.status, device.attested ? "App Attest" : null, `bound ${when(device.created_at)}`]
+        [KEY_PROTECTION[device.key_protection] || device.key_protection, device.status, device.attested ? "App Attest" : null, `bound ${when(device.created_at)}`]
           .filter(Boolean)
           .join(" · "),
         active ? removeButton("Revoke", () => act(() => revokeDevice(device.device_id))) : null,

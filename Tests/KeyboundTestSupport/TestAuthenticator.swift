@@ -22,6 +22,12 @@ public struct TestAuthenticator: Sendable {
         key = try P256SigningKey()
     }
 
+    /// An existing credential: its key and id (exported from another authenticator).
+    public init(key: P256SigningKey, credentialId: Data) {
+        self.key = key
+        self.credentialId = credentialId
+    }
+
     /// The credential public key.
     public var publicKey: CredentialPublicKey { CredentialPublicKey(key.publicKey) }
 
