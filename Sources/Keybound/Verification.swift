@@ -104,4 +104,32 @@ public struct Verification: Sendable {
         self.reuseDuration = reuseDuration
         self.context = context
     }
+
+    /// How long a single-use verification (reuse window 0) stays usable: the time between the
+    /// prompt and the Keychain or key call it was made for. The same on every backend.
+    public static let singleUseLifetime: TimeInterval = 30
+
+    /// The one rule for how long a verification lives, which every backend applies to the
+    /// verifications it issued: with no reuse window it serves one use within
+    /// ``singleUseLifetime``; with one it serves any number of uses until `reuseDuration`
+    /// seconds after it was made. A verification from the future (the clock was set back)
+    /// serves nothing: its age cannot be told.
+    ///
+    /// On Apple platforms the reuse window is also the `LAContext`'s
+    /// `touchIDAuthenticationAllowableReuseDuration`, so a device unlock by Face ID or Touch ID
+    /// within the window counts as the verification itself: no prompt is shown.
+    ///
+    /// - Parameters:
+    ///   - verifiedAt: when the verification happened, by the backend's own record.
+    ///   - reuseDuration: its reuse window, by the backend's own record.
+    ///   - previousUses: how many operations it has already served.
+    ///   - now: the current time.
+    package static func admits(
+        verifiedAt: Date, reuseDuration: TimeInterval, previousUses: Int, now: Date
+    ) -> Bool {
+        let age = now.timeIntervalSince(verifiedAt)
+        guard age >= 0 else { return false }
+        if reuseDuration == 0 { return previousUses == 0 && age <= singleUseLifetime }
+        return age <= reuseDuration
+    }
 }

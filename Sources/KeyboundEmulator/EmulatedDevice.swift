@@ -31,9 +31,6 @@ import KeyboundCrypto
 public actor EmulatedDevice: UserVerifier, SecureStore, KeyVault {
     /// Failed matches in a row that lock biometry out.
     public static let lockoutThreshold = 5
-    /// How long a single-use verification (reuse window 0) stays usable: the time between the
-    /// prompt and the Keychain call it was for.
-    public static let singleUseLifetime: TimeInterval = 30
     /// Apple's limits on enrolled identities (Touch ID: 5 fingers; Face ID: 2 appearances).
     public static let maximumEnrolledIdentities = 5
 
@@ -43,7 +40,7 @@ public actor EmulatedDevice: UserVerifier, SecureStore, KeyVault {
         let reuseDuration: TimeInterval
         let enrollmentState: Data
         let applicationPasswordHash: Data?
-        var used = false
+        var uses = 0
     }
 
     private var state: DeviceState
@@ -320,16 +317,14 @@ public actor EmulatedDevice: UserVerifier, SecureStore, KeyVault {
         guard let verification, var record = issued[verification.id] else {
             throw os(KeyboundError.OSStatusCode.authFailed, "no verification this device issued")
         }
-        let age = clock.now().timeIntervalSince(record.verifiedAt)
-        if record.reuseDuration == 0 {
-            guard !record.used, age <= Self.singleUseLifetime else {
-                throw os(
-                    KeyboundError.OSStatusCode.authFailed, "the verification was already used or expired")
-            }
-        } else {
-            guard age <= record.reuseDuration else {
-                throw os(KeyboundError.OSStatusCode.authFailed, "the verification's reuse window is over")
-            }
+        guard
+            Verification.admits(
+                verifiedAt: record.verifiedAt, reuseDuration: record.reuseDuration,
+                previousUses: record.uses, now: clock.now())
+        else {
+            throw os(
+                KeyboundError.OSStatusCode.authFailed,
+                "the verification was already used or its reuse window is over")
         }
         func satisfies(_ constraint: AccessPolicy.Constraint) -> Bool {
             switch constraint {
@@ -351,7 +346,7 @@ public actor EmulatedDevice: UserVerifier, SecureStore, KeyVault {
         guard satisfied else {
             throw os(KeyboundError.OSStatusCode.authFailed, "the verification does not satisfy \(policy)")
         }
-        record.used = true
+        record.uses += 1
         issued[verification.id] = record
     }
 
