@@ -81,6 +81,33 @@ public struct Clock: Sendable {
     public static let system = Clock { Date() }
 }
 
+/// Time that only moves forward, for measuring how long something took: setting the device's
+/// clock (by hand, or by a network time change) does not move it. Injected so tests control it.
+///
+/// ```swift
+/// let lock = try AppLock(verifier: verifier, clock: .live)
+/// ```
+public struct MonotonicClock: Sendable {
+    /// Seconds since a fixed, arbitrary origin (within one process).
+    public let now: @Sendable () -> TimeInterval
+
+    /// - Parameter now: seconds since a fixed origin; a test value may go anywhere, and code
+    ///   that measures with it treats a negative elapsed time as the worst case.
+    public init(now: @escaping @Sendable () -> TimeInterval) { self.now = now }
+
+    /// The system's continuous clock: it keeps counting while the device sleeps (unlike
+    /// `ProcessInfo.systemUptime` on Apple platforms, which stops, so a phone left asleep in a
+    /// pocket would never lock), and nobody can set it.
+    public static let live: MonotonicClock = {
+        let origin = ContinuousClock.now
+        return MonotonicClock {
+            let elapsed = ContinuousClock.now - origin
+            return TimeInterval(elapsed.components.seconds)
+                + TimeInterval(elapsed.components.attoseconds) / 1e18
+        }
+    }()
+}
+
 /// Random bytes, injected so tests can be deterministic.
 public struct RandomSource: Sendable {
     /// Returns `count` random bytes.

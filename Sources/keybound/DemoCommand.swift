@@ -395,7 +395,7 @@ struct DemoStory {
 
 /// The app-lock chapter's clock, moved by hand so the demo does not wait for real minutes.
 final class DemoClock: Sendable {
-    private let current = Mutex(Date())
-    var clock: Keybound.Clock { Keybound.Clock { [current] in current.withLock { $0 } } }
-    func advance(_ seconds: TimeInterval) { current.withLock { $0 += seconds } }
+    private let elapsed = Mutex<TimeInterval>(0)
+    var clock: MonotonicClock { MonotonicClock { [elapsed] in elapsed.withLock { $0 } } }
+    func advance(_ seconds: TimeInterval) { elapsed.withLock { $0 += seconds } }
 }
