@@ -55,6 +55,11 @@ public protocol KeyVault: Sendable {
     /// - Throws: `itemNotFound`, `authenticationFailed` (no or unsuitable verification), …
     func sign(_ message: Data, with name: ItemName, verification: Verification?) async throws -> Data
 
+    /// Whether `signature` is a valid ECDSA P-256 SHA-256 signature (DER) over `message` by the
+    /// key `name`. Uses the public part only: never prompts, needs no verification.
+    /// - Throws: `itemNotFound` when there is no such key.
+    func isValidSignature(_ signature: Data, for message: Data, by name: ItemName) async throws -> Bool
+
     /// Encrypts `plaintext` to the key's public part (no verification needed). On Apple
     /// platforms ECIES `eciesEncryptionCofactorVariableIVX963SHA256AESGCM`.
     func encrypt(_ plaintext: Data, for name: ItemName) async throws -> Data

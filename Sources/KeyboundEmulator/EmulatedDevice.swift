@@ -433,6 +433,12 @@ public actor EmulatedDevice: UserVerifier, SecureStore, KeyVault {
         return try signingKey(key).signature(for: message).derRepresentation
     }
 
+    public func isValidSignature(_ signature: Data, for message: Data, by name: ItemName) throws -> Bool {
+        let publicKey = try signingKey(try existingKey(name)).publicKey
+        guard let parsed = try? P256Signature(derRepresentation: signature) else { return false }
+        return publicKey.isValidSignature(parsed, for: message)
+    }
+
     /// The emulated secure element seals with an AES-256-GCM key it derives inside itself from
     /// the private key; the bytes differ from Apple's ECIES, the contract is the same: anyone
     /// may encrypt, only a verified user can decrypt.
