@@ -10,10 +10,12 @@ import KeyboundCrypto
 /// with the right factor, the current enrollment, and within its reuse window.
 ///
 /// The rules (DESIGN.md, "The emulator"):
-/// - Touch ID ends an evaluation after 3 failed matches, Face ID and Optic ID after 2; five
-///   failed matches in a row, across evaluations, lock biometry out until the passcode is
-///   entered. Policies that accept the passcode fall back to it; biometrics-only ones report
-///   `biometryLockout` (or `authenticationFailed`, `userFallback`).
+/// - Touch ID shows the fallback button from the first failed match and ends an evaluation
+///   after 3; Face ID and Optic ID show it only after 2 failed matches, and the next outcome
+///   then decides (fallback → `userFallback`, cancel → `userCancel`, anything else →
+///   `authenticationFailed`). Five failed matches in a row, across evaluations, lock biometry
+///   out until the passcode is entered. Policies that accept the passcode fall back to it;
+///   biometrics-only ones report `biometryLockout` (or `authenticationFailed`, `userFallback`).
 /// - No sensor → `biometryNotAvailable`; nothing enrolled → `biometryNotEnrolled`; no passcode
 ///   → `passcodeNotSet` (and biometrics are unavailable too).
 /// - Any enrollment change destroys `biometryCurrentSet` items and keys; `biometryAny` and
@@ -220,41 +222,60 @@ public actor EmulatedDevice: UserVerifier, SecureStore, KeyVault {
         return Verification(id: id, factors: factors, verifiedAt: now, reuseDuration: policy.reuseDuration)
     }
 
-    /// One biometric evaluation: attempts until a match, the per-evaluation limit, lockout,
-    /// cancel or fallback. Returns the factor that satisfied it (`.passcode` after a fallback).
+    /// One biometric evaluation (DESIGN.md, emulator rule 3). Returns the factor that satisfied
+    /// it (`.passcode` after the passcode screen).
+    ///
+    /// - Touch ID shows the fallback button from the first failed match and ends the
+    ///   evaluation after 3 failed matches.
+    /// - Face ID (and Optic ID) shows the fallback button only after 2 failed matches; the next
+    ///   outcome then decides: the fallback button (or typing the passcode behind it), Cancel, or
+    ///   anything else, which ends the evaluation as failed without being a match attempt.
+    /// - A tap on a fallback button that is not shown yet does nothing (the outcome is consumed).
+    /// - The fallback button leads to the passcode screen when the policy accepts the passcode,
+    ///   otherwise to `userFallback` (the app's own password path); a failed evaluation likewise
+    ///   goes to the passcode screen, or is `authenticationFailed`.
+    /// - The fifth failed match in a row, across evaluations, locks biometry out at once.
+    /// - The system or the app can dismiss the prompt at any point (`systemCancel`, `appCancel`).
     private func biometricStage(passcodeFallback: Bool) throws -> Verification.Factor {
         if let reason = biometryUnavailableReason() {
             if passcodeFallback { return try passcodeStage() }
             throw reason
         }
-        let attemptsPerEvaluation = state.biometryType == .touchID ? 3 : 2
-        var attempts = 0
+        let isTouchID = state.biometryType == .touchID
+        func fallback(_ outcome: PresentationOutcome) throws -> Verification.Factor {
+            guard passcodeFallback else { throw la(KeyboundError.LAErrorCode.userFallback) }
+            // Typing the passcode is tapping the fallback button, then entering it.
+            if case .passcode = outcome { state.queue.insert(outcome, at: 0) }
+            return try passcodeStage()
+        }
+        func failed() throws -> Verification.Factor {
+            if passcodeFallback { return try passcodeStage() }
+            throw la(KeyboundError.LAErrorCode.authenticationFailed)
+        }
+        var failedMatches = 0
         while true {
             guard let outcome = nextOutcome() else { throw la(KeyboundError.LAErrorCode.userCancel) }
+            let fallbackShown = failedMatches >= (isTouchID ? 1 : 2)
             switch outcome {
-            case .match:
-                state.consecutiveFailedMatches = 0
-                return .biometry
-            case .noMatch:
+            case .userCancel: throw la(KeyboundError.LAErrorCode.userCancel)
+            case .systemCancel: throw la(KeyboundError.LAErrorCode.systemCancel)
+            case .appCancel: throw la(KeyboundError.LAErrorCode.appCancel)
+            case .userFallback, .passcode:
+                if fallbackShown { return try fallback(outcome) }
+            case .match, .noMatch:
+                // Face ID after two failed matches: only the fallback button or Cancel remain.
+                if !isTouchID && fallbackShown { return try failed() }
+                if outcome == .match {
+                    state.consecutiveFailedMatches = 0
+                    return .biometry
+                }
                 state.consecutiveFailedMatches += 1
-                attempts += 1
+                failedMatches += 1
                 if isLockedOut {
                     if passcodeFallback { return try passcodeStage() }
                     throw la(KeyboundError.LAErrorCode.biometryLockout)
                 }
-                if attempts >= attemptsPerEvaluation {
-                    if passcodeFallback { return try passcodeStage() }
-                    throw la(KeyboundError.LAErrorCode.authenticationFailed)
-                }
-            case .userFallback, .passcode:
-                // The fallback button: the passcode screen when the policy accepts it,
-                // otherwise the app's own password path.
-                guard passcodeFallback else { throw la(KeyboundError.LAErrorCode.userFallback) }
-                if case .passcode = outcome { state.queue.insert(outcome, at: 0) }
-                return try passcodeStage()
-            case .userCancel: throw la(KeyboundError.LAErrorCode.userCancel)
-            case .systemCancel: throw la(KeyboundError.LAErrorCode.systemCancel)
-            case .appCancel: throw la(KeyboundError.LAErrorCode.appCancel)
+                if isTouchID && failedMatches >= 3 { return try failed() }
             }
         }
     }

@@ -186,8 +186,10 @@ struct DemoStory {
         try await expectError(.userCancel, "Relaunch; the user dismisses the Face ID prompt") {
             try await relaunched.unlock(reason: "Log in to Acme")
         }
-        await device.present(.userFallback)
-        try await expectError(.userFallback, "Relaunch; the user taps 'Use Password'") {
+        await device.present(.noMatch, .noMatch, .userFallback)
+        try await expectError(
+            .userFallback, "Relaunch; Face ID does not recognise the user twice, who taps 'Use Password'"
+        ) {
             try await relaunched.unlock(reason: "Log in to Acme")
         }
         await device.present(.match)
@@ -324,12 +326,12 @@ struct DemoStory {
     /// Story 6: lockout and recovery by passcode.
     private func lockout(_ login: BiometricLogin, device: EmulatedDevice, baseURL: URL) async throws {
         narrator.chapter("6. Lockout and fallback")
-        await device.present(.noMatch, .noMatch)
-        try await expectError(.authenticationFailed, "Someone else tries Face ID twice") {
+        await device.present(.noMatch, .noMatch, .noMatch)
+        try await expectError(.authenticationFailed, "Someone else tries Face ID twice, then again") {
             try await login.unlock(reason: "Log in to Acme")
         }
-        await device.present(.noMatch, .noMatch)
-        try await expectError(.authenticationFailed, "…and twice more") {
+        await device.present(.noMatch, .noMatch, .userCancel)
+        try await expectError(.userCancel, "…twice more, then cancels") {
             try await login.unlock(reason: "Log in to Acme")
         }
         await device.present(.noMatch)

@@ -50,8 +50,9 @@ struct DeviceKeyLoginTests {
         let loginsBefore = try await backend.requests(route: "/v1/sessions/device")
 
         let relaunched = try backend.app(.deviceKey, device: phone)
-        // Someone else's face, twice: Face ID gives up; nothing was signed or sent.
-        await phone.present(.noMatch, .noMatch)
+        // Someone else's face, twice, and once more after Face ID offered the fallback button:
+        // the evaluation fails; nothing was signed or sent.
+        await phone.present(.noMatch, .noMatch, .noMatch)
         await expectKeyboundError(.authenticationFailed, recovery: .retry) { try await relaunched.unlock() }
         // Nothing queued: the prompt is dismissed.
         await expectKeyboundError(.userCancel, recovery: .silent) { try await relaunched.unlock() }

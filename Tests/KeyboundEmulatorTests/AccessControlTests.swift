@@ -213,14 +213,18 @@ import Testing
         var seen: Set<KeyboundError.Code> = []
         func record(_ error: KeyboundError?) { if let error { seen.insert(error.code) } }
         let (device, _) = try makeDevice()
-        for outcome in [PresentationOutcome.userCancel, .systemCancel, .appCancel, .userFallback] {
+        for outcome in [PresentationOutcome.userCancel, .systemCancel, .appCancel] {
             await device.present(outcome)
             record(await keyboundError { try await device.verify(.biometryCurrentSet, prompt: prompt) })
         }
-        for _ in 0..<3 {
-            await device.present(.noMatch, .noMatch)
-            record(await keyboundError { try await device.verify(.biometryCurrentSet, prompt: prompt) })
-        }
+        // Face ID: two failed matches, then the fallback button; then twice more and a retry
+        // (authenticationFailed); the fifth failed match locks out.
+        await device.present(.noMatch, .noMatch, .userFallback)
+        record(await keyboundError { try await device.verify(.biometryCurrentSet, prompt: prompt) })
+        await device.present(.noMatch, .noMatch, .match)
+        record(await keyboundError { try await device.verify(.biometryCurrentSet, prompt: prompt) })
+        await device.present(.noMatch)
+        record(await keyboundError { try await device.verify(.biometryCurrentSet, prompt: prompt) })
         record(await keyboundError { try await device.read("missing", verification: nil) })
         await device.lock()
         record(await keyboundError { try await device.read("missing-but-locked", verification: nil) })
