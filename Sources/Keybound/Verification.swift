@@ -46,7 +46,9 @@ public struct VerificationAvailability: Sendable, Hashable {
 
 /// The text of a verification prompt.
 public struct VerificationPrompt: Sendable, Hashable {
-    /// Why the app asks ("Log in to Acme", "Send 0.5 ETH to 0x12…ef"). Shown by the system.
+    /// Why the app asks ("Log in to Acme", "Send 0.5 ETH to 0x12 a4c8 …"). Shown by the system:
+    /// by Touch ID while it waits for a finger, by Face ID only after a failed match (a face that
+    /// matches at once never sees it).
     public let reason: String
     /// The fallback button's title; nil for the system default, "" to hide it.
     public let fallbackTitle: String?
@@ -55,14 +57,15 @@ public struct VerificationPrompt: Sendable, Hashable {
     /// The app's own password, for policies with ``AccessPolicy/Constraint/applicationPassword``.
     public let applicationPassword: String?
 
-    /// - Throws: ``KeyboundError/invalidInput`` for an empty or over-long reason.
+    /// - Throws: ``KeyboundError/invalidInput`` for an empty reason or one over 256 characters
+    ///   (room for an approval's whole recipient, grouped).
     public init(
         reason: String, fallbackTitle: String? = nil, cancelTitle: String? = nil,
         applicationPassword: String? = nil
     ) throws {
         let trimmed = reason.trimmingCharacters(in: .whitespacesAndNewlines)
-        guard !trimmed.isEmpty, reason.count <= 200 else {
-            throw KeyboundError.invalidInput("a prompt reason is 1–200 characters")
+        guard !trimmed.isEmpty, reason.count <= 256 else {
+            throw KeyboundError.invalidInput("a prompt reason is 1–256 characters")
         }
         self.reason = reason
         self.fallbackTitle = fallbackTitle

@@ -236,17 +236,22 @@ struct DemoStory {
         let action = ApprovalAction.transfer(
             try TransferAction(amount: DecimalAmount("0.5"), asset: "ETH", to: recipient))
         let pending = try await approvals.request(action)
-        try check(pending.promptText == "Send 0.5 ETH to 0x12a4…5fef", "prompt text: \(pending.promptText)")
+        try check(
+            pending.amount.text == "0.5" && pending.asset == "ETH" && pending.recipient == recipient,
+            "the pending approval should name the whole transfer: \(pending.promptText)")
         narrator.step(
             "Ask the server to approve sending 0.5 ETH",
-            "the prompt, parsed from the signed payload: \"\(pending.promptText)\"")
+            "the app's confirmation screen, parsed from the payload the key will sign: "
+                + "\(pending.amount) \(pending.asset) to \(pending.groupedRecipient)")
 
+        // The user taps "Send" on that screen: only now can the key be reached.
         await device.present(.match)
-        let signature = try await approvals.sign(pending)
+        let signature = try await approvals.sign(pending.confirm())
         let confirmed = try await login.client.confirmApproval(pending.approvalID, signature: signature)
         try check(confirmed.status == .approved, "the approval should be approved")
         narrator.step(
-            "Face ID matches (a fresh verification), the key signs the exact payload bytes", "approved")
+            "The user confirms on the app's screen; Face ID matches (a fresh verification), the key "
+                + "signs the exact payload bytes", "approved")
 
         try await expectError(.server, "An attacker replays the same signature", serverCode: "challenge_used")
         {
@@ -260,8 +265,10 @@ struct DemoStory {
         try check(tampered != second.payloadBytes, "the tampering should change the payload")
         await device.present(.match)
         let tamperedPending = try approvals.check(approvalID: second.approvalID, payload: tampered)
-        let tamperedSignature = try await approvals.sign(tamperedPending)
-        narrator.note("Malware swaps the amount to 50 before the prompt: \"\(tamperedPending.promptText)\"")
+        let tamperedSignature = try await approvals.sign(tamperedPending.confirm())
+        narrator.note(
+            "Malware swaps the amount to 50 before the confirmation screen: \"\(tamperedPending.promptText)\""
+        )
         try await expectError(
             .server, "The tampered payload's signature is sent for the 0.5 ETH approval",
             serverCode: "signature_invalid"

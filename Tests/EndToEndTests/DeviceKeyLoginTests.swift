@@ -134,7 +134,7 @@ struct DeviceKeyLoginTests {
 
         // The well-formed one passes, and its prompt is built from what it says.
         let good = try approvals.check(approvalID: "apr_hand", payload: try payload())
-        #expect(good.promptText == "Send 0.5 ETH to 0x12a4…5fef")
+        #expect(good.promptText == "Send 0.5 ETH to \(ApprovalTests.grouped)")
         #expect(good.payload.action == transfer)
 
         await expectKeyboundError(.payloadMismatch, "a login challenge presented for approval") {
