@@ -41,7 +41,9 @@ public actor EmulatedDevice: UserVerifier, SecureStore, KeyVault {
         let verifiedAt: Date
         let reuseDuration: TimeInterval
         let enrollmentState: Data
-        let applicationPasswordHash: Data?
+        /// The application password typed at the prompt. In memory only: issued verifications
+        /// are never persisted.
+        let applicationPassword: String?
         var uses = 0
     }
 
@@ -73,7 +75,8 @@ public actor EmulatedDevice: UserVerifier, SecureStore, KeyVault {
         }
         state = DeviceState(
             biometryType: biometry, enrolledIdentities: enrolledIdentities,
-            enrollmentState: random.bytes(16), passcodeHash: try passcode.map(Self.passcodeHash),
+            enrollmentState: random.bytes(16),
+            passcode: try passcode.map { try SecretVerifier.passcode($0, random: random) },
             isLocked: false, hasUnlockedSinceBoot: true, consecutiveFailedMatches: 0, queue: [],
             items: [:], keys: [:])
         self.clock = clock
@@ -101,7 +104,7 @@ public actor EmulatedDevice: UserVerifier, SecureStore, KeyVault {
     ///   (Apple requires one), `invalidInput` past the maximum.
     public func enroll() throws {
         guard state.biometryType != .none else { throw la(KeyboundError.LAErrorCode.biometryNotAvailable) }
-        guard state.passcodeHash != nil else { throw la(KeyboundError.LAErrorCode.passcodeNotSet) }
+        guard state.passcode != nil else { throw la(KeyboundError.LAErrorCode.passcodeNotSet) }
         guard state.enrolledIdentities < Self.maximumEnrolledIdentities else {
             throw KeyboundError.invalidInput(
                 "at most \(Self.maximumEnrolledIdentities) identities can be enrolled")
@@ -134,13 +137,13 @@ public actor EmulatedDevice: UserVerifier, SecureStore, KeyVault {
 
     /// Sets or changes the device passcode.
     public func setPasscode(_ passcode: String) throws {
-        state.passcodeHash = try Self.passcodeHash(passcode)
+        state.passcode = try SecretVerifier.passcode(passcode, random: random)
     }
 
     /// Removes the passcode: every `whenPasscodeSetThisDeviceOnly` item and key is destroyed,
     /// and biometrics become unavailable until a passcode is set again.
     public func removePasscode() {
-        state.passcodeHash = nil
+        state.passcode = nil
         state.consecutiveFailedMatches = 0
         state.items = state.items.filter { $0.value.policy.accessibility != .whenPasscodeSetThisDeviceOnly }
         state.keys = state.keys.filter { $0.value.policy.accessibility != .whenPasscodeSetThisDeviceOnly }
@@ -151,7 +154,7 @@ public actor EmulatedDevice: UserVerifier, SecureStore, KeyVault {
     public func snapshot() -> DeviceSnapshot {
         DeviceSnapshot(
             biometryType: state.biometryType, enrolledIdentities: state.enrolledIdentities,
-            isPasscodeSet: state.passcodeHash != nil, isLocked: state.isLocked,
+            isPasscodeSet: state.passcode != nil, isLocked: state.isLocked,
             hasUnlockedSinceBoot: state.hasUnlockedSinceBoot,
             consecutiveFailedMatches: state.consecutiveFailedMatches, isBiometryLockedOut: isLockedOut,
             queuedOutcomes: state.queue.count, items: state.items.keys.map(\.rawValue).sorted(),
@@ -171,14 +174,14 @@ public actor EmulatedDevice: UserVerifier, SecureStore, KeyVault {
     public func availability() -> VerificationAvailability {
         VerificationAvailability(
             biometryType: state.biometryType, biometryError: biometryUnavailableReason(),
-            isPasscodeSet: state.passcodeHash != nil,
-            enrollmentState: state.enrolledIdentities > 0 && state.passcodeHash != nil
+            isPasscodeSet: state.passcode != nil,
+            enrollmentState: state.enrolledIdentities > 0 && state.passcode != nil
                 ? state.enrollmentState : nil)
     }
 
     private func biometryUnavailableReason() -> KeyboundError? {
         if state.biometryType == .none { return la(KeyboundError.LAErrorCode.biometryNotAvailable) }
-        if state.passcodeHash == nil { return la(KeyboundError.LAErrorCode.passcodeNotSet) }
+        if state.passcode == nil { return la(KeyboundError.LAErrorCode.passcodeNotSet) }
         if state.enrolledIdentities == 0 { return la(KeyboundError.LAErrorCode.biometryNotEnrolled) }
         if isLockedOut { return la(KeyboundError.LAErrorCode.biometryLockout) }
         return nil
@@ -192,7 +195,7 @@ public actor EmulatedDevice: UserVerifier, SecureStore, KeyVault {
             guard !state.isLocked else {
                 throw la(KeyboundError.LAErrorCode.notInteractive, "the device is locked: no prompt can show")
             }
-            guard state.passcodeHash != nil else { throw la(KeyboundError.LAErrorCode.passcodeNotSet) }
+            guard state.passcode != nil else { throw la(KeyboundError.LAErrorCode.passcodeNotSet) }
             switch policy.combination {
             case .or:
                 if policy.acceptsBiometry {
@@ -218,7 +221,7 @@ public actor EmulatedDevice: UserVerifier, SecureStore, KeyVault {
         issued[id] = IssuedVerification(
             factors: factors, verifiedAt: now, reuseDuration: policy.reuseDuration,
             enrollmentState: state.enrollmentState,
-            applicationPasswordHash: prompt.applicationPassword.map { Digest.sha256(Data($0.utf8)) })
+            applicationPassword: prompt.applicationPassword)
         return Verification(id: id, factors: factors, verifiedAt: now, reuseDuration: policy.reuseDuration)
     }
 
@@ -287,9 +290,7 @@ public actor EmulatedDevice: UserVerifier, SecureStore, KeyVault {
             guard let outcome = nextOutcome() else { throw la(KeyboundError.LAErrorCode.userCancel) }
             switch outcome {
             case .passcode(let code):
-                if let hash = state.passcodeHash, let typed = try? Self.passcodeHash(code),
-                    ConstantTime.equals(hash, typed)
-                {
+                if state.passcode?.matches(code) == true {
                     state.consecutiveFailedMatches = 0
                     return .passcode
                 }
@@ -322,7 +323,7 @@ public actor EmulatedDevice: UserVerifier, SecureStore, KeyVault {
         if !state.hasUnlockedSinceBoot {
             throw os(KeyboundError.OSStatusCode.interactionNotAllowed, "not unlocked since boot")
         }
-        if accessibility == .whenPasscodeSetThisDeviceOnly && state.passcodeHash == nil {
+        if accessibility == .whenPasscodeSetThisDeviceOnly && state.passcode == nil {
             throw KeyboundError(
                 .passcodeNotSet, native: .osStatus(KeyboundError.OSStatusCode.authFailed),
                 message: "whenPasscodeSetThisDeviceOnly needs a device passcode")
@@ -332,7 +333,7 @@ public actor EmulatedDevice: UserVerifier, SecureStore, KeyVault {
     /// The access-control check of the Keychain and Secure Enclave: the verification must be
     /// one this device issued, fresh, unused when single-use, and satisfy the policy.
     private func authorize(
-        _ policy: AccessPolicy, applicationPasswordHash: Data?, verification: Verification?
+        _ policy: AccessPolicy, applicationPassword: SecretVerifier?, verification: Verification?
     ) throws {
         guard policy.requiresVerification else { return }
         guard let verification, var record = issued[verification.id] else {
@@ -355,8 +356,7 @@ public actor EmulatedDevice: UserVerifier, SecureStore, KeyVault {
             case .userPresence: record.factors.contains(.biometry) || record.factors.contains(.passcode)
             case .devicePasscode: record.factors.contains(.passcode)
             case .applicationPassword:
-                record.applicationPasswordHash != nil
-                    && record.applicationPasswordHash == applicationPasswordHash
+                record.applicationPassword.map { applicationPassword?.matches($0) == true } ?? false
             }
         }
         let satisfied =
@@ -385,24 +385,24 @@ public actor EmulatedDevice: UserVerifier, SecureStore, KeyVault {
         throws
     {
         try checkCreatable(policy)
-        var applicationPasswordHash: Data?
+        var applicationPassword: SecretVerifier?
         if policy.constraints.contains(.applicationPassword) {
             guard let verification, let record = issued[verification.id],
-                let hash = record.applicationPasswordHash
+                let typed = record.applicationPassword
             else {
                 throw os(KeyboundError.OSStatusCode.authFailed, "this policy needs the application password")
             }
-            applicationPasswordHash = hash
+            applicationPassword = try SecretVerifier(typed, random: random)
         }
         state.items[name] = DeviceState.Item(
-            value: value, policy: policy, applicationPasswordHash: applicationPasswordHash)
+            value: value, policy: policy, applicationPassword: applicationPassword)
     }
 
     public func read(_ name: ItemName, verification: Verification?) throws -> Data {
         let item = try existingItem(name)
         try checkAccessible(item.policy)
         try authorize(
-            item.policy, applicationPasswordHash: item.applicationPasswordHash, verification: verification)
+            item.policy, applicationPassword: item.applicationPassword, verification: verification)
         return item.value
     }
 
@@ -410,7 +410,7 @@ public actor EmulatedDevice: UserVerifier, SecureStore, KeyVault {
         var item = try existingItem(name)
         try checkAccessible(item.policy)
         try authorize(
-            item.policy, applicationPasswordHash: item.applicationPasswordHash, verification: verification)
+            item.policy, applicationPassword: item.applicationPassword, verification: verification)
         item.value = value
         state.items[name] = item
     }
@@ -497,7 +497,7 @@ public actor EmulatedDevice: UserVerifier, SecureStore, KeyVault {
     private func usableKey(_ name: ItemName, verification: Verification?) throws -> DeviceState.Key {
         let key = try existingKey(name)
         try checkAccessible(key.policy)
-        try authorize(key.policy, applicationPasswordHash: nil, verification: verification)
+        try authorize(key.policy, applicationPassword: nil, verification: verification)
         return key
     }
 
@@ -513,21 +513,29 @@ public actor EmulatedDevice: UserVerifier, SecureStore, KeyVault {
 
     // MARK: - Persistence
 
-    private static let fileContext = Data("keybound-emulated-device-v1".utf8)
+    /// Binds the sealed file to its format: files of the first format (an unsalted passcode
+    /// hash) do not open.
+    private static let fileContext = Data("keybound-emulated-device-v2".utf8)
 
-    /// Writes the device (AES-256-GCM under `key`, 32 bytes) atomically to `url`.
+    /// Writes the device (AES-256-GCM under `key`, 32 bytes) atomically to `url`, as a new
+    /// owner-only file (`0600`) renamed into place.
+    ///
+    /// The seal keeps the state unreadable and unchangeable for whoever has the file but not
+    /// the key; whoever has both sees everything in it (item values, the emulated keys' private
+    /// parts, the passcode's salted and stretched verifier).
     public func save(to url: URL, key: Data) throws {
         let plaintext = try JSONEncoder().encode(state)
         let sealed = try AES256GCM.seal(plaintext, key: key, authenticating: Self.fileContext)
-        try sealed.write(to: url, options: [.atomic])
+        try OwnerOnlyFile.replace(sealed, at: url)
     }
 
     /// Reads a device written by ``save(to:key:)``.
-    /// - Throws: ``KeyboundError/invalidInput`` when the file is not a device sealed with `key`.
+    /// - Throws: ``KeyboundError/invalidInput`` when the file is not an owner-only regular file
+    ///   of the current user, or not a device sealed with `key`.
     public static func load(
         from url: URL, key: Data, clock: Clock = .system, random: RandomSource = .system
     ) throws -> EmulatedDevice {
-        let sealed = try Data(contentsOf: url)
+        let sealed = try OwnerOnlyFile.read(url)
         let state: DeviceState
         do {
             let plaintext = try AES256GCM.open(sealed, key: key, authenticating: fileContext)
@@ -539,13 +547,6 @@ public actor EmulatedDevice: UserVerifier, SecureStore, KeyVault {
     }
 
     // MARK: - Helpers
-
-    private static func passcodeHash(_ passcode: String) throws -> Data {
-        guard (4...64).contains(passcode.count) else {
-            throw KeyboundError.invalidInput("a passcode is 4–64 characters")
-        }
-        return Digest.sha256(Data(passcode.utf8))
-    }
 
     private nonisolated func la(_ code: Int, _ message: String? = nil) -> KeyboundError {
         KeyboundError(laErrorCode: code, message: message)
