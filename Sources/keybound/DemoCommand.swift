@@ -8,6 +8,13 @@ import KeyboundWire
 /// emulated Face ID device. Every step's outcome is checked; the exit status is 1 if any step
 /// does not turn out as narrated.
 enum DemoCommand {
+    /// The demo's options: its parsing and its `--help`.
+    static let options: [Option] = [
+        .flag("json", "print the transcript as JSON lines"),
+        .flag("keep-database", "keep the SQLite file and print its path"),
+        .help,
+    ]
+
     static let usage = """
         usage: keybound demo [--json] [--keep-database]
 
@@ -17,15 +24,15 @@ enum DemoCommand {
         you-sign approval with replay and tampering refused, app lock, enrollment change and
         re-enrollment, lockout and recovery by passcode.
 
-          --json           print the transcript as JSON lines
-          --keep-database  keep the SQLite file and print its path
+        options:
+        \(Option.help(options))
         """
 
     static func run(_ raw: [String]) async -> Int32 {
-        var arguments: Arguments
+        let arguments: Arguments
         do {
-            arguments = try Arguments(raw, flagNames: ["json", "help", "keep-database"])
-            if arguments.flag("help") {
+            arguments = try Arguments(raw, options: options, command: "keybound demo")
+            if arguments.isSet("help") {
                 print(usage)
                 return 0
             }
@@ -34,12 +41,8 @@ enum DemoCommand {
             printError("keybound demo: \(error)\n\(usage)")
             return 2
         }
-        let json = arguments.flag("json")
-        let keepDatabase = arguments.flag("keep-database")
-        do { try arguments.finish() } catch {
-            printError("keybound demo: \(error)")
-            return 2
-        }
+        let json = arguments.isSet("json")
+        let keepDatabase = arguments.isSet("keep-database")
         let narrator = Narrator(json: json)
         do {
             try await DemoStory(narrator: narrator, keepDatabase: keepDatabase).run()
@@ -70,7 +73,7 @@ final class Narrator: @unchecked Sendable {
     func chapter(_ title: String) {
         chapter = title
         if json {
-            emit(["event": "chapter", "title": title])
+            emit([JSONMember("event", .string("chapter")), JSONMember("title", .string(title))])
         } else {
             print("\n== \(title)")
         }
@@ -80,8 +83,9 @@ final class Narrator: @unchecked Sendable {
         stepCount += 1
         if json {
             emit([
-                "event": "step", "chapter": chapter, "step": stepCount, "action": action, "outcome": outcome,
-                "ok": true,
+                JSONMember("event", .string("step")), JSONMember("chapter", .string(chapter)),
+                JSONMember("step", .integer(stepCount)), JSONMember("action", .string(action)),
+                JSONMember("outcome", .string(outcome)), JSONMember("ok", .bool(true)),
             ])
         } else {
             print("  \(String(format: "%2d", stepCount)). \(action)\n      ✔ \(outcome)")
@@ -89,16 +93,21 @@ final class Narrator: @unchecked Sendable {
     }
 
     func note(_ text: String) {
-        if json { emit(["event": "note", "text": text]) } else { print("      \(text)") }
+        if json {
+            emit([JSONMember("event", .string("note")), JSONMember("text", .string(text))])
+        } else {
+            print("      \(text)")
+        }
     }
 
     func finish(failed: (any Error)?) {
         let seconds = String(format: "%.1f", Date().timeIntervalSince(started))
         if json {
-            var object: [String: Any] = [
-                "event": "end", "ok": failed == nil, "steps": stepCount, "seconds": seconds,
+            var object = [
+                JSONMember("event", .string("end")), JSONMember("ok", .bool(failed == nil)),
+                JSONMember("steps", .integer(stepCount)), JSONMember("seconds", .string(seconds)),
             ]
-            if let failed { object["error"] = "\(failed)" }
+            if let failed { object.append(JSONMember("error", .string("\(failed)"))) }
             emit(object)
         } else if let failed {
             print("\n✘ The story did not turn out as narrated: \(failed)")
@@ -108,11 +117,7 @@ final class Narrator: @unchecked Sendable {
         fflush(nil)
     }
 
-    private func emit(_ object: [String: Any]) {
-        if let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]) {
-            print(String(decoding: data, as: UTF8.self))
-        }
-    }
+    private func emit(_ members: [JSONMember]) { printJSON(.object(members)) }
 }
 
 /// The stories of DESIGN.md, in order, each outcome checked.
