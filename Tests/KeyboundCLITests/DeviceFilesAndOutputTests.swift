@@ -163,9 +163,14 @@ import Testing
     /// The help is generated from the option tables: every command has its own `--help`, every
     /// option it lists is accepted, and the columns line up.
     @Test func helpIsGeneratedFromTheOptionTablesAndAligned() throws {
+        /// The lines of the help's section `title`, up to the next blank line.
+        func section(_ title: String, of help: String) throws -> [Substring] {
+            let parts = help.components(separatedBy: "\n\(title):\n")
+            try #require(parts.count == 2, "one '\(title):' section in \(help)")
+            return parts[1].components(separatedBy: "\n\n")[0].split(separator: "\n")
+        }
         let help = try sandbox.run(["device", "--help"]).text
-        let commandLines = help.components(separatedBy: "\ncommands:\n")[1].components(separatedBy: "\n\n")[0]
-            .split(separator: "\n")
+        let commandLines = try section("commands", of: help)
         #expect(commandLines.count >= 14)
         let descriptionColumns = Set(
             commandLines.map { line in
@@ -191,11 +196,10 @@ import Testing
             #expect(own.status == 0, "\(command) --help: \(own.stderr)")
             #expect(own.text.contains("usage: keybound device [--state FILE] [--json] \(command)"))
             // Every option its help lists parses (with --help, nothing runs).
-            let options = own.text.components(separatedBy: "\noptions:\n")[1].components(separatedBy: "\n\n")[
-                0
-            ]
-            .split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces).split(separator: " ") }
-            for option in options {
+            let options = try section("options", of: own.text).map {
+                $0.trimmingCharacters(in: .whitespaces).split(separator: " ")
+            }
+            for option in options where !option.isEmpty {
                 var words = ["device", command, String(option[0])]
                 if option.count > 1, option[1].first?.isUppercase == true { words.append("x") }
                 let parsed = try sandbox.run(words + ["--help"])
