@@ -454,6 +454,8 @@ public actor EmulatedDevice: UserVerifier, SecureStore, KeyVault {
         return try signingKey(key).signature(for: message).derRepresentation
     }
 
+    /// Checks a signature with the key's public part (no verification needed; a malformed
+    /// signature is simply not valid).
     public func isValidSignature(_ signature: Data, for message: Data, by name: ItemName) throws -> Bool {
         let publicKey = try signingKey(try existingKey(name)).publicKey
         guard let parsed = try? P256Signature(derRepresentation: signature) else { return false }
