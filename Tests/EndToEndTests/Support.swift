@@ -79,6 +79,10 @@ final class Backend: Sendable {
     /// The clock the apps' clients read: the server's clock.
     var clientClock: Keybound.Clock { Keybound.Clock { [clock] in clock.now } }
 
+    /// The same manual clock as a ``MonotonicClock`` (seconds since 1970), for the app lock and
+    /// the secret cache: "10 s later" moves both.
+    var monotonicClock: MonotonicClock { MonotonicClock { [clock] in clock.now.timeIntervalSince1970 } }
+
     /// A fresh `KeyboundClient`, as an app makes at launch (no session).
     func client(urlSession: URLSession? = nil) -> KeyboundClient {
         KeyboundClient(baseURL: baseURL, urlSession: urlSession ?? self.urlSession, clock: clientClock)
