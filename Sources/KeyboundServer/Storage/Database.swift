@@ -232,6 +232,14 @@ enum Migrations {
                 "CREATE INDEX approvals_by_expiry ON approvals (expires_at)",
             ]
         ),
+        (
+            5,
+            [
+                // Enumerated values on the wire became snake_case; the devices table stores the
+                // wire value. (Version 4 comes from another change; each applies once, in order.)
+                "UPDATE devices SET key_protection = 'secure_enclave' WHERE key_protection = 'secureEnclave'"
+            ]
+        ),
     ]
 
     /// Applies every migration newer than the recorded version, each in its own transaction.
