@@ -8,7 +8,7 @@ import Testing
 @Suite("Devices and device-key login")
 struct DeviceTests {
     @Test func bindListAndLogInWithTheDeviceKey() async throws {
-        let live = try LiveServer()
+        let live = try TestServer()
         let (tokens, key, deviceID) = try await live.client.userWithDevice("alice")
         let list = try await live.client.get("/v1/devices", token: tokens.accessToken)
         let devices = try list.decode(DeviceListResponse.self).devices
@@ -35,7 +35,7 @@ struct DeviceTests {
     }
 
     @Test func replayedSignatureIsRefused() async throws {
-        let live = try LiveServer()
+        let live = try TestServer()
         let (_, key, deviceID) = try await live.client.userWithDevice("alice")
         let challenge = try await live.client.challenge(deviceID)
         let signature = try sign(challenge.payload, with: key)
@@ -54,7 +54,7 @@ struct DeviceTests {
     }
 
     @Test func signatureByAnotherDeviceIsRefused() async throws {
-        let live = try LiveServer()
+        let live = try TestServer()
         let (_, _, aliceDevice) = try await live.client.userWithDevice("alice")
         let (_, bobKey, _) = try await live.client.userWithDevice("bob")
         let challenge = try await live.client.challenge(aliceDevice)
@@ -65,7 +65,7 @@ struct DeviceTests {
     }
 
     @Test func tamperedLoginPayloadIsRefused() async throws {
-        let live = try LiveServer()
+        let live = try TestServer()
         let (_, key, deviceID) = try await live.client.userWithDevice("alice")
         let challenge = try await live.client.challenge(deviceID)
         let original = try SigningPayload(parsing: challenge.payload)
@@ -78,7 +78,7 @@ struct DeviceTests {
     }
 
     @Test func expiredAndReusedChallenges() async throws {
-        let live = try LiveServer()
+        let live = try TestServer()
         let (_, key, deviceID) = try await live.client.userWithDevice("alice")
         let challenge = try await live.client.challenge(deviceID)
         live.clock.advance(by: 61)
@@ -96,7 +96,7 @@ struct DeviceTests {
     }
 
     @Test func thirtyTwoConcurrentUsesOfOneChallengeGiveExactlyOneSuccess() async throws {
-        let live = try LiveServer()
+        let live = try TestServer()
         let (_, key, deviceID) = try await live.client.userWithDevice("alice")
         let challenge = try await live.client.challenge(deviceID)
         let signature = try sign(challenge.payload, with: key)
@@ -116,7 +116,7 @@ struct DeviceTests {
     }
 
     @Test func revokedDeviceCanNeitherLogInNorApprove() async throws {
-        let live = try LiveServer()
+        let live = try TestServer()
         let (_, key, deviceID) = try await live.client.userWithDevice("alice")
         let pending = try await live.client.challenge(deviceID)
         let deviceSession = try await live.client.deviceLogin(
@@ -159,7 +159,7 @@ struct DeviceTests {
     }
 
     @Test func bindingNeedsARecentPasswordLogin() async throws {
-        let live = try LiveServer()
+        let live = try TestServer()
         let (_, key, deviceID) = try await live.client.userWithDevice("alice")
         let newKey = try P256SigningKey()
         let request = BindDeviceRequest(
@@ -187,7 +187,7 @@ struct DeviceTests {
     }
 
     @Test func newKeyFromTheSameClientRevokesTheOldDevice() async throws {
-        let live = try LiveServer()
+        let live = try TestServer()
         let (tokens, oldKey, oldDevice) = try await live.client.userWithDevice("alice", clientID: "phone")
         let (_, newDevice) = try await live.client.bindDevice(tokens.accessToken)
         let devices = try await live.client.get("/v1/devices", token: tokens.accessToken)
@@ -208,7 +208,7 @@ struct DeviceTests {
     }
 
     @Test func onlyP256SubjectPublicKeyInfoIsAccepted() async throws {
-        let live = try LiveServer()
+        let live = try TestServer()
         try await live.client.createAccount("alice")
         let tokens = try await live.client.login("alice")
         let key = try P256SigningKey()
@@ -223,7 +223,7 @@ struct DeviceTests {
     }
 
     @Test func anotherUsersDeviceIsNotFound() async throws {
-        let live = try LiveServer()
+        let live = try TestServer()
         let (_, _, aliceDevice) = try await live.client.userWithDevice("alice")
         let (bob, _, _) = try await live.client.userWithDevice("bob")
         #expect(
