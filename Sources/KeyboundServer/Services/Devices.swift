@@ -65,7 +65,7 @@ extension Application {
         let caller = try authenticate(context)
         // Step-up: a password authentication in this session within the window (the end /v1/me
         // states, so the SDK asks for the password before it makes a key).
-        guard let stepUpEnd = stepUpEnd(caller), context.now <= stepUpEnd else {
+        guard let stepUpEnd = stepUpEnd(caller), context.now < stepUpEnd else {
             throw APIError(
                 403, .stepUpRequired,
                 "Binding a device needs a password login within the last \(configuration.stepUpWindow) seconds."

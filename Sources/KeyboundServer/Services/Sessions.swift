@@ -207,8 +207,8 @@ extension Application {
                 stepUpExpiresAt: stepUpEnd(caller).map(date)))
     }
 
-    /// The time (milliseconds since 1970) until which the caller's session may do what needs a
-    /// recent password login (binding a device): the password login plus
+    /// The time (milliseconds since 1970) from which the caller's session may no longer do what
+    /// needs a recent password login (binding a device): the password login plus
     /// ``Configuration/stepUpWindow``. Nil for a device session, which never may.
     func stepUpEnd(_ caller: Caller) -> Int64? {
         guard caller.authMethod == .password else { return nil }
