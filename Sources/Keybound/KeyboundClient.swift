@@ -77,7 +77,7 @@ public actor KeyboundClient {
     ///   (checked here, before anything is sent).
     public func createAccount(username: String, password: String) async throws -> String {
         let request = CreateAccountRequest(
-            username: try Self.checked { try Username(username) }, password: password)
+            username: try KeyboundError.validating { try Username(username) }, password: password)
         let response: CreateAccountResponse = try await send("POST", "/v1/accounts", request)
         return response.userID
     }
@@ -90,8 +90,8 @@ public actor KeyboundClient {
         -> Session
     {
         let request = PasswordLoginRequest(
-            username: try Self.checked { try Username(username) }, password: password,
-            clientID: try Self.checked { try ClientID(clientID) })
+            username: try KeyboundError.validating { try Username(username) }, password: password,
+            clientID: try KeyboundError.validating { try ClientID(clientID) })
         let tokens: TokenResponse = try await send("POST", "/v1/sessions/password", request)
         return await adopt(tokens)
     }
@@ -321,13 +321,6 @@ public actor KeyboundClient {
             throw KeyboundError.invalidInput("an id is 1-64 letters, digits, - and _")
         }
         return id
-    }
-
-    /// A value checked by a KeyboundWire type, its refusal as ``KeyboundError/invalidInput``.
-    static func checked<T>(_ make: () throws -> T) throws -> T {
-        do { return try make() } catch let error as WireError {
-            throw KeyboundError.invalidInput(error.detail)
-        }
     }
 }
 

@@ -193,4 +193,13 @@ public struct KeyboundError: Error, Sendable, Hashable, CustomStringConvertible 
     public static func invalidInput(_ message: String) -> KeyboundError {
         KeyboundError(.invalidInput, message: message)
     }
+
+    /// `make`'s value, made by a KeyboundWire type that checks a grammar (``Username``,
+    /// ``ClientID``); its refusal becomes ``Code/invalidInput``, as every SDK failure is a
+    /// `KeyboundError`.
+    static func validating<T>(_ make: () throws -> T) throws -> T {
+        do { return try make() } catch let error as WireError {
+            throw KeyboundError.invalidInput(error.detail)
+        }
+    }
 }

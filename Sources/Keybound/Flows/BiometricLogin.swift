@@ -108,7 +108,7 @@ public actor BiometricLogin {
         tokenName = try ItemName("\(configuration.namespace).refresh-token")
         keyName = try ItemName("\(configuration.namespace).device-key")
         deviceIDName = try ItemName("\(configuration.namespace).device-id")
-        _ = try KeyboundClient.checked { try ClientID(configuration.clientID) }
+        _ = try KeyboundError.validating { try ClientID(configuration.clientID) }
     }
 
     // MARK: - Password

@@ -47,7 +47,6 @@ extension Application {
 /// The input rules only the server checks, once at the edge. (The grammars the SDK checks too,
 /// usernames, client ids and opaque ids, are KeyboundWire's `Username`, `ClientID` and `Grammar`.)
 enum Validate {
-
     /// Passwords: 8–1024 characters, no composition rules.
     static func newPassword(_ password: String) throws {
         guard (8...1024).contains(password.count), password.utf8.count <= 4096 else {

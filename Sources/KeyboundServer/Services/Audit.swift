@@ -80,8 +80,8 @@ extension Application {
             """,
             [
                 .text(SecureRandomBytes.identifier("evt")), .integer(now), .text(type.rawValue),
-                (method?.rawValue).sql,
-                userID.sql, deviceID.sql, sessionID.sql, clientAddress.sql, .integer(now),
+                (method?.rawValue).sql, userID.sql, deviceID.sql, sessionID.sql, clientAddress.sql,
+                .integer(now),
             ])
         logAudit(
             type, method: method, userID: userID, deviceID: deviceID, sessionID: sessionID,
@@ -96,8 +96,8 @@ extension Application {
             .info, "audit",
             [
                 ("event", type.rawValue), ("method", method?.rawValue), ("user_id", userID),
-                ("device_id", deviceID),
-                ("session_id", sessionID), ("client", clientAddress), ("count", Int(count)),
+                ("device_id", deviceID), ("session_id", sessionID), ("client", clientAddress),
+                ("count", Int(count)),
             ])
     }
 

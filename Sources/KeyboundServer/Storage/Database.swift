@@ -235,8 +235,8 @@ enum Migrations {
         (
             5,
             [
-                // Enumerated values on the wire became snake_case; the devices table stores the
-                // wire value. (Version 4 comes from another change; each applies once, in order.)
+                // Enumerated values became snake_case on the wire, and the devices table stores
+                // the wire value.
                 "UPDATE devices SET key_protection = 'secure_enclave' WHERE key_protection = 'secureEnclave'"
             ]
         ),
