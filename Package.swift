@@ -69,7 +69,9 @@ let package = Package(
             name: "KeyboundCryptoTests", dependencies: ["KeyboundCrypto"], resources: [.copy("Vectors")]),
         // KeyboundApple too: its policy → SecAccessControl and error-domain mappings are platform-neutral.
         .testTarget(name: "KeyboundTests", dependencies: ["Keybound", "KeyboundWire", "KeyboundApple"]),
-        .testTarget(name: "KeyboundEmulatorTests", dependencies: ["KeyboundEmulator", "KeyboundCrypto"]),
+        .testTarget(
+            name: "KeyboundEmulatorTests",
+            dependencies: ["KeyboundEmulator", "KeyboundCrypto", "KeyboundTestSupport"]),
         .testTarget(name: "KeyboundWireTests", dependencies: ["KeyboundWire"]),
         .testTarget(
             name: "KeyboundWebAuthnTests",
@@ -81,11 +83,14 @@ let package = Package(
                 "KeyboundServer", "KeyboundWire", "KeyboundCrypto", "KeyboundWebAuthn", "KeyboundTestSupport",
                 "keybound",
             ]),
-        // Finds the `keybound` binary SwiftPM built beside the test bundle, for subprocess tests;
-        // a software passkey authenticator and a test App Attest CA for the ceremonies' tests.
+        // What several test targets share, kept out of the products' API: the `keybound` binary
+        // SwiftPM built beside the test bundle, child processes, a manual clock for SDK and
+        // server, `expectKeyboundError`, a software passkey authenticator and a test App Attest CA.
         .target(
             name: "KeyboundTestSupport",
-            dependencies: ["KeyboundWebAuthn", "KeyboundCrypto", "KeyboundWire"],
+            dependencies: [
+                "Keybound", "KeyboundServer", "KeyboundWebAuthn", "KeyboundCrypto", "KeyboundWire",
+            ],
             path: "Tests/KeyboundTestSupport"),
         // Runs the real `keybound` binary as a subprocess; depending on it makes SwiftPM build it first.
         .testTarget(

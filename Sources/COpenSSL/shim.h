@@ -26,6 +26,8 @@ static const char *const keybound_param_kdf_digest = OSSL_KDF_PARAM_DIGEST;
 static const char *const keybound_param_kdf_key = OSSL_KDF_PARAM_KEY;
 static const char *const keybound_param_kdf_salt = OSSL_KDF_PARAM_SALT;
 static const char *const keybound_param_kdf_info = OSSL_KDF_PARAM_INFO;
+static const char *const keybound_param_kdf_password = OSSL_KDF_PARAM_PASSWORD;
+static const char *const keybound_param_kdf_iterations = OSSL_KDF_PARAM_ITER;
 
 // Names OpenSSL keeps pointing at after the call: parameter values in OSSL_PARAM, and the key type
 // that EVP_PKEY_CTX_new_from_name stores without copying.

@@ -14,7 +14,7 @@ openapi: 3.1.0
 info:
   title: Keybound Server API
   version: 1.0.0
-  description: 'Biometric login and transaction approval. JSON over HTTP/1.1. Errors are application/problem+json (RFC 9457) with a stable code. Request bodies are decoded strictly: unknown members, wrong types and malformed JSON give 400; bodies over 64 KiB give 413 (a declared Content-Length over the limit is answered at once, before any of the body is read). A non-empty body must be sent as Content-Type: application/json (parameters such as charset allowed), else 415. Prometheus metrics (GET /metrics) are not served on this port, only on the server''s separate --metrics-listen address. Binary values are base64url without padding. Signing payloads are compact UTF-8 JSON with members in this order: {"keybound":1,"purpose":"login"|"approve","server":<server id>,"device":<device id>,"challenge":<base64url of 32 random bytes>,"expires":<RFC 3339>[,"action":{"type":"transfer","amount":<decimal string>,"asset":<code>,"to":<recipient>}]}. The device signs the exact bytes (ECDSA P-256, SHA-256, DER).'
+  description: 'Biometric login and transaction approval. JSON over HTTP/1.1. Errors are application/problem+json (RFC 9457) with a stable code. Request bodies are decoded strictly: unknown members, wrong types and malformed JSON give 400; bodies over 64 KiB give 413 (a declared Content-Length over the limit is answered at once, before any of the body is read). A non-empty body must be sent as Content-Type: application/json (parameters such as charset allowed), else 415. Member names and enumerated values are snake_case (key_protection: secure_enclave). Prometheus metrics (GET /metrics) are not served on this port, only on the server''s separate --metrics-listen address. Binary values are base64url without padding. Signing payloads are compact UTF-8 JSON with members in this order: {"keybound":1,"purpose":"login"|"approve","server":<server id>,"device":<device id>,"challenge":<base64url of 32 random bytes>,"expires":<RFC 3339>[,"action":{"type":"transfer","amount":<decimal string>,"asset":<code>,"to":<recipient>}]}. The device signs the exact bytes (ECDSA P-256, SHA-256, DER).'
 servers:
   - url: http://127.0.0.1:8420
 security: []
@@ -198,7 +198,7 @@ paths:
     post:
       operationId: bindDevice
       summary: Bind a device key
-      description: 'Registers a P-256 public key. Needs a session opened by a password or passkey login within the last 5 minutes (else 403 step_up_required). A new key from the same client_id revokes the previous device of that client (and its sessions). A user has at most --max-devices active devices (default 10; a replaced device does not count); one more gives 409 device_limit_reached. With app_attest, an App Attest attestation vouches for the binding; it is verified as Apple specifies: the x5c chain to the Apple App Attestation Root CA at the current time, the nonce SHA-256(authData followed by clientDataHash) in the leaf''s extension 1.2.840.113635.100.8.2, the key id SHA-256 of the leaf''s key, rpIdHash SHA-256 of one --app-id, counter 0, the AAGUID of --app-attest-environment; clientDataHash is SHA-256 of this session''s challenge (POST /v1/app-attest/challenges) followed by public_key, so the attestation vouches for this one key. A refused attestation is audited (app_attest_failed) and uses the challenge up. With --require-app-attest a binding without app_attest gets 403 app_attest_required. GET /v1/devices then shows attested true.'
+      description: 'Registers a P-256 public key. Needs a session opened by a password or passkey login within the server''s step-up window (5 minutes by default; GET /v1/me gives its end as step_up_expires_at), else 403 step_up_required. A new key from the same client_id revokes the previous device of that client (and its sessions). A user has at most --max-devices active devices (default 10; a replaced device does not count); one more gives 409 device_limit_reached. With app_attest, an App Attest attestation vouches for the binding; it is verified as Apple specifies: the x5c chain to the Apple App Attestation Root CA at the current time, the nonce SHA-256(authData followed by clientDataHash) in the leaf''s extension 1.2.840.113635.100.8.2, the key id SHA-256 of the leaf''s key, rpIdHash SHA-256 of one --app-id, counter 0, the AAGUID of --app-attest-environment; clientDataHash is SHA-256 of this session''s challenge (POST /v1/app-attest/challenges) followed by public_key, so the attestation vouches for this one key. A refused attestation is audited (app_attest_failed) and uses the challenge up. With --require-app-attest a binding without app_attest gets 403 app_attest_required. GET /v1/devices then shows attested true.'
       security:
         - bearer: []
       requestBody:
@@ -1032,6 +1032,7 @@ components:
         - session_id
         - auth_method
         - auth_time
+        - step_up_expires_at
       properties:
         user_id:
           $ref: '#/components/schemas/Id'
@@ -1047,6 +1048,12 @@ components:
             - passkey
         auth_time:
           $ref: '#/components/schemas/Timestamp'
+        step_up_expires_at:
+          type:
+            - string
+            - 'null'
+          pattern: ^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z$
+          description: Until when this session may bind a device or add a passkey (auth_time plus the server's step-up window) for a session opened by password or passkey login; null for a device-key session, which never may. RFC 3339 UTC timestamp, whole seconds.
     BindDeviceRequest:
       type: object
       additionalProperties: false
@@ -1065,11 +1072,14 @@ components:
         key_protection:
           type: string
           enum:
-            - secureEnclave
+            - secure_enclave
             - software
             - emulator
         app_attest:
-          $ref: '#/components/schemas/AppAttestBinding'
+          oneOf:
+            - $ref: '#/components/schemas/AppAttestBinding'
+            - type: 'null'
+          description: An App Attest attestation vouching for this binding; null or absent for none.
     BindDeviceResponse:
       type: object
       additionalProperties: false
@@ -1097,7 +1107,7 @@ components:
         key_protection:
           type: string
           enum:
-            - secureEnclave
+            - secure_enclave
             - software
             - emulator
         status:
@@ -1162,8 +1172,11 @@ components:
           $ref: '#/components/schemas/Base64URL'
           description: ECDSA P-256 with SHA-256 over the payload bytes, DER (as SecKeyCreateSignature with ecdsaSignatureMessageX962SHA256 produces), base64url.
         app_attest_assertion:
-          $ref: '#/components/schemas/Base64URL'
-          description: For a device bound with App Attest, the CBOR assertion generateAssertion(keyId, clientDataHash = SHA-256 of the payload bytes) returned, base64url.
+          type:
+            - string
+            - 'null'
+          pattern: ^[A-Za-z0-9_-]+$
+          description: For a device bound with App Attest, the CBOR assertion generateAssertion(keyId, clientDataHash = SHA-256 of the payload bytes) returned, base64url; null or absent for none.
     TransferAction:
       type: object
       additionalProperties: false
@@ -1222,8 +1235,11 @@ components:
           $ref: '#/components/schemas/Base64URL'
           description: ECDSA P-256 SHA-256 signature of the payload bytes, DER, base64url.
         app_attest_assertion:
-          $ref: '#/components/schemas/Base64URL'
-          description: For a device bound with App Attest, its assertion over SHA-256 of the payload bytes, base64url.
+          type:
+            - string
+            - 'null'
+          pattern: ^[A-Za-z0-9_-]+$
+          description: For a device bound with App Attest, its assertion over SHA-256 of the payload bytes, base64url; null or absent for none.
     ConfirmApprovalResponse:
       type: object
       additionalProperties: false
@@ -1293,6 +1309,7 @@ components:
             - login_failed
             - lockout
             - account_ceiling
+            - address_lockout
             - logout
             - refresh_reuse
             - device_bound
@@ -1355,23 +1372,32 @@ components:
       description: 'Sign-up (no bearer token): username required. Adding a passkey (bearer token): username optional, and the caller''s when given. WebAuthn''s member names (displayName) beside Keybound''s (client_id).'
       properties:
         username:
-          type: string
+          type:
+            - string
+            - 'null'
           pattern: ^[A-Za-z0-9._@+-]{1,64}$
           description: Compared case-insensitively (stored lowercased).
         displayName:
-          type: string
+          type:
+            - string
+            - 'null'
           minLength: 1
           maxLength: 64
           description: What the authenticator shows; no control characters. Default the username.
         attestation:
-          type: string
+          type:
+            - string
+            - 'null'
           enum:
             - none
             - indirect
             - direct
+            - null
           description: Attestation conveyance preference; default none.
         client_id:
-          type: string
+          type:
+            - string
+            - 'null'
           pattern: ^[A-Za-z0-9._:-]{1,128}$
           description: For a sign-up, the client the new session belongs to (as in password login). Default a new one per session.
     CredentialDescriptor:
@@ -1386,6 +1412,11 @@ components:
           const: public-key
         id:
           $ref: '#/components/schemas/Base64URL'
+        transports:
+          type: array
+          items:
+            type: string
+          description: Accepted where a client sends descriptors; this server writes none.
     PasskeyCreationOptions:
       type: object
       additionalProperties: false
@@ -1575,10 +1606,14 @@ components:
       description: Send {} for a sign-in with any discoverable passkey.
       properties:
         username:
-          type: string
+          type:
+            - string
+            - 'null'
           pattern: ^[A-Za-z0-9._@+-]{1,64}$
         client_id:
-          type: string
+          type:
+            - string
+            - 'null'
           pattern: ^[A-Za-z0-9._:-]{1,128}$
           description: The client the session belongs to (as in password login). Default a new one per session.
     PasskeyRequestOptions:

@@ -1,4 +1,5 @@
 import Foundation
+import KeyboundWire
 
 /// A usage error: the command line was wrong. Exit status 2, with a hint of what to type instead.
 struct UsageError: Error, CustomStringConvertible {
@@ -6,19 +7,117 @@ struct UsageError: Error, CustomStringConvertible {
     init(_ message: String) { description = message }
 }
 
+/// One option of a command. A command's table of these is the single source of both its
+/// parsing (``Arguments/init(_:options:command:)`` accepts exactly these) and its `--help`
+/// (``Option/help(_:)``).
+struct Option {
+    /// The name without its dashes: `policy` for `--policy`.
+    let name: String
+    /// The value's placeholder in help (`P`, `FILE`); nil for a flag, which takes no value.
+    let value: String?
+    /// One line for `--help`.
+    let summary: String
+    /// Whether the command needs it (parsing refuses the command line without it).
+    let isRequired: Bool
+    /// The environment variable that sets it when the flag is absent (`KEYBOUND_DB`), if any.
+    var variable: String?
+    /// The default as help shows it, if the option has one worth stating.
+    var defaultText: String?
+
+    /// An option that takes a value: `--name VALUE`.
+    /// - Parameters:
+    ///   - variable: the environment variable that sets it when the flag is absent.
+    ///   - defaultText: the default, for help.
+    static func value(
+        _ name: String, _ placeholder: String, _ summary: String, required: Bool = false,
+        variable: String? = nil, default defaultText: String? = nil
+    ) -> Option {
+        Option(
+            name: name, value: placeholder, summary: summary, isRequired: required, variable: variable,
+            defaultText: defaultText)
+    }
+
+    /// A boolean option: `--name` (or its environment variable set to 1, true or yes).
+    static func flag(_ name: String, _ summary: String, variable: String? = nil) -> Option {
+        Option(name: name, value: nil, summary: summary, isRequired: false, variable: variable)
+    }
+
+    /// `--help`, which every command has.
+    static let help = Option.flag("help", "print this help")
+
+    /// How the option is written in a synopsis: `--policy P`, `--json`.
+    var synopsis: String { value.map { "--\(name) \($0)" } ?? "--\(name)" }
+
+    /// How a command's synopsis shows it: optional ones in brackets.
+    var usage: String { isRequired ? synopsis : "[\(synopsis)]" }
+
+    /// The options' help lines, aligned in columns: synopsis, summary, and (when any option has
+    /// one) the environment variable with the default.
+    static func help(_ options: [Option], indent: Int = 2) -> String {
+        let withVariables = options.contains { $0.variable != nil }
+        return columns(
+            options.map { option in
+                var row = [option.synopsis, option.summary]
+                if withVariables {
+                    row.append(
+                        [option.variable, option.defaultText.map { "(\($0))" }].compactMap { $0 }
+                            .joined(separator: " "))
+                }
+                return row
+            }, indent: indent)
+    }
+}
+
+/// Rows of columns, every column but the last aligned (help text is generated, never
+/// hand-aligned). Empty trailing cells add no spacing.
+func columns(_ rows: [[String]], indent: Int) -> String {
+    let count = rows.map(\.count).max() ?? 0
+    let widths = (0..<count).map { column in rows.map { column < $0.count ? $0[column].count : 0 }.max() ?? 0
+    }
+    let margin = String(repeating: " ", count: indent)
+    return rows.map { row in
+        let cells = Array(row.reversed().drop { $0.isEmpty }.reversed())
+        return margin
+            + cells.enumerated().map { column, cell in
+                column == cells.count - 1
+                    ? cell : cell + String(repeating: " ", count: widths[column] - cell.count + 3)
+            }.joined()
+    }.joined(separator: "\n")
+}
+
+/// `columns` for rows of two.
+func columns(_ rows: [(String, String)], indent: Int) -> String {
+    columns(rows.map { [$0.0, $0.1] }, indent: indent)
+}
+
 /// Parsed command-line arguments in the swift-argument-parser spirit: `--name value`,
-/// `--name=value`, boolean `--flag`, and positionals. Every option must be consumed;
-/// `finish()` rejects leftovers so typos never pass silently.
+/// `--name=value`, boolean `--flag`, and positionals.
 struct Arguments {
     private var options: [String: [String]] = [:]
     private var flags: Set<String> = []
     private(set) var positionals: [String] = []
-    private var consumed: Set<String> = []
 
+    /// Parses `raw` against a command's option table: an option that is not in it, or a
+    /// required one that is missing (unless `--help` asks for the help), is a usage error at
+    /// once, so typos never pass silently.
     /// - Parameters:
-    ///   - raw: the arguments after the subcommand name.
-    ///   - flagNames: the boolean options this command knows (they take no value).
-    init(_ raw: [String], flagNames: Set<String> = []) throws {
+    ///   - raw: the arguments after the command's name.
+    ///   - table: the command's options.
+    ///   - command: how to name the command in the error ("keybound device store").
+    init(_ raw: [String], options table: [Option], command: String) throws {
+        try self.init(raw) { name in
+            guard let option = table.first(where: { $0.name == name }) else {
+                throw UsageError("unknown option --\(name) (see \(command) --help)")
+            }
+            return option.value != nil
+        }
+        if !isSet("help"), let missing = table.first(where: { $0.isRequired && value($0.name) == nil }) {
+            throw UsageError("\(missing.synopsis) is required (see \(command) --help)")
+        }
+    }
+
+    /// - Parameter takesValue: whether `--name` takes a value; throws for an unknown option.
+    private init(_ raw: [String], takesValue: (String) throws -> Bool) throws {
         var index = 0
         while index < raw.count {
             let word = raw[index]
@@ -37,7 +136,7 @@ struct Arguments {
                 value = String(name[name.index(after: equals)...])
                 name = String(name[..<equals])
             }
-            if flagNames.contains(name) {
+            if try !takesValue(name) {
                 guard value == nil else { throw UsageError("--\(name) takes no value") }
                 flags.insert(name)
                 continue
@@ -52,34 +151,23 @@ struct Arguments {
     }
 
     /// The last value given for `--name`, or nil.
-    mutating func option(_ name: String) -> String? {
-        consumed.insert(name)
-        return options[name]?.last
-    }
+    func value(_ name: String) -> String? { options[name]?.last }
 
     /// Every value given for a repeatable `--name`, in order.
-    mutating func options(_ name: String) -> [String] {
-        consumed.insert(name)
-        return options[name] ?? []
-    }
+    func values(_ name: String) -> [String] { options[name] ?? [] }
 
     /// Whether the boolean `--name` was given.
-    mutating func flag(_ name: String) -> Bool {
-        consumed.insert(name)
-        return flags.contains(name)
-    }
-
-    /// Throws a usage error for any option nobody asked about.
-    func finish() throws {
-        let unknown = Set(options.keys).union(flags).subtracting(consumed)
-        if let name = unknown.sorted().first {
-            throw UsageError("unknown option --\(name) (see --help)")
-        }
-    }
+    func isSet(_ name: String) -> Bool { flags.contains(name) }
 }
 
 /// Writes to standard error.
 func printError(_ message: String) {
     // The throwing variant: `write(_:)` traps when standard error is closed or full.
     try? FileHandle.standardError.write(contentsOf: Data((message + "\n").utf8))
+}
+
+/// Prints `value` as compact JSON on one line: the CLI's one JSON writer (KeyboundWire's, the
+/// same the server answers with).
+func printJSON(_ value: JSONValue) {
+    print(String(decoding: JSON.serialize(value), as: UTF8.self))
 }

@@ -17,9 +17,9 @@ struct AppAttestTests {
     /// A server that trusts `ca` and accepts ``appID`` in the development environment.
     static func server(_ ca: TestAppAttestCA, _ adjust: @escaping (inout Configuration) -> Void = { _ in })
         throws
-        -> LiveServer
+        -> TestServer
     {
-        try LiveServer { configuration in
+        try TestServer(.live) { configuration in
             configuration.appIDs = [appID]
             configuration.appAttestEnvironment = .development
             configuration.appAttestRoots = [ca.root]
@@ -28,7 +28,7 @@ struct AppAttestTests {
     }
 
     /// A user logged in by password (fresh enough to bind a device).
-    static func user(_ live: LiveServer, _ name: String = "alice", clientID: String = "app-1") async throws
+    static func user(_ live: TestServer, _ name: String = "alice", clientID: String = "app-1") async throws
         -> TokenResponse
     {
         try await live.client.createAccount(name)
@@ -39,7 +39,7 @@ struct AppAttestTests {
     /// the device key, and binds the device key with the attestation. `attest` can change what is
     /// attested, to make every refusal.
     static func bind(
-        _ live: LiveServer, _ token: String, deviceKey: P256PublicKey, appKey: TestAppAttestKey,
+        _ live: TestServer, _ token: String, deviceKey: P256PublicKey, appKey: TestAppAttestKey,
         ca: TestAppAttestCA,
         attest: (_ challenge: Data) throws -> (keyID: Data, attestation: Data)
     ) async throws -> Reply {
@@ -57,7 +57,7 @@ struct AppAttestTests {
 
     /// The attestation a genuine app makes for `deviceKey`.
     static func genuine(
-        _ live: LiveServer, appKey: TestAppAttestKey, ca: TestAppAttestCA, deviceKey: P256PublicKey,
+        _ live: TestServer, appKey: TestAppAttestKey, ca: TestAppAttestCA, deviceKey: P256PublicKey,
         appID: String = appID, environment: AppAttest.Environment = .development
     ) -> (Data) throws -> (keyID: Data, attestation: Data) {
         { challenge in
@@ -95,9 +95,9 @@ struct AppAttestTests {
             .decode(AuditListResponse.self).events
         #expect(
             events.contains {
-                $0.type == "device_bound" && $0.method == "app_attest" && $0.deviceID == deviceID
+                $0.type == .deviceBound && $0.method == .appAttest && $0.deviceID == deviceID
             })
-        #expect(events.contains { $0.type == "device_bound" && $0.method == nil && $0.deviceID == plainID })
+        #expect(events.contains { $0.type == .deviceBound && $0.method == nil && $0.deviceID == plainID })
     }
 
     @Test(
@@ -172,7 +172,7 @@ struct AppAttestTests {
 
         let events = try await live.client.get("/v1/audit", token: token).decode(AuditListResponse.self)
             .events
-        let failures = events.filter { $0.type == "app_attest_failed" && $0.method == "app_attest" }
+        let failures = events.filter { $0.type == .appAttestFailed && $0.method == .appAttest }
         #expect(failures.map(\.count).reduce(0, +) == 8)
         // None of them bound anything.
         let devices = try await live.client.get("/v1/devices", token: token).decode(DeviceListResponse.self)
@@ -233,7 +233,7 @@ struct AppAttestTests {
         #expect(try await live.client.send("POST", "/v1/app-attest/challenges").status == 401)
 
         // A server left at Apple's root refuses the test CA's attestations.
-        let apple = try LiveServer { $0.appIDs = [Self.appID] }
+        let apple = try TestServer(.live) { $0.appIDs = [Self.appID] }
         #expect(apple.server.configuration.appAttestRoots == [.appleAppAttestationRootCA])
         let appleUser = try await Self.user(apple)
         try await expectProblem(
@@ -337,6 +337,6 @@ struct AppAttestTests {
 
         let events = try await live.client.get("/v1/audit", token: other.accessToken)
             .decode(AuditListResponse.self).events
-        #expect(events.contains { $0.type == "app_attest_failed" && $0.deviceID == deviceID })
+        #expect(events.contains { $0.type == .appAttestFailed && $0.deviceID == deviceID })
     }
 }

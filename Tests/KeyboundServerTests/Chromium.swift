@@ -216,13 +216,13 @@
             self.browser = browser
             let target = try await browser.send(
                 "Target.createTarget", [JSONMember("url", .string("about:blank"))])
-            guard case .string(let targetID)? = target.member("targetId") else {
+            guard case .string(let targetID)? = target.field("targetId") else {
                 throw Chromium.Failure("no target")
             }
             let attached = try await browser.send(
                 "Target.attachToTarget",
                 [JSONMember("targetId", .string(targetID)), JSONMember("flatten", .bool(true))])
-            guard case .string(let session)? = attached.member("sessionId") else {
+            guard case .string(let session)? = attached.field("sessionId") else {
                 throw Chromium.Failure("no session")
             }
             self.session = session
@@ -243,11 +243,11 @@
                     JSONMember("expression", .string(expression)), JSONMember("awaitPromise", .bool(true)),
                     JSONMember("returnByValue", .bool(true)), JSONMember("userGesture", .bool(true)),
                 ])
-            if let exception = result.member("exceptionDetails") {
+            if let exception = result.field("exceptionDetails") {
                 throw Chromium.Failure(
                     "JavaScript failed: \(String(decoding: JSON.serialize(exception), as: UTF8.self))")
             }
-            return result.member("result")?.member("value") ?? .null
+            return result.field("result")?.field("value") ?? .null
         }
 
         /// Polls `condition` (JavaScript, true when done) every 100 ms for up to `timeout` seconds.
@@ -265,7 +265,7 @@
 
     extension JSONValue {
         /// The member `name` of an object, or nil.
-        func member(_ name: String) -> JSONValue? {
+        func field(_ name: String) -> JSONValue? {
             guard case .object(let members) = self else { return nil }
             return members.first { $0.name == name }?.value
         }

@@ -14,7 +14,7 @@ import Testing
 @Suite("Passkeys")
 struct PasskeyTests {
     /// A software authenticator for this server's default RP ID and origin.
-    static func authenticator(for live: LiveServer) throws -> TestAuthenticator {
+    static func authenticator(for live: TestServer) throws -> TestAuthenticator {
         var authenticator = try TestAuthenticator()
         authenticator.rpId = "localhost"
         authenticator.origin = "http://localhost:\(live.server.port ?? 0)"
@@ -25,7 +25,7 @@ struct PasskeyTests {
 
     @Test("sign up, sign in without a username, add a passkey, list and remove one")
     func signUpSignInAddAndRemove() async throws {
-        let live = try LiveServer()
+        let live = try TestServer()
         let first = try Self.authenticator(for: live)
         let signUp = try await live.client.passkeySignUp("alice", first)
         let signUpTokens = try #require(signUp.tokens)
@@ -94,17 +94,17 @@ struct PasskeyTests {
         #expect(password.status == 401 && password.problem?.code == .invalidCredentials)
 
         let audit = try await live.client.get("/v1/audit", token: token).decode(AuditListResponse.self).events
-        #expect(audit.filter { $0.type == "passkey_registered" }.count == 2)
-        #expect(audit.contains { $0.type == "account_created" && $0.method == "passkey" })
-        #expect(audit.contains { $0.type == "passkey_removed" })
-        #expect(audit.filter { $0.type == "login" && $0.method == "passkey" }.count == 3)
+        #expect(audit.filter { $0.type == .passkeyRegistered }.count == 2)
+        #expect(audit.contains { $0.type == .accountCreated && $0.method == .passkey })
+        #expect(audit.contains { $0.type == .passkeyRemoved })
+        #expect(audit.filter { $0.type == .login && $0.method == .passkey }.count == 3)
     }
 
     @Test(
         "replay, foreign challenge, wrong origin, wrong RP ID, no UV, tampered client data, a cloned counter: 4xx"
     )
     func negativeCeremonies() async throws {
-        let live = try LiveServer()
+        let live = try TestServer()
         let alice = try Self.authenticator(for: live)
         let userID = try #require(try await live.client.passkeySignUp("alice", alice).tokens).userID
         let handle = Self.userHandle(userID)
@@ -175,13 +175,13 @@ struct PasskeyTests {
         let token = try fine.decode(PasskeyLoginResult.self).tokens.accessToken
         let events = try await client.get("/v1/audit", token: token).decode(AuditListResponse.self).events
         #expect(
-            events.contains { $0.type == "passkey_cloned" && $0.method == "passkey" && $0.userID == userID })
-        #expect(events.contains { $0.type == "login_failed" && $0.method == "passkey" })
+            events.contains { $0.type == .passkeyCloned && $0.method == .passkey && $0.userID == userID })
+        #expect(events.contains { $0.type == .loginFailed && $0.method == .passkey })
     }
 
     @Test("registration refuses the wrong origin, RP ID, missing UV, another session, a reused challenge")
     func registrationRefusals() async throws {
-        let live = try LiveServer()
+        let live = try TestServer()
         let client = live.client
         let alice = try Self.authenticator(for: live)
         var phishing = alice
@@ -237,7 +237,7 @@ struct PasskeyTests {
 
     @Test("of 16 simultaneous uses of one login challenge exactly one opens a session")
     func oneOfSixteenWins() async throws {
-        let live = try LiveServer()
+        let live = try TestServer()
         let alice = try Self.authenticator(for: live)
         let userID = try #require(try await live.client.passkeySignUp("alice", alice).tokens).userID
         let body = try alice.assertion(
@@ -253,13 +253,13 @@ struct PasskeyTests {
         #expect(replies.filter { $0.status == 409 && $0.problem?.code == .challengeUsed }.count == 15)
         let token = try #require(try winners.first?.decode(PasskeyLoginResult.self)).tokens.accessToken
         let logins = try await client.get("/v1/audit", token: token).decode(AuditListResponse.self).events
-            .filter { $0.type == "login" }
+            .filter { $0.type == .login }
         #expect(logins.count == 2)  // the sign-up's session and the one winner
     }
 
     @Test("a credential id is registered to one user only")
     func credentialIDsAreUnique() async throws {
-        let live = try LiveServer()
+        let live = try TestServer()
         let shared = try Self.authenticator(for: live)
         _ = try await live.client.passkeySignUp("alice", shared)
         let options = try await live.client.registrationOptions(.init(username: "bob"))
@@ -277,7 +277,7 @@ struct PasskeyTests {
         "the user handle must be the owner's; a discoverable sign-in needs one; a named user only their passkeys"
     )
     func userHandleAndNamedUser() async throws {
-        let live = try LiveServer()
+        let live = try TestServer()
         let client = live.client
         let alice = try Self.authenticator(for: live)
         let aliceID = try #require(try await client.passkeySignUp("alice", alice).tokens).userID
@@ -316,14 +316,14 @@ struct PasskeyTests {
 
     @Test("passkey sign-up follows the sign-up rules: open registration, the address limit, a free name")
     func signUpRules() async throws {
-        let closed = try LiveServer { $0.registration = .closed }
+        let closed = try TestServer(.live) { $0.registration = .closed }
         try await expectProblem(
             closed.client.send(
                 "POST", "/v1/webauthn/register/options",
                 body: PasskeyRegistrationOptionsRequest(username: "a").jsonData),
             403, .registrationClosed)
 
-        let limited = try LiveServer { $0.signupLimit = 2 }
+        let limited = try TestServer(.live) { $0.signupLimit = 2 }
         _ = try await limited.client.passkeySignUp("alice", try Self.authenticator(for: limited))
         try await expectProblem(
             limited.client.send(
@@ -339,7 +339,7 @@ struct PasskeyTests {
             "/v1/accounts", CreateAccountRequest(username: "dave", password: Client.password))
         #expect(password.status == 429)
 
-        let open = try LiveServer()
+        let open = try TestServer()
         try await expectProblem(
             open.client.send("POST", "/v1/webauthn/register/options", body: Data("{}".utf8)), 400,
             .invalidRequest)
@@ -352,7 +352,7 @@ struct PasskeyTests {
 
     @Test("adding a passkey needs a password or passkey login within the step-up window")
     func addingNeedsStepUp() async throws {
-        let live = try LiveServer()
+        let live = try TestServer()
         try await live.client.createAccount("alice")
         let tokens = try await live.client.login("alice")
         let fresh = try await live.client.registrationOptions(
@@ -387,7 +387,7 @@ struct PasskeyTests {
     @Test(
         "an expired challenge is refused, and failed sign-ins are throttled while a valid one still gets in")
     func expiryAndThrottling() async throws {
-        let live = try LiveServer { $0.addressFailureLimit = 0 }
+        let live = try TestServer(.live) { $0.addressFailureLimit = 0 }
         let alice = try Self.authenticator(for: live)
         let userID = try #require(try await live.client.passkeySignUp("alice", alice).tokens).userID
         let handle = Self.userHandle(userID)
@@ -421,7 +421,7 @@ struct PasskeyTests {
 
     @Test("whatever a client sends to the passkey routes, the answer is a 4xx problem, never a 5xx")
     func garbageNeverGives5xx() async throws {
-        let live = try LiveServer()
+        let live = try TestServer()
         let alice = try Self.authenticator(for: live)
         _ = try await live.client.passkeySignUp("alice", alice)
         let valid = try JSON.parse(
@@ -462,7 +462,7 @@ struct PasskeyTests {
 
     @Test("GET / serves the sign-in page under a Content-Security-Policy without inline script")
     func signInPage() async throws {
-        let live = try LiveServer()
+        let live = try TestServer()
         let page = try await live.client.get("/")
         #expect(page.status == 200)
         #expect(page.header("Content-Type") == "text/html; charset=utf-8")
@@ -554,7 +554,7 @@ extension Client {
         return try reply.decode(PasskeyCreationOptions.self)
     }
 
-    func loginOptions(username: String? = nil) async throws -> PasskeyRequestOptions {
+    func loginOptions(username: Username? = nil) async throws -> PasskeyRequestOptions {
         let reply = try await post(
             "/v1/webauthn/login/options", PasskeyLoginOptionsRequest(username: username))
         #expect(reply.status == 200, "\(reply.text)")
@@ -565,7 +565,8 @@ extension Client {
     func passkeySignUp(_ username: String, _ authenticator: TestAuthenticator) async throws
         -> PasskeyRegistrationResult
     {
-        let options = try await registrationOptions(PasskeyRegistrationOptionsRequest(username: username))
+        let options = try await registrationOptions(
+            PasskeyRegistrationOptionsRequest(username: Username(username)))
         #expect(options.rpID == authenticator.rpId && options.userName == username)
         #expect(options.algorithms == [-7, -8, -257])
         let reply = try await send(

@@ -41,21 +41,21 @@
                             JSONMember("automaticPresenceSimulation", .bool(true)),
                         ]))
                 ])
-            guard let id = added.member("authenticatorId")?.text else {
+            guard let id = added.field("authenticatorId")?.text else {
                 throw Chromium.Failure("no authenticator")
             }
             return id
         }
 
         static func click(_ page: ChromiumPage, _ selector: String) async throws {
-            try await page.evaluate("document.querySelector(\(JSON.quote(selector))).click()")
+            try await page.evaluate("document.querySelector(\(jsString(selector))).click()")
         }
 
         /// Waits until the page has finished what the last click started, and says `message`.
         static func settle(_ page: ChromiumPage, state: String, status: String) async throws {
             try await page.wait(
                 for:
-                    "document.body.dataset.state === \(JSON.quote(state)) && document.getElementById('status').textContent === \(JSON.quote(status))"
+                    "document.body.dataset.state === \(jsString(state)) && document.getElementById('status').textContent === \(jsString(status))"
             )
         }
 
@@ -70,7 +70,7 @@
 
         @Test("sign up, sign out, sign in, add a passkey, list and remove passkeys and devices")
         func passkeysInTheBrowser() async throws {
-            let live = try LiveServer()
+            let live = try TestServer()
             let port = try #require(live.server.port)
             let origin = "http://localhost:\(port)"
             let browser = try Chromium(executable: try #require(Chromium.executable))
@@ -83,7 +83,7 @@
             await browser.close()
         }
 
-        private func run(_ live: LiveServer, _ browser: Chromium, origin: String) async throws {
+        private func run(_ live: TestServer, _ browser: Chromium, origin: String) async throws {
             let page = try await ChromiumPage(browser)
             try await page.send("WebAuthn.enable", [JSONMember("enableUI", .bool(false))])
             let first = try await Self.addAuthenticator(page)
@@ -160,7 +160,7 @@
             let current = try await Self.credentialIDs(page, second)
             let firstPasskey = try #require(passkeys.passkeys.first { !current.contains($0.credentialID) })
             try await Self.click(
-                page, "#passkeys li[data-passkey-id=\(JSON.quote(firstPasskey.passkeyID))] button")
+                page, "#passkeys li[data-passkey-id=\(jsString(firstPasskey.passkeyID))] button")
             try await Self.settle(page, state: "signed-in", status: "Passkey removed.")
             #expect(try await Self.count(page, "passkeys") == 1)
             try await Self.click(page, "#devices li button")
@@ -179,7 +179,7 @@
 
         /// A real assertion from the browser, posted by hand: once it signs in, again it is a
         /// replay; with its client data or signature changed it is refused; never a 5xx.
-        private func replayAndTamper(_ page: ChromiumPage, _ live: LiveServer) async throws {
+        private func replayAndTamper(_ page: ChromiumPage, _ live: TestServer) async throws {
             let script = """
                 (async () => {
                   const options = await (await fetch('/v1/webauthn/login/options', {method: 'POST',
@@ -199,12 +199,12 @@
 
             // The client data of another ceremony under this signature, and a flipped signature bit.
             let otherClientData = try #require(
-                assertions[2].member("response")?.member("clientDataJSON")?.text)
+                assertions[2].field("response")?.field("clientDataJSON")?.text)
             expectProblem(
                 try await live.client.passkeyLogin(
                     replacing("clientDataJSON", in: assertions[1], with: otherClientData)),
                 401, .signatureInvalid)
-            let signatureText = try #require(assertions[2].member("response")?.member("signature")?.text)
+            let signatureText = try #require(assertions[2].field("response")?.field("signature")?.text)
             var signature = try #require(Base64URL.decode(signatureText))
             signature[signature.startIndex + 8] ^= 0x01
             let flipped = try await live.client.passkeyLogin(
@@ -217,18 +217,18 @@
         /// another RP ID, no user verification, a challenge never issued, a counter that did not
         /// rise. Each is refused with its check's 4xx; the genuine one signs in.
         private func exportedCredential(
-            _ page: ChromiumPage, _ live: LiveServer, authenticator: String, origin: String
+            _ page: ChromiumPage, _ live: TestServer, authenticator: String, origin: String
         )
             async throws
         {
             let exported = try await page.send(
                 "WebAuthn.getCredentials", [JSONMember("authenticatorId", .string(authenticator))])
-            guard case .array(let credentials)? = exported.member("credentials"),
+            guard case .array(let credentials)? = exported.field("credentials"),
                 let credential = credentials.first,
-                let id = credential.member("credentialId")?.text.flatMap({ Data(base64Encoded: $0) }),
-                let pkcs8 = credential.member("privateKey")?.text.flatMap({ Data(base64Encoded: $0) }),
-                let handle = credential.member("userHandle")?.text.flatMap({ Data(base64Encoded: $0) }),
-                case .number(let countText)? = credential.member("signCount"), let count = UInt32(countText)
+                let id = credential.field("credentialId")?.text.flatMap({ Data(base64Encoded: $0) }),
+                let pkcs8 = credential.field("privateKey")?.text.flatMap({ Data(base64Encoded: $0) }),
+                let handle = credential.field("userHandle")?.text.flatMap({ Data(base64Encoded: $0) }),
+                case .number(let countText)? = credential.field("signCount"), let count = UInt32(countText)
             else { throw Chromium.Failure("no exported credential") }
             var passkey = TestAuthenticator(
                 key: try P256SigningKey(rawRepresentation: Self.scalar(pkcs8)), credentialId: id)
@@ -287,11 +287,11 @@
         static func credentialIDs(_ page: ChromiumPage, _ authenticator: String) async throws -> [Data] {
             let exported = try await page.send(
                 "WebAuthn.getCredentials", [JSONMember("authenticatorId", .string(authenticator))])
-            guard case .array(let credentials)? = exported.member("credentials") else {
+            guard case .array(let credentials)? = exported.field("credentials") else {
                 throw Chromium.Failure("no credentials")
             }
             return credentials.compactMap {
-                $0.member("credentialId")?.text.flatMap { Data(base64Encoded: $0) }
+                $0.field("credentialId")?.text.flatMap { Data(base64Encoded: $0) }
             }
         }
 
@@ -313,7 +313,7 @@
                             JSONMember("height", height), JSONMember("scale", .integer(1)),
                         ])),
                 ])
-            let encoded = try #require(shot.member("data")?.text)
+            let encoded = try #require(shot.field("data")?.text)
             let png = try #require(Data(base64Encoded: encoded))
             #expect(png.starts(with: [0x89, 0x50, 0x4E, 0x47]) && png.count > 10_000)
             guard ProcessInfo.processInfo.environment["KEYBOUND_UPDATE_SCREENSHOT"] == "1" else { return }
@@ -325,6 +325,9 @@
             try png.write(to: target)
         }
     }
+
+    /// `text` as a JavaScript (JSON) string literal.
+    func jsString(_ text: String) -> String { String(decoding: JSON.serialize(.string(text)), as: UTF8.self) }
 
     extension Sequence {
         /// `map` with an async transform, one element after another.

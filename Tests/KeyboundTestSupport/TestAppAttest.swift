@@ -8,16 +8,16 @@ import KeyboundWire
 /// nonce in extension 1.2.840.113635.100.8.2. Tests configure ``root`` where a server would trust
 /// Apple's App Attestation Root CA. The certificates are DER built here and signed with ECDSA
 /// P-256 SHA-256, so nothing but KeyboundCrypto is needed.
-public struct TestAppAttestCA: Sendable {
+package struct TestAppAttestCA: Sendable {
     private let rootKey: P256SigningKey
     private let intermediateKey: P256SigningKey
     /// The root, to configure as the trusted App Attest root.
-    public let root: Certificate
+    package let root: Certificate
     /// The intermediate, the second certificate of every `x5c`.
-    public let intermediate: Data
+    package let intermediate: Data
 
     /// A new CA whose certificates are valid from a day before `now` for ten years.
-    public init(now: Date) throws {
+    package init(now: Date) throws {
         rootKey = try P256SigningKey()
         intermediateKey = try P256SigningKey()
         let rootDER = try DER.certificate(
@@ -35,7 +35,7 @@ public struct TestAppAttestCA: Sendable {
 
     /// A leaf certifying `key` with `nonce` in Apple's nonce extension, valid from `notBefore`
     /// to `notAfter` (Apple's leaves live three days).
-    public func leaf(for key: P256PublicKey, nonce: Data, notBefore: Date, notAfter: Date) throws -> Data {
+    package func leaf(for key: P256PublicKey, nonce: Data, notBefore: Date, notAfter: Date) throws -> Data {
         // SEQUENCE { [1] EXPLICIT OCTET STRING nonce }, as Apple writes it.
         let nonceValue = DER.sequence([DER.tagged(0xA1, DER.octetString(nonce))])
         return try DER.certificate(
@@ -52,20 +52,20 @@ public struct TestAppAttestCA: Sendable {
 
 /// An App Attest key as `DCAppAttestService` keeps one: it attests itself under a
 /// ``TestAppAttestCA`` and signs assertions with a counter.
-public struct TestAppAttestKey: Sendable {
+package struct TestAppAttestKey: Sendable {
     /// The key's private part.
-    public let key: P256SigningKey
+    package let key: P256SigningKey
 
     /// A new key.
-    public init() throws {
+    package init() throws {
         key = try P256SigningKey()
     }
 
     /// The key id `generateKey()` returns: SHA-256 of the uncompressed public point.
-    public var keyID: Data { Digest.sha256(key.publicKey.x963Representation) }
+    package var keyID: Data { Digest.sha256(key.publicKey.x963Representation) }
 
     /// The AAGUID App Attest writes for an environment.
-    public static func aaguid(_ environment: AppAttest.Environment) -> Data {
+    package static func aaguid(_ environment: AppAttest.Environment) -> Data {
         environment == .development ? Data("appattestdevelop".utf8) : Data("appattest".utf8) + Data(count: 7)
     }
 
@@ -74,7 +74,7 @@ public struct TestAppAttestKey: Sendable {
     /// - Parameters:
     ///   - keyID: the credential id written into the authenticator data (default: the key id).
     ///   - validity: the leaf's validity, by default an hour before `now` to three days after.
-    public func attestation(
+    package func attestation(
         ca: TestAppAttestCA, appID: String, environment: AppAttest.Environment, clientDataHash: Data,
         now: Date,
         keyID: Data? = nil, validity: (notBefore: Date, notAfter: Date)? = nil
@@ -101,7 +101,7 @@ public struct TestAppAttestKey: Sendable {
     /// An assertion as `generateAssertion(_:clientDataHash:)` returns it for SHA-256 of
     /// `clientData`: CBOR `{signature, authenticatorData}`, the signature over
     /// SHA-256(authenticatorData ‖ SHA-256(clientData)).
-    public func assertion(appID: String, clientData: Data, counter: UInt32) throws -> Data {
+    package func assertion(appID: String, clientData: Data, counter: UInt32) throws -> Data {
         let authenticatorData =
             Digest.sha256(Data(appID.utf8)) + Data([0x40])
             + Data((0..<4).reversed().map { UInt8(truncatingIfNeeded: counter >> (8 * UInt32($0))) })

@@ -7,35 +7,35 @@ import KeyboundWire
 /// signed registrations and assertions whose every field a test can choose, so each check of the
 /// ceremonies is proved on its own with the signature still valid, against the library and
 /// against the server's endpoints alike.
-public struct TestAuthenticator: Sendable {
+package struct TestAuthenticator: Sendable {
     /// The credential's ES256 private key.
-    public let key: P256SigningKey
+    package let key: P256SigningKey
     /// The credential id (random unless a test sets it).
-    public var credentialId = SecureRandom.bytes(32)
+    package var credentialId = SecureRandom.bytes(32)
     /// The RP ID whose hash goes into the authenticator data.
-    public var rpId = "example.org"
+    package var rpId = "example.org"
     /// The origin written into the client data.
-    public var origin = "https://example.org"
+    package var origin = "https://example.org"
 
     /// A new credential with a fresh key.
-    public init() throws {
+    package init() throws {
         key = try P256SigningKey()
     }
 
     /// An existing credential: its key and id (exported from another authenticator).
-    public init(key: P256SigningKey, credentialId: Data) {
+    package init(key: P256SigningKey, credentialId: Data) {
         self.key = key
         self.credentialId = credentialId
     }
 
     /// The credential public key.
-    public var publicKey: CredentialPublicKey { CredentialPublicKey(key.publicKey) }
+    package var publicKey: CredentialPublicKey { CredentialPublicKey(key.publicKey) }
 
     /// UP and UV: a user who was present and verified.
-    public static let allFlags: AuthenticatorData.Flags = [.userPresent, .userVerified]
+    package static let allFlags: AuthenticatorData.Flags = [.userPresent, .userVerified]
 
     /// `clientDataJSON` as a browser writes it, with `extra` members appended.
-    public func clientDataJSON(type: String, challenge: Data, extra: [JSONMember] = []) -> Data {
+    package func clientDataJSON(type: String, challenge: Data, extra: [JSONMember] = []) -> Data {
         JSON.serialize(
             .object(
                 [
@@ -52,7 +52,7 @@ public struct TestAuthenticator: Sendable {
     ///   - attestedId: the credential id inside the authenticator data, when it should differ
     ///     from the one the JSON names.
     ///   - clientData: client data to sign instead of the correct one.
-    public func registration(
+    package func registration(
         challenge: Data, flags: AuthenticatorData.Flags = allFlags, signCount: UInt32 = 0,
         attestedId: Data? = nil, clientData: Data? = nil
     ) throws -> Data {
@@ -72,7 +72,7 @@ public struct TestAuthenticator: Sendable {
     /// `toJSON()` of an assertion.
     ///
     /// - Parameter clientData: client data to sign instead of the correct one.
-    public func assertion(
+    package func assertion(
         challenge: Data, flags: AuthenticatorData.Flags = allFlags, signCount: UInt32 = 1,
         userHandle: Data? = nil, clientData: Data? = nil
     ) throws -> Data {

@@ -93,7 +93,7 @@ extension Application {
                     "UPDATE app_attest_challenges SET used_at = ? WHERE session_id = ? AND used_at IS NULL",
                     [.integer(context.now), .text(caller.sessionID)])
                 try auditRefusal(
-                    connection, context, "app_attest_failed", method: "app_attest", userID: caller.userID)
+                    connection, context, .appAttestFailed, method: .appAttest, userID: caller.userID)
             }
             throw APIError.refused(error, status: 400)
         }
@@ -163,7 +163,7 @@ extension Application {
                 appId: try row.text(1), previousCounter: UInt32(clamping: previous))
         } catch let error as WebAuthnError {
             try auditRefusal(
-                connection, context, "app_attest_failed", method: "app_attest", userID: device.userID,
+                connection, context, .appAttestFailed, method: .appAttest, userID: device.userID,
                 deviceID: device.id)
             return APIError.refused(error, status: 401)
         }

@@ -48,12 +48,14 @@ extension Application {
                 origin == origin.lowercased()
             else {
                 throw ServerError(
+                    .invalidConfiguration,
                     "--origin must be scheme://host[:port] as a browser writes it "
                         + "(e.g. https://example.org or http://localhost:8420), not '\(origin)'")
             }
             let rpID = configuration.relyingPartyID ?? URL(string: configuration.origins[0])?.host ?? ""
             guard host == rpID || host.hasSuffix("." + rpID) else {
                 throw ServerError(
+                    .invalidConfiguration,
                     "--rp-id \(rpID) is neither the host of \(origin) nor a parent domain of it")
             }
         }
@@ -70,7 +72,7 @@ extension Application {
             let caller = try authenticate(context)  // 401 comes before any complaint about the body
             try requireStepUp(caller, context, for: "Adding a passkey")
             let request = try context.decode(PasskeyRegistrationOptionsRequest.self)
-            if let username = request.username, try Validate.username(username) != caller.username {
+            if let username = request.username, username.rawValue != caller.username {
                 throw APIError.invalid("username must be the signed-in user's, or be left out")
             }
             let displayName = try Validate.displayName(request.displayName ?? caller.username)
@@ -88,12 +90,11 @@ extension Application {
         }
         guard configuration.registration == .open else { throw APIError.registrationClosed }
         let request = try context.decode(PasskeyRegistrationOptionsRequest.self)
-        guard let rawUsername = request.username else {
+        guard let username = request.username?.rawValue else {
             throw APIError.invalid("username is required to sign up (send a bearer token to add a passkey)")
         }
-        let username = try Validate.username(rawUsername)
         let displayName = try Validate.displayName(request.displayName ?? username)
-        let clientID = try Validate.optionalClientID(request.clientID)
+        let clientID = Validate.optionalClientID(request.clientID)
         try claimSignUp(context)
         let taken = try database.read {
             try $0.queryOne("SELECT id FROM users WHERE username = ?", [.text(username)]) != nil
@@ -167,8 +168,8 @@ extension Application {
             result = try database.write { connection in
                 try claim(challenge, connection, context)
                 try insertAccount(
-                    connection, id: userID, username: username, passwordHash: "", now: context.now)
-                try audit(connection, context, "account_created", method: "passkey", userID: userID)
+                    connection, id: userID, username: Username(username), passwordHash: "", now: context.now)
+                try audit(connection, context, .accountCreated, method: .passkey, userID: userID)
                 let passkeyID = try insertPasskey(
                     connection, context, registration, userID: userID, sessionID: nil)
                 let tokens = try openPasskeySession(
@@ -210,7 +211,7 @@ extension Application {
             throw APIError(409, .credentialExists, "This passkey is registered already.")
         }
         try audit(
-            connection, context, "passkey_registered", method: "passkey",
+            connection, context, .passkeyRegistered, method: .passkey,
             userID: userID, sessionID: sessionID)
         return passkeyID
     }
@@ -223,8 +224,8 @@ extension Application {
     /// without passkeys, which no passkey can then satisfy.
     func passkeyLoginOptions(_ context: RequestContext) throws -> HTTPResponse {
         let request = try context.decode(PasskeyLoginOptionsRequest.self)
-        let username = try request.username.map { try Validate.username($0) }
-        let clientID = try Validate.optionalClientID(request.clientID)
+        let username = request.username?.rawValue
+        let clientID = Validate.optionalClientID(request.clientID)
         let (userID, allowed) = try database.read { connection -> (String?, [Data]) in
             guard let username,
                 let userID = try connection.queryOne(
@@ -288,7 +289,7 @@ extension Application {
                 let blockedUntil = try blockEnd(
                     connection, scopes: [passkeyScope] + (addressScope.map { [$0] } ?? []), now: context.now)
             {
-                return .failure(refuseThrottled(method: "passkey", context, blockedUntil: blockedUntil))
+                return .failure(refuseThrottled(method: .passkey, context, blockedUntil: blockedUntil))
             }
             // Single use: exactly one of several concurrent attempts claims the challenge; the
             // others learn only what a replay learns, and write nothing.
@@ -354,16 +355,16 @@ extension Application {
         // A cloned authenticator is worth its own line in the user's history: two copies of the
         // passkey's private key may exist.
         try auditRefusal(
-            connection, context, error == .clonedAuthenticator ? "passkey_cloned" : "login_failed",
-            method: "passkey", userID: passkey.userID)
+            connection, context, error == .clonedAuthenticator ? .passkeyCloned : .loginFailed,
+            method: .passkey, userID: passkey.userID)
         if passkeyCount.startedBlock {
             try auditRefusal(
-                connection, context, "passkey_throttled", method: "passkey", userID: passkey.userID)
+                connection, context, .passkeyThrottled, method: .passkey, userID: passkey.userID)
         }
         if addressCount?.startedBlock == true {
-            try auditRefusal(connection, context, "address_lockout", method: "passkey")
+            try auditRefusal(connection, context, .addressLockout, method: .passkey)
         }
-        metrics.recordLogin(method: "passkey", outcome: "failure")
+        metrics.recordLogin(method: AuthMethod.passkey.rawValue, outcome: "failure")
     }
 
     /// Opens a session for a passkey ceremony and records which passkey opened it.
@@ -411,7 +412,7 @@ extension Application {
     func removePasskey(_ context: RequestContext) throws -> HTTPResponse {
         let passkeyID = context.parameter("id")
         try authenticatedWrite(context) { connection, caller in
-            guard Validate.identifier(passkeyID),
+            guard Grammar.isIdentifier(passkeyID),
                 let row = try connection.queryOne(
                     "SELECT user_id FROM passkeys WHERE id = ?", [.text(passkeyID)]),
                 try row.text(0) == caller.userID
@@ -431,7 +432,7 @@ extension Application {
                 connection, where: "passkey_id = ?", [.text(passkeyID)], reason: "passkey_removed",
                 now: context.now)
             try audit(
-                connection, context, "passkey_removed", userID: caller.userID, sessionID: caller.sessionID)
+                connection, context, .passkeyRemoved, userID: caller.userID, sessionID: caller.sessionID)
         }
         return .noContent
     }
@@ -439,14 +440,12 @@ extension Application {
     // MARK: Step-up, challenges and records
 
     /// Refuses a caller who has not authenticated with a password or a passkey within the
-    /// step-up window.
+    /// step-up window (whose end `GET /v1/me` states).
     func requireStepUp(_ caller: Caller, _ context: RequestContext, for operation: String) throws {
-        guard [.password, .passkey].contains(caller.authMethod),
-            context.now - caller.authTime <= Int64(configuration.stepUpWindow) * 1000
-        else {
+        guard let end = stepUpEnd(caller), context.now < end else {
             throw APIError(
                 403, .stepUpRequired,
-                "\(operation) needs a password or passkey login within the last \(configuration.stepUpWindow / 60) minutes."
+                "\(operation) needs a password or passkey login within the last \(configuration.stepUpWindow) seconds."
             )
         }
     }
@@ -588,12 +587,10 @@ extension ThrottleScope {
 }
 
 extension Validate {
-    /// A client id as in password login, or, when the client named none, a new one: sessions of
-    /// different ceremonies then never replace each other.
-    static func optionalClientID(_ clientID: String?) throws -> String {
-        guard let clientID else { return "passkey:" + SecureRandomBytes.make(12) }
-        try Validate.clientID(clientID)
-        return clientID
+    /// The client the request named, or, when it named none, a new one: sessions of different
+    /// ceremonies then never replace each other.
+    static func optionalClientID(_ clientID: ClientID?) -> String {
+        clientID?.rawValue ?? "passkey:" + SecureRandomBytes.make(12)
     }
 
     /// A display name shown by the authenticator: 1–64 characters, no control characters.

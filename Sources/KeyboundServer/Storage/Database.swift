@@ -232,7 +232,15 @@ enum Migrations {
                 "CREATE INDEX approvals_by_expiry ON approvals (expires_at)",
             ]
         ),
-        // 4 and 5 are taken by other branches; the numbering is settled when they merge.
+        (
+            5,
+            [
+                // Enumerated values became snake_case on the wire, and the devices table stores
+                // the wire value.
+                "UPDATE devices SET key_protection = 'secure_enclave' WHERE key_protection = 'secureEnclave'"
+            ]
+        ),
+        // 4 is another branch's; the numbering is settled when it merges.
         (
             6,
             [
@@ -314,7 +322,14 @@ enum Migrations {
                     try connection.queryOne("SELECT MAX(version) FROM schema_migrations", [])?
                     .optionalInteger(0) ?? 0
                 guard current <= newest else { throw DatabaseError.schemaTooNew(current) }
-                guard migration.version > current else { return }
+                // Each version once, whether or not a later one is applied: a migration that
+                // arrives in a merge with a lower number than one a database has still runs.
+                guard
+                    try connection.queryOne(
+                        "SELECT version FROM schema_migrations WHERE version = ?",
+                        [.integer(migration.version)])
+                        == nil
+                else { return }
                 for statement in migration.statements { try connection.execute(statement, []) }
                 try connection.execute(
                     "INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)",

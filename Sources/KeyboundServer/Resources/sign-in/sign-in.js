@@ -4,7 +4,7 @@
 "use strict";
 
 const ALGORITHMS = { "-7": "ES256", "-8": "EdDSA", "-257": "RS256" };
-const KEY_PROTECTION = { secureEnclave: "Secure Enclave", software: "software key", emulator: "emulator" };
+const KEY_PROTECTION = { secure_enclave: "Secure Enclave", software: "software key", emulator: "emulator" };
 
 // --- base64url and the WebAuthn JSON forms -------------------------------------------------------
 
