@@ -104,8 +104,7 @@ if Context.environment["KEYBOUND_FUZZ"] != nil {
             name: "keybound-fuzz",
             dependencies: [
                 "CLibFuzzer", "Keybound", "KeyboundWire", "KeyboundCrypto", "KeyboundEmulator",
-                "KeyboundServer",
-                "KeyboundWebAuthn",
+                "KeyboundServer", "KeyboundWebAuthn",
             ],
             path: "Fuzz/Harnesses"),
     ]

@@ -282,16 +282,17 @@ def relying_party(rp_id, origin, user_verification):
     return RELYING_PARTIES.index((rp_id, origin)) | (0 if user_verification else 0x80)
 
 
-def registration(rp_id, origin, challenge, time, response, user_verification=True):
+def registration(rp_id, origin, challenge, time, response):
     """Seeds for every harness a registration feeds: its parts, framed for each."""
     client_data = b64url(response["response"]["clientDataJSON"])
     attestation_object = b64url(response["response"]["attestationObject"])
+    fmt, x5c, auth_data, cose_key = attestation_parts(attestation_object)
+    user_verification = bool(auth_data[32] & 0x04)  # Required only when the authenticator did it.
     add("webauthn-registration", bytes([relying_party(rp_id, origin, user_verification)]) + u64(time)
         + bytes([len(challenge)]) + challenge + compact(response))
     add("client-data", client_data)
     add("cbor", attestation_object)
     add("attestation-object", hashlib.sha256(client_data).digest() + u64(time) + attestation_object)
-    fmt, x5c, auth_data, cose_key = attestation_parts(attestation_object)
     add("authenticator-data", b"\x00" + auth_data)
     if cose_key:
         add("cose-key", cose_key)
@@ -307,7 +308,9 @@ def authentication(rp_id, origin, challenge, response, cose_key, sign_count, use
     add("authenticator-data", b"\x00" + b64url(response["response"]["authenticatorData"]))
     add("p256-signature", b64url(response["response"]["signature"]))
     add("cose-key", cose_key)
-    flags = 2 if response["response"].get("userHandle") else 0
+    auth_data = b64url(response["response"]["authenticatorData"])
+    # Bit 0: backup eligible as at registration (BE cannot change); bit 1: identified by user handle.
+    flags = (1 if auth_data[32] & 0x08 else 0) | (2 if response["response"].get("userHandle") else 0)
     add("webauthn-authentication", bytes([relying_party(rp_id, origin, user_verification), flags])
         + struct.pack(">I", sign_count) + struct.pack(">H", len(cose_key)) + cose_key
         + bytes([len(user_handle)]) + user_handle + bytes([len(challenge)]) + challenge + compact(response))
@@ -326,10 +329,8 @@ for vector in w3c["vectors"]:
 
 py_webauthn = load(WEBAUTHN, "py_webauthn", "py_webauthn_vectors.json")
 for vector in py_webauthn["registrations"]:
-    flags = int(vector["attestation"]["flags"], 16)
     time = seconds(vector["verify_at"]) if vector.get("verify_at") else UNPINNED
-    registration(vector["rpId"], vector["origin"], b64url(vector["challenge_b64url"]), time, vector["response"],
-                 bool(flags & 0x04))
+    registration(vector["rpId"], vector["origin"], b64url(vector["challenge_b64url"]), time, vector["response"])
 for vector in py_webauthn["authentications"]:
     handle = vector["response"]["response"].get("userHandle")
     authentication(vector["rpId"], vector["origin"], b64url(vector["challenge_b64url"]), vector["response"],
@@ -337,13 +338,11 @@ for vector in py_webauthn["authentications"]:
                    vector["require_user_verification"], b64url(handle) if handle else b"owner")
 
 for vector in load(WEBAUTHN, "fido_mds", "fido_mds_vectors.json")["registrations"]:
-    flags = int(vector["attestation"]["flags"], 16)
     leaf = (vector["attestation"].get("x5c") or [{}])[0]
     time = UNPINNED
     if "not_before" in leaf and "not_after" in leaf:
         time = (seconds(leaf["not_before"]) + seconds(leaf["not_after"])) // 2
-    registration(vector["rpId"], vector["origin"], b64url(vector["challenge_b64url"]), time, vector["response"],
-                 bool(flags & 0x04))
+    registration(vector["rpId"], vector["origin"], b64url(vector["challenge_b64url"]), time, vector["response"])
 
 fido2 = load(WEBAUTHN, "python_fido2", "apple_attestation_components.json")
 add("x509-chain", u64(seconds(fido2["verify_at"])) + b"".join(base64.b64decode(c) for c in fido2["attStmt"]["x5c_b64"]))
