@@ -6,8 +6,8 @@
 #   scripts/fuzz.sh                 every harness (`make fuzz`; `make fuzz-smoke` runs 20 s each)
 #   scripts/fuzz.sh cbor json       only these
 #
-# The build is a debug build of its own (--scratch-path .build/fuzz) with -sanitize=fuzzer,address,
-# so it never touches the normal build's objects. Each harness starts from its committed seeds
+# The build is a debug build of its own (--scratch-path .build/fuzz) with -sanitize=fuzzer,address
+# and, like every build here, warnings as errors; it never touches the normal build's objects. Each harness starts from its committed seeds
 # (Fuzz/Corpus/<name>/, never written to) plus what earlier runs found (.build/fuzz/corpus/<name>/,
 # where new inputs go). Crashing inputs go to .build/fuzz/crashes/<name>/; the exit status is 1
 # when any harness crashed.
@@ -21,7 +21,7 @@ binary=$build/debug/keybound-fuzz
 mkdir -p "$build/logs"
 echo "fuzz: building $binary (log: $build/build.log)"
 if ! KEYBOUND_FUZZ=1 "$swift" build --scratch-path "$build" --product keybound-fuzz \
-    -Xswiftc -sanitize=fuzzer,address >"$build/build.log" 2>&1; then
+    -Xswiftc -sanitize=fuzzer,address -Xswiftc -warnings-as-errors >"$build/build.log" 2>&1; then
     # The linker's "Cannot export local symbol '__asan_…'" warnings are harmless noise.
     grep -v "Cannot export local symbol" "$build/build.log" >&2
     exit 1

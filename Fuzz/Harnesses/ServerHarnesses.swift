@@ -10,7 +10,8 @@ extension Harness {
         name: "bearer", covers: "KeyboundServer: the bearer Authorization header, through GET /v1/me"
     ) { data in
         let fixture = ServerFixture.shared
-        let value = fixture.substituting(Array(data))
+        // A read cannot end a session: every input can use the same one.
+        let value = ServerFixture.substituting(Array(data), fixture.standingTokens)
         let response = fixture.handle(
             HTTPRequest(
                 method: "GET", path: "/v1/me",
@@ -28,7 +29,10 @@ extension Harness {
         covers: "KeyboundServer: routing, query strings, forwarded headers, every handler's body and checks"
     ) { data in
         let fixture = ServerFixture.shared
-        let response = fixture.handle(ServerFixture.request(from: fixture.substituting(Array(data))))
+        // A session of its own for each input: an input that ends it (a logout, a refresh token
+        // used twice) does not change what the next input sees.
+        let bytes = ServerFixture.substituting(Array(data), fixture.login())
+        let response = fixture.handle(ServerFixture.request(from: bytes))
         expect(response.status < 500, "the server answered \(response.status)")
         ServerFixture.expectWellFormed(response)
     }
@@ -41,6 +45,8 @@ final class ServerFixture: Sendable {
     static let shared = ServerFixture()
 
     private let application: Application
+    /// A session opened at start, for inputs that cannot end it.
+    let standingTokens: TokenResponse
     private static let username = "fuzz"
     private static let password = "fuzz-password"
 
@@ -62,32 +68,45 @@ final class ServerFixture: Sendable {
         } catch {
             fatalError("cannot start the fuzz server: \(error)")
         }
-        let account = handle(
+        let account = Self.handle(
             HTTPRequest(
                 method: "POST", path: "/v1/accounts", headers: ["Content-Type": "application/json"],
-                body: CreateAccountRequest(username: Self.username, password: Self.password).jsonData))
+                body: CreateAccountRequest(username: Self.username, password: Self.password).jsonData),
+            by: application)
         guard account.status == 201 else { fatalError("cannot create the fuzz account: \(account.status)") }
+        standingTokens = Self.login(to: application)
     }
 
     /// Handles `request` as the HTTP layer would hand it over.
-    func handle(_ request: HTTPRequest) -> HTTPResponse {
+    func handle(_ request: HTTPRequest) -> HTTPResponse { Self.handle(request, by: application) }
+
+    private static func handle(_ request: HTTPRequest, by application: Application) -> HTTPResponse {
         var request = request
         request.bodyExceededLimit = request.body.count > application.configuration.bodyLimit
         if request.bodyExceededLimit { request.body = Data() }
         return application.handle(request)
     }
 
-    /// `bytes` with `{token}` and `{refresh}` replaced by the tokens of a new session.
-    func substituting(_ bytes: [UInt8]) -> [UInt8] {
-        guard bytes.contains(UInt8(ascii: "{")) else { return bytes }
-        let login = PasswordLoginRequest(username: Self.username, password: Self.password, clientID: "fuzz")
+    /// The tokens of a new session, from a password login.
+    func login() -> TokenResponse { Self.login(to: application) }
+
+    private static func login(to application: Application) -> TokenResponse {
+        let login = PasswordLoginRequest(username: username, password: password, clientID: "fuzz")
         let response = handle(
             HTTPRequest(
                 method: "POST", path: "/v1/sessions/password", headers: ["Content-Type": "application/json"],
-                body: login.jsonData))
+                body: login.jsonData),
+            by: application)
         guard let tokens = try? TokenResponse(jsonData: response.body) else {
             fatalError("the fuzz account cannot log in: \(response.status)")
         }
+        return tokens
+    }
+
+    /// `bytes` with `{token}` and `{refresh}` replaced by the tokens' (asked for only when needed).
+    static func substituting(_ bytes: [UInt8], _ tokens: @autoclosure () -> TokenResponse) -> [UInt8] {
+        guard bytes.contains(UInt8(ascii: "{")) else { return bytes }
+        let tokens = tokens()
         return bytes.replacing(Array("{token}".utf8), with: Array(tokens.accessToken.utf8))
             .replacing(Array("{refresh}".utf8), with: Array(tokens.refreshToken.utf8))
     }
