@@ -20,15 +20,19 @@ extension Harness {
     }
 }
 
-/// What an app and the CLI do with a device: look at it, prompt, read every item, use every key.
+/// What an app and the CLI do with a device: look at it, prompt (as the file left it, then
+/// unlocked), read every item, use every key.
 private func exercise(_ device: EmulatedDevice) async {
     let snapshot = await device.snapshot()
     _ = await device.availability()
     let prompt = try? VerificationPrompt(reason: "fuzz")
     var verifications: [Verification] = []
-    for policy in [AccessPolicy.biometryCurrentSet, .biometryOrPasscode, .devicePasscode] {
-        if let prompt, let verification = try? await device.verify(policy, prompt: prompt) {
-            verifications.append(verification)
+    for unlocked in [false, true] {
+        if unlocked { await device.unlock() }
+        for policy in [AccessPolicy.biometryCurrentSet, .biometryOrPasscode, .devicePasscode] {
+            if let prompt, let verification = try? await device.verify(policy, prompt: prompt) {
+                verifications.append(verification)
+            }
         }
     }
     for name in snapshot.items.map(ItemName.init(reserved:)) {
