@@ -40,8 +40,11 @@ for harness in "${harnesses[@]}"; do
     crashes=$build/crashes/$harness
     log=$build/logs/$harness.log
     mkdir -p "$corpus" "$crashes"
+    # The committed seeds, and the inputs that once crashed: each run checks them again first.
     seeds=()
-    if [ -d "Fuzz/Corpus/$harness" ]; then seeds=("Fuzz/Corpus/$harness"); fi
+    for dir in "Fuzz/Corpus/$harness" "Fuzz/Crashes/$harness"; do
+        if [ -d "$dir" ]; then seeds+=("$dir"); fi
+    done
     echo "fuzz: $harness for ${seconds}s (log: $log)"
     status=0
     # -timeout: an input that takes 10 s is a hang; -rss_limit_mb (also the largest single
