@@ -203,8 +203,8 @@ struct Report {
                     details: [
                         "\(f(memory.idleMiB, 1)) MiB VmRSS of the whole bench process (server in-process; "
                             + "\(f(memory.beforeServerMiB, 1)) MiB before the server started)",
-                        "sessions (one user, session, access and refresh token each) seeded straight into "
-                            + "SQLite in \(f(memory.seedSeconds, 1)) s; 100 seeded tokens checked with GET /v1/me",
+                        "sessions (one user, session, access and refresh token each) seeded through the server's "
+                            + "storage in \(f(memory.seedSeconds, 1)) s; 100 seeded tokens checked with GET /v1/me",
                     ],
                     numbers: [
                         "idle_mib": memory.idleMiB, "before_server_mib": memory.beforeServerMiB,
@@ -234,7 +234,7 @@ struct Report {
                     + "\(f(growth.large.perSecond, 0)) vs \(f(growth.small.perSecond, 0)) logins/s, "
                     + "\(failures(growth.large))",
                 "both at synchronous=\(growth.synchronous.rawValue), alternating rounds, \(f(growth.large.window, 1)) s "
-                    + "each; users with a bound device each, seeded straight into SQLite in \(f(growth.seedSeconds, 1)) s",
+                    + "each; users with a bound device each, seeded through the server's storage in \(f(growth.seedSeconds, 1)) s",
             ]
             let smallMedian = growth.small.percentile(0.5)
             let largeMedian = growth.large.percentile(0.5)

@@ -33,9 +33,8 @@ extension Application {
             throw APIError(409, .usernameTaken, "This username is taken.")
         }
         let userID = SecureRandomBytes.identifier("usr")
-        try connection.execute(
-            "INSERT INTO users (id, username, password_hash, created_at) VALUES (?, ?, ?, ?)",
-            [.text(userID), .text(username), .text(passwordHash), .integer(now)])
+        try Rows.insertUser(
+            connection, id: userID, username: username, passwordHash: passwordHash, createdAt: now)
         return userID
     }
 

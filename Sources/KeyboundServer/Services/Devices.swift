@@ -98,17 +98,10 @@ extension Application {
             for row in previous {
                 try revoke(connection, context, deviceID: try row.text(0), userID: caller.userID)
             }
-            try connection.execute(
-                """
-                INSERT INTO devices (id, user_id, client_id, name, key_protection, public_key, created_at,
-                    last_used_at, failed_signatures, suspended_at, revoked_at)
-                VALUES (?, ?, ?, ?, ?, ?, ?, NULL, 0, NULL, NULL)
-                """,
-                [
-                    .text(deviceID), .text(caller.userID), .text(caller.clientID), .text(request.name),
-                    .text(request.keyProtection.rawValue), .text(Base64URL.encode(key.spkiDER)),
-                    .integer(context.now),
-                ])
+            try Rows.insertDevice(
+                connection, id: deviceID, userID: caller.userID, clientID: caller.clientID,
+                name: request.name,
+                keyProtection: request.keyProtection, publicKey: key.spkiDER, createdAt: context.now)
             try audit(
                 connection, context, "device_bound", userID: caller.userID, deviceID: deviceID,
                 sessionID: caller.sessionID)

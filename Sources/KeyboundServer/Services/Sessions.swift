@@ -21,20 +21,12 @@ extension Application {
     {
         let access = SecureRandomBytes.token()
         let refresh = SecureRandomBytes.token()
-        let insert =
-            "INSERT INTO tokens (hash, session_id, kind, expires_at, used_at) VALUES (?, ?, ?, ?, NULL)"
-        try connection.execute(
-            insert,
-            [
-                .text(TokenHash.of(access)), .text(sessionID), "access",
-                .integer(now + Int64(configuration.accessTokenLifetime) * 1000),
-            ])
-        try connection.execute(
-            insert,
-            [
-                .text(TokenHash.of(refresh)), .text(sessionID), "refresh",
-                .integer(now + Int64(configuration.refreshTokenLifetime) * 1000),
-            ])
+        try Rows.insertToken(
+            connection, access, kind: .access, sessionID: sessionID,
+            expiresAt: now + Int64(configuration.accessTokenLifetime) * 1000)
+        try Rows.insertToken(
+            connection, refresh, kind: .refresh, sessionID: sessionID,
+            expiresAt: now + Int64(configuration.refreshTokenLifetime) * 1000)
         return TokenResponse(
             accessToken: access, refreshToken: refresh, expiresIn: configuration.accessTokenLifetime,
             sessionID: sessionID, userID: userID)
@@ -55,16 +47,9 @@ extension Application {
                 reason: "replaced", now: context.now)
         }
         let sessionID = SecureRandomBytes.identifier("ses")
-        try connection.execute(
-            """
-            INSERT INTO sessions (id, user_id, client_id, device_id, auth_method, auth_time, created_at,
-                revoked_at, revoke_reason)
-            VALUES (?, ?, ?, ?, ?, ?, ?, NULL, NULL)
-            """,
-            [
-                .text(sessionID), .text(userID), .text(clientID), deviceID.sql, .text(method.rawValue),
-                .integer(context.now), .integer(context.now),
-            ])
+        try Rows.insertSession(
+            connection, id: sessionID, userID: userID, clientID: clientID, deviceID: deviceID, method: method,
+            createdAt: context.now)
         try audit(
             connection, context, "login", method: method.rawValue, userID: userID, deviceID: deviceID,
             sessionID: sessionID)

@@ -125,7 +125,7 @@ private final class SQLiteConnection: SQLConnection, @unchecked Sendable {
 
 /// SQLite storage: WAL, one connection per worker thread (a pool sized to the thread count),
 /// busy timeout, synchronous commits.
-final class SQLiteDatabase: Database {
+package final class SQLiteDatabase: Database {
     private struct Pool {
         var idle: [SQLiteConnection] = []
         var open = 0
@@ -141,7 +141,7 @@ final class SQLiteDatabase: Database {
     /// - Parameters:
     ///   - path: the database file (created if missing).
     ///   - maximumConnections: at most this many connections (one per worker thread).
-    init(
+    package init(
         path: String, maximumConnections: Int, synchronous: SQLiteSynchronous,
         busyTimeoutMilliseconds: Int32 = 5000
     ) throws {
@@ -195,17 +195,21 @@ final class SQLiteDatabase: Database {
         return try body(connection)
     }
 
-    func write<T>(_ body: (any SQLConnection) throws -> T) throws -> T {
+    /// Runs `body` in one write transaction and commits it; any thrown error rolls back.
+    package func write<T>(_ body: (any SQLConnection) throws -> T) throws -> T {
         try withConnection { try $0.transaction(write: true, body) }
     }
 
-    func read<T>(_ body: (any SQLConnection) throws -> T) throws -> T {
+    /// Runs `body` in a read-only transaction (one consistent snapshot).
+    package func read<T>(_ body: (any SQLConnection) throws -> T) throws -> T {
         try withConnection { try $0.transaction(write: false, body) }
     }
 }
 
 /// Opens the database a URL names: `sqlite:PATH` (PostgreSQL comes later).
-func openDatabase(url: String, connections: Int, synchronous: SQLiteSynchronous) throws -> any Database {
+package func openDatabase(url: String, connections: Int, synchronous: SQLiteSynchronous) throws
+    -> any Database
+{
     if url.hasPrefix("sqlite:") {
         let path = String(url.dropFirst("sqlite:".count))
         guard !path.isEmpty else { throw DatabaseError.unsupportedURL(url) }
