@@ -95,7 +95,7 @@ enum Seed {
     /// The server's storage on `path`. Seeding runs at synchronous=normal: a failed seed leaves
     /// a throwaway file.
     private static func open(_ path: String) throws -> SQLiteDatabase {
-        try SQLiteDatabase(path: path, maximumConnections: 1, synchronous: .normal)
+        try SQLiteDatabase(path: path, readers: 1, synchronous: .normal)
     }
 
     /// Runs `body` with the storage on `path`, then closes it and writes the seeded pages out:

@@ -7,6 +7,8 @@ final class Application: Sendable {
     let configuration: Configuration
     let database: any Database
     let hasher: PasswordHasher
+    /// The HMAC key of login challenges, shared through the database (``LoginChallenge``).
+    let challengeKey: Data
     let metrics = Metrics()
     let logger: Logger
     private static let router = Router(Application.routes)
@@ -24,6 +26,7 @@ final class Application: Sendable {
                 url: configuration.databaseURL, connections: configuration.workerThreads + 2,
                 synchronous: configuration.sqliteSynchronous)
         try Migrations.apply(to: self.database)
+        challengeKey = try ServerSecrets.read(ServerSecrets.loginChallengeKey, from: self.database)
         hasher = try PasswordHasher(
             parameters: configuration.argon2, concurrency: configuration.hashingConcurrency)
     }

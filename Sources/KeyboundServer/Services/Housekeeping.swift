@@ -1,7 +1,9 @@
 import Foundation
 
 extension Application {
-    /// Deletes rows that can no longer matter: challenges expired over an hour ago, tokens past
+    /// Deletes rows that can no longer matter: used login challenges that expired over an hour
+    /// ago (an expired one is refused before its row is looked at; the hour covers requests still
+    /// in flight and clocks that differ between instances), tokens past
     /// their expiry (a used refresh token is kept until then, for reuse detection), throttle
     /// entries that block nothing and whose failures are stale, and, after
     /// ``Configuration/retention``, ended sessions with all their tokens and expired approvals.
@@ -26,7 +28,7 @@ extension Application {
         do {
             try database.write { connection in
                 try connection.execute(
-                    "DELETE FROM challenges WHERE expires_at < ?", [.integer(now - 3_600_000)])
+                    "DELETE FROM used_challenges WHERE expires_at < ?", [.integer(now - 3_600_000)])
                 try connection.execute("DELETE FROM tokens WHERE expires_at < ?", [.integer(now)])
                 try connection.execute(
                     "DELETE FROM tokens WHERE session_id IN (SELECT id FROM sessions WHERE \(ended))",

@@ -113,11 +113,13 @@ extension SQLConnection {
     }
 }
 
-/// The storage protocol: transactions over a pool of connections. The SQLite implementation is
+/// The storage protocol: transactions over connections. The SQLite implementation is
 /// ``SQLiteDatabase``; a PostgreSQL implementation provides the same two methods.
 package protocol Database: Sendable {
-    /// Runs `body` in one write transaction and commits it; any thrown error rolls back.
-    /// When this returns, the change is durable.
+    /// Runs `body` as one atomic write and commits it; any thrown error undoes all of `body`'s
+    /// statements (and only them: an engine may commit several callers' bodies together, each in
+    /// its own savepoint). When this returns, the change is durable. `body` must not use the
+    /// database itself.
     @discardableResult
     func write<T>(_ body: (any SQLConnection) throws -> T) throws -> T
     /// Runs `body` in a read-only transaction (one consistent snapshot).
@@ -254,6 +256,23 @@ package enum Migrations {
                 "CREATE INDEX approvals_by_expiry ON approvals (expires_at)",
             ]
         ),
+        (
+            4,
+            [
+                // Login challenges are no longer stored when issued (their id carries them, under
+                // an HMAC with a key from `server_secrets`); a used one is recorded, once.
+                "CREATE TABLE server_secrets (name TEXT PRIMARY KEY, value TEXT NOT NULL)",
+                "CREATE TABLE used_challenges (id TEXT PRIMARY KEY, expires_at BIGINT NOT NULL)",
+                "CREATE INDEX used_challenges_by_expiry ON used_challenges (expires_at)",
+                "DROP TABLE challenges",
+            ]
+        ),
+    ]
+
+    /// What a migration writes besides its statements, in the same transaction, when SQL cannot
+    /// say it portably (random secrets).
+    static let rows: [Int64: @Sendable (any SQLConnection) throws -> Void] = [
+        4: { try ServerSecrets.create(in: $0) }
     ]
 
     /// Applies every migration newer than the recorded version, each in its own transaction.
@@ -272,6 +291,7 @@ package enum Migrations {
                 guard current <= newest else { throw DatabaseError.schemaTooNew(current) }
                 guard migration.version > current else { return }
                 for statement in migration.statements { try connection.execute(statement, []) }
+                try rows[migration.version]?(connection)
                 try connection.execute(
                     "INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)",
                     [.integer(migration.version), .integer(Int64(Date().timeIntervalSince1970))])
