@@ -14,10 +14,13 @@ struct BenchOptions {
     var growthUsers: Int?
     /// Live sessions for the idle memory measurement.
     var sessions = 100_000
+    /// `--profile OPERATION N`: only run N operations in-process, for a profiler.
+    var profile: (operation: Profile.Operation, count: Int)?
 
     static let usage = """
         usage: keybound-bench [--quick] [--json] [--concurrency N] [--sqlite-synchronous full|normal]
                               [--growth-users N] [--sessions N]
+               keybound-bench --profile healthz|me|challenge|login|refresh N
 
           Measures the performance targets of docs/design.md against an in-process server on 127.0.0.1
           in one run (about 50 s; --quick about 18 s) and prints each as a ratio with PASS/FAIL.
@@ -28,6 +31,8 @@ struct BenchOptions {
                                   device-login rate at normal
           --growth-users N        users for the growth measurement (default 1000000; 100000 with --quick)
           --sessions N            live sessions for the idle memory measurement (default 100000)
+          --profile OPERATION N   instead: N operations one after another through the server's
+                                  in-process handler (no sockets), to run under perf or callgrind
         """
 
     struct Invalid: Error, CustomStringConvertible {
@@ -56,6 +61,12 @@ struct BenchOptions {
             case "--concurrency": options.concurrency = try count(argument, 1...256)
             case "--growth-users": options.growthUsers = try count(argument, 1000...10_000_000)
             case "--sessions": options.sessions = try count(argument, 0...10_000_000)
+            case "--profile":
+                let name = try value(argument)
+                guard let operation = Profile.Operation(rawValue: name) else {
+                    throw Invalid(description: "--profile is one of healthz, me, challenge, login, refresh")
+                }
+                options.profile = (operation, try count("--profile \(name)", 1...10_000_000))
             case "--sqlite-synchronous":
                 let text = try value(argument)
                 guard let mode = SQLiteSynchronous(rawValue: text) else {

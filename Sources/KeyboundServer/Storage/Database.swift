@@ -265,6 +265,9 @@ package enum Migrations {
                 "CREATE TABLE used_challenges (id TEXT PRIMARY KEY, expires_at BIGINT NOT NULL)",
                 "CREATE INDEX used_challenges_by_expiry ON used_challenges (expires_at)",
                 "DROP TABLE challenges",
+                // A login ends the client's live sessions: found without reading the ended ones,
+                // which pile up for the retention period.
+                "CREATE INDEX sessions_live_by_user ON sessions (user_id, client_id) WHERE revoked_at IS NULL",
             ]
         ),
     ]
