@@ -6,6 +6,8 @@ PKG_CONFIG_LIBS := libcrypto libsodium sqlite3 libmicrohttpd
 APT_PKGS   := pkg-config libssl-dev libsodium-dev libsqlite3-dev libmicrohttpd-dev
 BREW_PKGS  := pkg-config openssl@3 libsodium sqlite libmicrohttpd
 UNAME      := $(shell uname -s)
+DOCC       ?= $(if $(filter Darwin,$(UNAME)),xcrun docc,docc)
+DOCS_BUILD := .build/docs-build
 SUDO       := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: deps build test lint demo bench docs clean
@@ -25,8 +27,8 @@ deps:
 build: deps
 	$(SWIFT) build -Xswiftc -warnings-as-errors
 
-## test: build with zero warnings, check formatting, run every test
-test: check-generated build lint
+## test: build with zero warnings, check formatting and the documentation, run every test
+test: check-generated build lint docs
 	$(SWIFT) test -Xswiftc -warnings-as-errors
 
 lint:
@@ -46,6 +48,22 @@ check-generated:
 demo: deps
 	$(SWIFT) build --product keybound
 	$$($(SWIFT) build --show-bin-path)/keybound demo
+
+## docs: the DocC documentation of the Keybound module, built from symbol graphs into .build/docs
+## (serve it with `python3 -m http.server -d .build/docs`, open /documentation/keybound). Any DocC
+## warning fails the build. The symbol graphs come from a build of their own (DOCS_BUILD), so the
+## extra compiler flags do not invalidate the normal build's objects.
+docs:
+	$(SWIFT) build --scratch-path $(DOCS_BUILD) --target Keybound \
+	  -Xswiftc -emit-symbol-graph -Xswiftc -emit-symbol-graph-dir -Xswiftc $(CURDIR)/$(DOCS_BUILD)/symbol-graphs
+	@# Keybound's own graph already holds the KeyboundWire symbols it re-exports; KeyboundWire's
+	@# graph would make DocC see a second module.
+	rm -rf $(DOCS_BUILD)/keybound-symbol-graphs && mkdir -p $(DOCS_BUILD)/keybound-symbol-graphs
+	cp $(DOCS_BUILD)/symbol-graphs/Keybound.symbols.json $(DOCS_BUILD)/keybound-symbol-graphs/
+	$(DOCC) convert Sources/Keybound/Keybound.docc \
+	  --additional-symbol-graph-dir $(DOCS_BUILD)/keybound-symbol-graphs --output-path .build/docs \
+	  --fallback-display-name Keybound --fallback-bundle-identifier dev.keybound.Keybound \
+	  --warnings-as-errors
 
 ## bench: the performance targets of docs/design.md, measured in one release run (about a minute)
 bench: deps

@@ -40,6 +40,9 @@ let package = Package(
         .target(name: "KeyboundApple", dependencies: ["Keybound"]),
         // The emulated Apple device: sensor, passcode, keychain semantics, secure element.
         .target(name: "KeyboundEmulator", dependencies: ["Keybound", "KeyboundCrypto"]),
+        // WebAuthn and App Attest verification: CBOR, COSE keys, attestation, the RP ceremonies.
+        // OpenSSL on every platform: X.509 chains, RSA and Ed25519 have no CryptoKit twin.
+        .target(name: "KeyboundWebAuthn", dependencies: ["KeyboundCrypto", "KeyboundWire", "COpenSSL"]),
         // The backend: HTTP, routes, services, storage.
         .target(
             name: "KeyboundServer",
@@ -63,6 +66,10 @@ let package = Package(
         .testTarget(name: "KeyboundTests", dependencies: ["Keybound", "KeyboundWire", "KeyboundApple"]),
         .testTarget(name: "KeyboundEmulatorTests", dependencies: ["KeyboundEmulator", "KeyboundCrypto"]),
         .testTarget(name: "KeyboundWireTests", dependencies: ["KeyboundWire"]),
+        .testTarget(
+            name: "KeyboundWebAuthnTests",
+            dependencies: ["KeyboundWebAuthn", "KeyboundCrypto", "KeyboundWire"],
+            resources: [.copy("Vectors")]),
         .testTarget(
             name: "KeyboundServerTests",
             dependencies: [

@@ -155,6 +155,8 @@ final class Benchmark {
         configuration.log = .discard
         configuration.sqliteSynchronous = synchronous
         configuration.signupLimit = 0  // every bench client signs up from loopback
+        // Every load connection comes from 127.0.0.1: no per-address cap.
+        configuration.perIPConnectionLimit = 0
         return configuration
     }
 

@@ -11,19 +11,21 @@
 
 /// MHD_start_daemon is variadic (not imported by Swift): this wrapper passes a fixed option set.
 /// `tls_key`/`tls_cert` are PEM strings (both NULL for plain HTTP); they must stay alive until
-/// the daemon stops, which the Swift owner guarantees.
+/// the daemon stops, which the Swift owner guarantees. Clients are parsed strictly
+/// (MHD_OPTION_STRICT_FOR_CLIENT: for one, an HTTP/1.1 request without `Host` gets 400).
 static inline struct MHD_Daemon *kb_mhd_start(
     unsigned int flags, const struct sockaddr *addr, unsigned int pool_size,
     unsigned int timeout_seconds, unsigned int connection_limit, size_t memory_limit,
     MHD_AccessHandlerCallback handler, void *handler_cls,
-    MHD_RequestCompletedCallback completed, void *completed_cls,
-    const char *tls_key, const char *tls_cert) {
+    MHD_RequestCompletedCallback completed, MHD_NotifyConnectionCallback connection_notice,
+    void *notice_cls, const char *tls_key, const char *tls_cert) {
     struct MHD_OptionItem ops[10];
     int i = 0;
     ops[i++] = (struct MHD_OptionItem){MHD_OPTION_SOCK_ADDR, 0, (void *)addr};
     ops[i++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_TIMEOUT, (intptr_t)timeout_seconds, NULL};
     ops[i++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_LIMIT, (intptr_t)connection_limit, NULL};
     ops[i++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_MEMORY_LIMIT, (intptr_t)memory_limit, NULL};
+    ops[i++] = (struct MHD_OptionItem){MHD_OPTION_STRICT_FOR_CLIENT, 1, NULL};
     if (pool_size > 1) {
         ops[i++] = (struct MHD_OptionItem){MHD_OPTION_THREAD_POOL_SIZE, (intptr_t)pool_size, NULL};
     }
@@ -33,7 +35,8 @@ static inline struct MHD_Daemon *kb_mhd_start(
     }
     ops[i++] = (struct MHD_OptionItem){MHD_OPTION_END, 0, NULL};
     return MHD_start_daemon(flags, 0, NULL, NULL, handler, handler_cls,
-                            MHD_OPTION_NOTIFY_COMPLETED, completed, completed_cls,
+                            MHD_OPTION_NOTIFY_COMPLETED, completed, notice_cls,
+                            MHD_OPTION_NOTIFY_CONNECTION, connection_notice, notice_cls,
                             MHD_OPTION_ARRAY, ops, MHD_OPTION_END);
 }
 
@@ -64,6 +67,37 @@ static inline int kb_mhd_client_address(struct MHD_Connection *connection, char 
         out = inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, buf, (socklen_t)len);
     }
     return out == NULL ? -1 : 0;
+}
+
+/// MHD_get_connection_info is variadic: the connection's socket, or -1 when unknown.
+static inline int kb_mhd_connection_socket(struct MHD_Connection *connection) {
+    const union MHD_ConnectionInfo *info =
+        MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
+    return info == NULL ? -1 : info->connect_fd;
+}
+
+/// The network a client's connections are counted under, written to `out`: the IPv4 address
+/// (also when it arrives IPv4-mapped over IPv6) or the IPv6 /64 prefix, since one IPv6 client
+/// usually holds a whole /64. Returns the number of bytes written (4 or 8), or -1 when unknown.
+static inline int kb_mhd_client_network(struct MHD_Connection *connection, uint8_t out[8]) {
+    const union MHD_ConnectionInfo *info =
+        MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    if (info == NULL || info->client_addr == NULL) return -1;
+    const struct sockaddr *sa = info->client_addr;
+    if (sa->sa_family == AF_INET) {
+        memcpy(out, &((const struct sockaddr_in *)sa)->sin_addr, 4);
+        return 4;
+    }
+    if (sa->sa_family == AF_INET6) {
+        const struct in6_addr *v6 = &((const struct sockaddr_in6 *)sa)->sin6_addr;
+        if (IN6_IS_ADDR_V4MAPPED(v6)) {
+            memcpy(out, v6->s6_addr + 12, 4);
+            return 4;
+        }
+        memcpy(out, v6->s6_addr, 8);
+        return 8;
+    }
+    return -1;
 }
 
 /// Fills a sockaddr for `host` (numeric IPv4 or IPv6) and `port`. Returns the address family

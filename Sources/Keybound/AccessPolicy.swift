@@ -14,9 +14,13 @@ public struct AccessPolicy: Sendable, Hashable, Codable, CustomStringConvertible
     /// When the item is readable at all (Keychain `kSecAttrAccessible…`). "Always" classes are
     /// deliberately not offered.
     public enum Accessibility: String, Sendable, Hashable, Codable, CaseIterable {
+        /// Readable while the device is unlocked; may move to another device (backups, sync).
         case whenUnlocked
+        /// Readable while the device is unlocked; stays on this device.
         case whenUnlockedThisDeviceOnly
+        /// Readable once the device was unlocked after boot; may move to another device.
         case afterFirstUnlock
+        /// Readable once the device was unlocked after boot; stays on this device.
         case afterFirstUnlockThisDeviceOnly
         /// Readable while unlocked, only while a passcode is set; removing the passcode
         /// deletes the item. The default for everything Keybound protects.
@@ -80,7 +84,12 @@ public struct AccessPolicy: Sendable, Hashable, Codable, CustomStringConvertible
     /// How ``constraints`` combine.
     public let combination: Combination
     /// How long one verification may be reused, in seconds. 0 (the default) means every use
-    /// needs its own fresh verification.
+    /// needs its own fresh verification (see ``Verification/singleUseLifetime``).
+    ///
+    /// - Important: On Apple platforms a reuse window is also the `LAContext`'s
+    ///   `touchIDAuthenticationAllowableReuseDuration`: a device unlock by Face ID or Touch ID
+    ///   within the window counts as the verification, and no prompt is shown at all. Use a
+    ///   window only where "the owner unlocked the phone a moment ago" is proof enough.
     public let reuseDuration: TimeInterval
 
     /// Creates a policy, checking it.
@@ -175,6 +184,8 @@ public struct AccessPolicy: Sendable, Hashable, Codable, CustomStringConvertible
     /// Synchronizable (iCloud Keychain) only where no verification and no device binding apply.
     public var isSynchronizable: Bool { constraints.isEmpty && !accessibility.isThisDeviceOnly }
 
+    /// The accessibility, constraints and reuse window, e.g.
+    /// `whenPasscodeSetThisDeviceOnly[biometryCurrentSet, reuse 0s]`.
     public var description: String {
         let joined = constraints.map(\.rawValue).joined(separator: " \(combination.rawValue) ")
         return "\(accessibility.rawValue)[\(joined.isEmpty ? "none" : joined), reuse \(Int(reuseDuration))s]"

@@ -1,7 +1,7 @@
 import Foundation
 
 /// Verifies the user with biometrics or the device passcode (LocalAuthentication on Apple
-/// platforms, ``KeyboundEmulator`` in tests).
+/// platforms, `KeyboundEmulator`'s `EmulatedDevice` in tests).
 public protocol UserVerifier: Sendable {
     /// What can be verified now, without prompting.
     func availability() async -> VerificationAvailability
@@ -20,7 +20,11 @@ public protocol UserVerifier: Sendable {
 /// ``ProtectedStore`` on top, which adds typed values and tells "invalidated" from "never stored".
 public protocol SecureStore: Sendable {
     /// Stores `value` under `name`, replacing any item of that name (its policy too).
-    /// - Parameter verification: needed only for policies with an application password.
+    /// - Parameters:
+    ///   - value: the bytes to keep.
+    ///   - name: the item's name.
+    ///   - policy: who may read the item, and when; enforced by the store on every read.
+    ///   - verification: needed only for policies with an application password.
     /// - Throws: ``KeyboundError`` — `interactionNotAllowed` (locked), `passcodeNotSet`, …
     func store(_ value: Data, as name: ItemName, policy: AccessPolicy, verification: Verification?)
         async throws
@@ -55,6 +59,11 @@ public protocol KeyVault: Sendable {
     /// - Throws: `itemNotFound`, `authenticationFailed` (no or unsuitable verification), …
     func sign(_ message: Data, with name: ItemName, verification: Verification?) async throws -> Data
 
+    /// Whether `signature` is a valid ECDSA P-256 SHA-256 signature (DER) over `message` by the
+    /// key `name`. Uses the public part only: never prompts, needs no verification.
+    /// - Throws: `itemNotFound` when there is no such key.
+    func isValidSignature(_ signature: Data, for message: Data, by name: ItemName) async throws -> Bool
+
     /// Encrypts `plaintext` to the key's public part (no verification needed). On Apple
     /// platforms ECIES `eciesEncryptionCofactorVariableIVX963SHA256AESGCM`.
     func encrypt(_ plaintext: Data, for name: ItemName) async throws -> Data
@@ -75,10 +84,38 @@ public struct Clock: Sendable {
     /// The current time.
     public let now: @Sendable () -> Date
 
+    /// A clock that reads the time from `now` (tests pass one they advance by hand).
     public init(now: @escaping @Sendable () -> Date) { self.now = now }
 
     /// The system clock.
     public static let system = Clock { Date() }
+}
+
+/// Time that only moves forward, for measuring how long something took: setting the device's
+/// clock (by hand, or by a network time change) does not move it. Injected so tests control it.
+///
+/// ```swift
+/// let lock = try AppLock(verifier: verifier, clock: .live)
+/// ```
+public struct MonotonicClock: Sendable {
+    /// Seconds since a fixed, arbitrary origin (within one process).
+    public let now: @Sendable () -> TimeInterval
+
+    /// - Parameter now: seconds since a fixed origin; a test value may go anywhere, and code
+    ///   that measures with it treats a negative elapsed time as the worst case.
+    public init(now: @escaping @Sendable () -> TimeInterval) { self.now = now }
+
+    /// The system's continuous clock: it keeps counting while the device sleeps (unlike
+    /// `ProcessInfo.systemUptime` on Apple platforms, which stops, so a phone left asleep in a
+    /// pocket would never lock), and nobody can set it.
+    public static let live: MonotonicClock = {
+        let origin = ContinuousClock.now
+        return MonotonicClock {
+            let elapsed = ContinuousClock.now - origin
+            return TimeInterval(elapsed.components.seconds)
+                + TimeInterval(elapsed.components.attoseconds) / 1e18
+        }
+    }()
 }
 
 /// Random bytes, injected so tests can be deterministic.
@@ -86,6 +123,7 @@ public struct RandomSource: Sendable {
     /// Returns `count` random bytes.
     public let bytes: @Sendable (Int) -> Data
 
+    /// A source that draws from `bytes`, which must return exactly the count asked for.
     public init(bytes: @escaping @Sendable (Int) -> Data) { self.bytes = bytes }
 
     /// The system's cryptographically secure generator.

@@ -5,6 +5,7 @@ public struct ItemName: Sendable, Hashable, Codable, CustomStringConvertible, Ex
     /// The validated name.
     public let rawValue: String
 
+    /// Validates a name that comes from outside the code (configuration, user input).
     /// - Throws: ``KeyboundError/invalidInput`` for an empty, too long or oddly spelled name.
     public init(_ rawValue: String) throws {
         guard Self.isValid(rawValue) else {
@@ -23,6 +24,8 @@ public struct ItemName: Sendable, Hashable, Codable, CustomStringConvertible, Ex
     /// Names Keybound keeps for itself (invalidation markers) use a character apps cannot.
     init(reserved value: String) { rawValue = value }
 
+    /// Decodes a name from a string, held to the same grammar as ``init(_:)``.
+    /// - Throws: `DecodingError.dataCorrupted` for a string that is not a valid name.
     public init(from decoder: any Decoder) throws {
         let container = try decoder.singleValueContainer()
         let value = try container.decode(String.self)
@@ -32,11 +35,13 @@ public struct ItemName: Sendable, Hashable, Codable, CustomStringConvertible, Ex
         rawValue = value
     }
 
+    /// Encodes the name as a plain string.
     public func encode(to encoder: any Encoder) throws {
         var container = encoder.singleValueContainer()
         try container.encode(rawValue)
     }
 
+    /// The name itself.
     public var description: String { rawValue }
 
     static let reservedPrefix = "~keybound."

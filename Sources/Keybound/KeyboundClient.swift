@@ -22,17 +22,27 @@ public actor KeyboundClient {
     public struct Session: Sendable, Hashable, CustomStringConvertible, CustomDebugStringConvertible,
         CustomReflectable
     {
+        /// The short-lived bearer token the client sends as `Authorization: Bearer …`. A secret:
+        /// apps rarely need it, since every ``KeyboundClient`` call attaches and refreshes it.
         public let accessToken: String
+        /// The single-use token that renews the session (`POST /v1/sessions/refresh`). A secret:
+        /// the server rotates it on every refresh, and in token mode ``BiometricLogin`` keeps
+        /// the newest one in a biometric-bound item (see ``KeyboundClient/onTokensChanged(_:)``).
         public let refreshToken: String
+        /// The session's opaque id on the server; not a secret, safe to log.
         public let sessionID: String
+        /// The logged-in user's opaque id on the server; not a secret.
         public let userID: String
         /// When the access token expires, by the client's clock.
         public let accessTokenExpiresAt: Date
 
+        /// The session and user ids, with the tokens redacted, so a session can be logged.
         public var description: String {
             "Session(sessionID: \(sessionID), userID: \(userID), tokens: <redacted>)"
         }
+        /// The same as ``description``: the tokens stay redacted in `debugPrint` too.
         public var debugDescription: String { description }
+        /// Shows only the session and user ids to `dump` and debuggers, never the tokens.
         public var customMirror: Mirror {
             Mirror(self, children: ["sessionID": sessionID, "userID": userID], displayStyle: .struct)
         }
@@ -46,6 +56,9 @@ public actor KeyboundClient {
     private var refreshInFlight: Task<Session, any Error>?
     private var tokenObservers: [@Sendable (Session?) async -> Void] = []
 
+    /// A client without a session: log in, or resume from a stored refresh token, before any
+    /// authenticated call.
+    ///
     /// - Parameters:
     ///   - baseURL: the server's root, e.g. `https://api.example.com`.
     ///   - urlSession: the URL session to use.

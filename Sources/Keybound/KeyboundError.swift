@@ -11,8 +11,11 @@
 public struct KeyboundError: Error, Sendable, Hashable, CustomStringConvertible {
     /// What happened. A closed set of codes, extended only by Keybound itself.
     public struct Code: RawRepresentable, Sendable, Hashable, Codable, CustomStringConvertible {
+        /// The code's name, as logs, `keybound device --json` and ``KeyboundError/description`` spell it.
         public let rawValue: String
+        /// Wraps a name. Apps compare with the static codes below rather than make their own.
         public init(rawValue: String) { self.rawValue = rawValue }
+        /// The code's name (`"biometryLockout"`).
         public var description: String { rawValue }
 
         /// The user dismissed the prompt.
@@ -101,6 +104,7 @@ public struct KeyboundError: Error, Sendable, Hashable, CustomStringConvertible 
             }
         }
 
+        /// The kind and the number, e.g. `LAError(-8)`, `OSStatus(-25300)`, `HTTP 429`.
         public var description: String {
             switch self {
             case .laError(let code): "LAError(\(code))"
@@ -152,9 +156,14 @@ public struct KeyboundError: Error, Sendable, Hashable, CustomStringConvertible 
         }
     }
 
+    /// Whether both errors have the same ``code``; the native code, message and recovery are
+    /// details of one occurrence and do not take part.
     public static func == (lhs: KeyboundError, rhs: KeyboundError) -> Bool { lhs.code == rhs.code }
+    /// Hashes the ``code`` only, consistent with ``==(_:_:)``.
     public func hash(into hasher: inout Hasher) { hasher.combine(code) }
 
+    /// `KeyboundError.<code>`, then the native code, the server's problem code and the message
+    /// when present: `KeyboundError.biometryLockout [LAError(-8)]`. Never contains a secret.
     public var description: String {
         var text = "KeyboundError.\(code)"
         if let native { text += " [\(native)]" }
@@ -166,26 +175,51 @@ public struct KeyboundError: Error, Sendable, Hashable, CustomStringConvertible 
     /// Whether this error only means the user or the system dismissed a prompt.
     public var isCancellation: Bool { recovery == .silent }
 
+    // Shortcuts for matching: `catch let error as KeyboundError where error == .userCancel`.
+    // Each is the bare code with the table's recovery, no native code and no message.
+
+    /// The user dismissed the prompt. Recovery ``Recovery/silent``.
     public static let userCancel = KeyboundError(.userCancel)
+    /// The system dismissed the prompt. Recovery ``Recovery/silent``.
     public static let systemCancel = KeyboundError(.systemCancel)
+    /// The app dismissed the prompt. Recovery ``Recovery/silent``.
     public static let appCancel = KeyboundError(.appCancel)
+    /// The user tapped the fallback button. Recovery ``Recovery/usePassword``.
     public static let userFallback = KeyboundError(.userFallback)
+    /// No match, or a missing or unsuitable verification. Recovery ``Recovery/retry``.
     public static let authenticationFailed = KeyboundError(.authenticationFailed)
+    /// Biometrics are locked after five failed matches. Recovery ``Recovery/usePasscode``.
     public static let biometryLockout = KeyboundError(.biometryLockout)
+    /// No usable biometric sensor. Recovery ``Recovery/usePassword``.
     public static let biometryNotAvailable = KeyboundError(.biometryNotAvailable)
+    /// Nothing enrolled. Recovery ``Recovery/enrollBiometrics``.
     public static let biometryNotEnrolled = KeyboundError(.biometryNotEnrolled)
+    /// The device has no passcode. Recovery ``Recovery/setPasscode``.
     public static let passcodeNotSet = KeyboundError(.passcodeNotSet)
+    /// The item or key died with an enrollment or passcode change. Recovery ``Recovery/reenroll``.
     public static let invalidated = KeyboundError(.invalidated)
+    /// Nothing stored under that name. Recovery ``Recovery/none``.
     public static let itemNotFound = KeyboundError(.itemNotFound)
+    /// The device is locked. Recovery ``Recovery/waitForUnlock``.
     public static let interactionNotAllowed = KeyboundError(.interactionNotAllowed)
+    /// An item of that name already exists. Recovery ``Recovery/none``.
     public static let duplicateItem = KeyboundError(.duplicateItem)
+    /// A value was not valid; prefer ``invalidInput(_:)``, which says why. Recovery ``Recovery/none``.
     public static let invalidInput = KeyboundError(.invalidInput)
+    /// Not possible on this platform. Recovery ``Recovery/none``.
     public static let notSupported = KeyboundError(.notSupported)
+    /// A signing payload was not the one asked for. Recovery ``Recovery/none``.
     public static let payloadMismatch = KeyboundError(.payloadMismatch)
+    /// The server could not be reached. Recovery ``Recovery/retry``.
     public static let network = KeyboundError(.network)
+    /// The server refused the request. Recovery ``Recovery/none`` here; errors from
+    /// ``KeyboundClient`` carry the recovery their problem code implies.
     public static let server = KeyboundError(.server)
+    /// The session is over. Recovery ``Recovery/usePassword``.
     public static let sessionExpired = KeyboundError(.sessionExpired)
+    /// Too many attempts. Recovery ``Recovery/retryLater``.
     public static let throttled = KeyboundError(.throttled)
+    /// An outcome Keybound does not know. Recovery ``Recovery/none``.
     public static let unexpected = KeyboundError(.unexpected)
 
     /// An ``Code/invalidInput`` error naming what was wrong.

@@ -5,35 +5,61 @@
 extension KeyboundError {
     /// LocalAuthentication `LAError.Code` raw values (stable ABI values from LAError.h).
     public enum LAErrorCode {
+        /// `LAError.authenticationFailed`: the user failed to provide valid credentials.
         public static let authenticationFailed = -1
+        /// `LAError.userCancel`: the user tapped Cancel.
         public static let userCancel = -2
+        /// `LAError.userFallback`: the user tapped the fallback button.
         public static let userFallback = -3
+        /// `LAError.systemCancel`: the system dismissed the prompt (another app came forward).
         public static let systemCancel = -4
+        /// `LAError.passcodeNotSet`: the device has no passcode.
         public static let passcodeNotSet = -5
+        /// `LAError.biometryNotAvailable`: no sensor, or the user denied the app its use.
         public static let biometryNotAvailable = -6
+        /// `LAError.biometryNotEnrolled`: no face or finger is enrolled.
         public static let biometryNotEnrolled = -7
+        /// `LAError.biometryLockout`: too many failed matches; the passcode unlocks biometry.
         public static let biometryLockout = -8
+        /// `LAError.appCancel`: the app invalidated the context during the prompt.
         public static let appCancel = -9
+        /// `LAError.invalidContext`: the context was invalidated before it was used.
         public static let invalidContext = -10
+        /// `LAError.companionNotAvailable`: no paired companion device (Apple Watch) nearby.
         public static let companionNotAvailable = -11
+        /// `LAError.biometryNotPaired`: a removable sensor (Magic Keyboard) is not paired.
         public static let biometryNotPaired = -12
+        /// `LAError.biometryDisconnected`: a removable sensor is paired but not connected.
         public static let biometryDisconnected = -13
+        /// `LAError.invalidDimensions`: the prompt's UI dimensions were invalid.
         public static let invalidDimensions = -14
+        /// `LAError.notInteractive`: no UI may be shown now (for example, the device is locked).
         public static let notInteractive = -1004
     }
 
     /// Security framework `OSStatus` values Keybound handles (from SecBase.h).
     public enum OSStatusCode {
+        /// `errSecSuccess`: the call succeeded.
         public static let success: Int32 = 0
+        /// `errSecUnimplemented`: the function is not implemented on this platform.
         public static let unimplemented: Int32 = -4
+        /// `errSecParam`: a parameter was not valid.
         public static let param: Int32 = -50
+        /// `errSecUserCanceled`: the user cancelled the prompt the Keychain showed.
         public static let userCanceled: Int32 = -128
+        /// `errSecNotAvailable`: no keychain is available.
         public static let notAvailable: Int32 = -25291
+        /// `errSecAuthFailed`: the item's access control was not satisfied.
         public static let authFailed: Int32 = -25293
+        /// `errSecDuplicateItem`: an item with these attributes already exists.
         public static let duplicateItem: Int32 = -25299
+        /// `errSecItemNotFound`: no such item — also what an invalidated item answers.
         public static let itemNotFound: Int32 = -25300
+        /// `errSecInteractionNotAllowed`: the device is locked, or data protection is on.
         public static let interactionNotAllowed: Int32 = -25308
+        /// `errSecDecode`: the data could not be decoded.
         public static let decode: Int32 = -26275
+        /// `errSecMissingEntitlement`: the app lacks the keychain entitlement.
         public static let missingEntitlement: Int32 = -34018
     }
 

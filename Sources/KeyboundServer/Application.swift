@@ -11,7 +11,23 @@ final class Application: Sendable {
     let challengeKey: Data
     let metrics = Metrics()
     let logger: Logger
-    private static let router = Router(Application.routes)
+    /// The listeners a request can arrive on; each has its own routes.
+    enum Listener: Sendable {
+        /// The API port (``Configuration/host``:``Configuration/port``).
+        case api
+        /// The metrics port (``Configuration/metricsListen``).
+        case metrics
+
+        fileprivate var router: Router {
+            switch self {
+            case .api: Application.apiRouter
+            case .metrics: Application.metricsRouter
+            }
+        }
+    }
+
+    private static let apiRouter = Router(Application.routes)
+    private static let metricsRouter = Router(Application.metricsRoutes)
 
     var clock: ServerClock { configuration.clock }
 
@@ -31,13 +47,14 @@ final class Application: Sendable {
             parameters: configuration.argon2, concurrency: configuration.hashingConcurrency)
     }
 
-    /// Handles one request. Never throws: every failure becomes a problem response.
-    func handle(_ request: HTTPRequest) -> HTTPResponse {
+    /// Handles one request that arrived on `listener`. Never throws: every failure becomes a
+    /// problem response.
+    func handle(_ request: HTTPRequest, on listener: Listener = .api) -> HTTPResponse {
         let started = DispatchTime.now().uptimeNanoseconds
         let client = ClientAddress.resolve(
             peer: request.clientAddress, headers: request.headers,
             trustedProxies: configuration.trustedProxies)
-        let (routeName, response) = dispatch(request, client: client)
+        let (routeName, response) = dispatch(request, router: listener.router, client: client)
         let seconds = Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9
         metrics.recordRequest(route: routeName, status: response.status, seconds: seconds)
         logger.log(
@@ -49,8 +66,10 @@ final class Application: Sendable {
         return response
     }
 
-    private func dispatch(_ request: HTTPRequest, client: ClientAddress) -> (String, HTTPResponse) {
-        switch Self.router.match(method: request.method, path: request.path) {
+    private func dispatch(_ request: HTTPRequest, router: Router, client: ClientAddress) -> (
+        String, HTTPResponse
+    ) {
+        switch router.match(method: request.method, path: request.path) {
         case .notFound:
             return ("unmatched", APIError(404, .notFound, "No such path.").response)
         case .methodNotAllowed(let pattern, let allowed):
@@ -61,6 +80,10 @@ final class Application: Sendable {
             if request.bodyExceededLimit {
                 let detail = "The body is larger than \(configuration.bodyLimit) bytes."
                 return (route.pattern, APIError(413, .bodyTooLarge, detail).response)
+            }
+            if !request.body.isEmpty, !request.hasJSONContentType {
+                let detail = "A request body must be sent as Content-Type: application/json."
+                return (route.pattern, APIError(415, .unsupportedMediaType, detail).response)
             }
             let context = RequestContext(
                 request: request, parameters: parameters, now: clock.nowMilliseconds, clientAddress: client)

@@ -44,10 +44,21 @@ public struct Configuration: Sendable {
     public var bodyLimit: Int = 64 * 1024
     /// HTTP worker threads (default: the core count, at least 2); also the number of database connections.
     public var workerThreads: Int = max(2, ProcessInfo.processInfo.activeProcessorCount)
-    /// Idle connections are closed after this many seconds.
+    /// Idle connections are closed after this many seconds without a byte.
     public var connectionTimeout: Int = 30
     /// At most this many simultaneous connections.
     public var connectionLimit: Int = 1024
+    /// At most this many simultaneous connections from one client network: an IPv4 address or
+    /// an IPv6 /64 (default 64; 0 for no limit, e.g. behind a reverse proxy, whose connections
+    /// all come from one address).
+    public var perIPConnectionLimit: Int = 64
+    /// A request must arrive whole within this many seconds, counted from the connection's
+    /// opening (or, kept alive, the end of the previous response), however steadily its bytes
+    /// trickle in; otherwise the connection is closed (default 30).
+    public var requestTimeout: Int = 30
+    /// Where `GET /metrics` is served, on a listener of its own (plain HTTP); nil (the default)
+    /// serves it nowhere. Port 0 picks a free port (read it from ``Server/metricsURL``).
+    public var metricsListen: ListenAddress?
     /// PEM file of the TLS certificate (chain); with ``tlsKeyPath`` it turns on HTTPS.
     public var tlsCertificatePath: String?
     /// PEM file of the TLS private key.
@@ -118,5 +129,21 @@ public struct Configuration: Sendable {
         configuration.log = .discard
         configuration.signupLimit = 0
         return configuration
+    }
+}
+
+/// A numeric address and port to listen on.
+public struct ListenAddress: Sendable, Hashable {
+    /// A numeric IPv4 or IPv6 address, e.g. `127.0.0.1` or `::1`.
+    public var host: String
+    /// The port; 0 picks a free one.
+    public var port: UInt16
+
+    /// - Parameters:
+    ///   - host: a numeric IPv4 or IPv6 address.
+    ///   - port: the port; 0 picks a free one.
+    public init(host: String, port: UInt16) {
+        self.host = host
+        self.port = port
     }
 }

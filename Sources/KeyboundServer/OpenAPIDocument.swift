@@ -14,7 +14,7 @@ openapi: 3.1.0
 info:
   title: Keybound Server API
   version: 1.0.0
-  description: 'Biometric login and transaction approval. JSON over HTTP/1.1. Errors are application/problem+json (RFC 9457) with a stable code. Request bodies are decoded strictly: unknown members, wrong types and malformed JSON give 400; bodies over 64 KiB give 413. Binary values are base64url without padding. Signing payloads are compact UTF-8 JSON with members in this order: {"keybound":1,"purpose":"login"|"approve","server":<server id>,"device":<device id>,"challenge":<base64url of 32 random bytes>,"expires":<RFC 3339>[,"action":{"type":"transfer","amount":<decimal string>,"asset":<code>,"to":<recipient>}]}. The device signs the exact bytes (ECDSA P-256, SHA-256, DER).'
+  description: 'Biometric login and transaction approval. JSON over HTTP/1.1. Errors are application/problem+json (RFC 9457) with a stable code. Request bodies are decoded strictly: unknown members, wrong types and malformed JSON give 400; bodies over 64 KiB give 413 (a declared Content-Length over the limit is answered at once, before any of the body is read). A non-empty body must be sent as Content-Type: application/json (parameters such as charset allowed), else 415. Prometheus metrics (GET /metrics) are not served on this port, only on the server''s separate --metrics-listen address. Binary values are base64url without padding. Signing payloads are compact UTF-8 JSON with members in this order: {"keybound":1,"purpose":"login"|"approve","server":<server id>,"device":<device id>,"challenge":<base64url of 32 random bytes>,"expires":<RFC 3339>[,"action":{"type":"transfer","amount":<decimal string>,"asset":<code>,"to":<recipient>}]}. The device signs the exact bytes (ECDSA P-256, SHA-256, DER).'
 servers:
   - url: http://127.0.0.1:8420
 security: []
@@ -32,21 +32,6 @@ paths:
             application/json:
               schema:
                 $ref: '#/components/schemas/Health'
-        default:
-          $ref: '#/components/responses/Error'
-  /metrics:
-    get:
-      operationId: metrics
-      summary: Prometheus metrics
-      description: keybound_http_requests_total{route,status}, keybound_http_request_duration_seconds{route} (histogram), keybound_logins_total{method,outcome}.
-      security: []
-      responses:
-        '200':
-          description: Prometheus text exposition format 0.0.4.
-          content:
-            text/plain:
-              schema:
-                type: string
         default:
           $ref: '#/components/responses/Error'
   /openapi.yaml:
@@ -559,7 +544,7 @@ components:
       description: 'Authorization: Bearer <access_token>'
   responses:
     Error:
-      description: 'Any other error: 405 method_not_allowed, 413 body_too_large, 415 unsupported_media_type (send Content-Type: application/json), 503 unavailable (with Retry-After), 500 internal.'
+      description: 'Any other error: 405 method_not_allowed, 413 body_too_large, 415 unsupported_media_type (a body sent without Content-Type: application/json), 503 unavailable (with Retry-After), 500 internal.'
       content:
         application/problem+json:
           schema:

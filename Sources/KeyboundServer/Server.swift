@@ -23,12 +23,16 @@ public final class Server: Sendable {
     /// The configuration the server was created with.
     public let configuration: Configuration
     private let application: Application
-    private let daemon = Locked<HTTPDaemon?>(nil)
+    /// The API listener and, when configured, the metrics listener, while running.
+    private let listeners = Locked<(api: HTTPDaemon, metrics: HTTPDaemon?)?>(nil)
     private let housekeeping = Locked<(any DispatchSourceTimer)?>(nil)
 
     /// Opens the database and applies migrations. Does not listen yet.
     /// - Throws: ``ServerError`` when the database cannot be opened or migrated.
     public init(configuration: Configuration) throws {
+        // A write to a closed pipe or socket (a log line to a closed standard error) must fail
+        // with EPIPE, not end the process.
+        signal(SIGPIPE, SIG_IGN)
         self.configuration = configuration
         do {
             application = try Application(configuration: configuration)
@@ -40,7 +44,8 @@ public final class Server: Sendable {
         }
     }
 
-    /// Starts listening on ``Configuration/host``:``Configuration/port`` with a pool of worker threads.
+    /// Starts listening on ``Configuration/host``:``Configuration/port`` with a pool of worker
+    /// threads, and on ``Configuration/metricsListen`` when set.
     /// - Throws: ``ServerError`` when the address is taken or the TLS files are unreadable.
     public func start() throws {
         var tlsKey: String?
@@ -59,14 +64,29 @@ public final class Server: Sendable {
         let options = HTTPDaemonOptions(
             host: configuration.host, port: configuration.port, threads: configuration.workerThreads,
             connectionTimeoutSeconds: configuration.connectionTimeout,
+            requestTimeoutSeconds: configuration.requestTimeout,
             connectionLimit: configuration.connectionLimit,
+            perClientConnectionLimit: configuration.perIPConnectionLimit,
             bodyLimit: configuration.bodyLimit, tlsKeyPEM: tlsKey, tlsCertificatePEM: tlsCertificate)
-        try daemon.withLock { current in
+        try listeners.withLock { current in
             guard current == nil else { throw ServerError("the server is already running") }
             do {
-                current = try HTTPDaemon(options: options) { [application] request in
+                let api = try HTTPDaemon(options: options) { [application] request in
                     application.handle(request)
                 }
+                var metrics: HTTPDaemon?
+                if let address = configuration.metricsListen {
+                    // Scrapers need a few plain-HTTP connections and send no bodies.
+                    let metricsOptions = HTTPDaemonOptions(
+                        host: address.host, port: address.port, threads: 1,
+                        connectionTimeoutSeconds: configuration.connectionTimeout,
+                        requestTimeoutSeconds: configuration.requestTimeout, connectionLimit: 16,
+                        perClientConnectionLimit: 4, bodyLimit: 1024, tlsKeyPEM: nil, tlsCertificatePEM: nil)
+                    metrics = try HTTPDaemon(options: metricsOptions) { [application] request in
+                        application.handle(request, on: .metrics)
+                    }
+                }
+                current = (api, metrics)
             } catch {
                 throw ServerError("\(error)")
             }
@@ -83,10 +103,23 @@ public final class Server: Sendable {
                 ("tls", tlsKey != nil ? "on" : "off"),
                 ("server_id", configuration.serverID),
             ])
+        if let metricsPort, let address = configuration.metricsListen {
+            application.logger.log(
+                .info, "metrics listening", [("address", address.host), ("port", Int(metricsPort))])
+        }
     }
 
     /// The port the server listens on (the real one when configured with 0), or nil when stopped.
-    public var port: UInt16? { daemon.withLock { $0?.port } }
+    public var port: UInt16? { listeners.withLock { $0?.api.port } }
+
+    /// The port of the metrics listener while running, or nil (stopped, or not configured).
+    public var metricsPort: UInt16? { listeners.withLock { $0?.metrics?.port } }
+
+    /// `http://host:port/metrics` of the metrics listener while running, else nil.
+    public var metricsURL: URL? {
+        guard let port = metricsPort, let host = configuration.metricsListen?.host else { return nil }
+        return URL(string: "http://\(host.contains(":") ? "[\(host)]" : host):\(port)/metrics")
+    }
 
     /// `http://host:port` (or `https://`) while running, else nil.
     public var baseURL: URL? {
@@ -99,7 +132,7 @@ public final class Server: Sendable {
     /// Stops accepting connections, lets requests in flight finish (up to `gracePeriod` seconds),
     /// then stops. Every acknowledged change is already committed. Safe to call more than once.
     public func stop(gracePeriod: TimeInterval = 5) {
-        let running = daemon.withLock { current in
+        let running = listeners.withLock { current in
             defer { current = nil }
             return current
         }
@@ -108,8 +141,10 @@ public final class Server: Sendable {
             timer?.cancel()
             timer = nil
         }
-        running.stop(gracePeriod: gracePeriod)
+        running.metrics?.stop(gracePeriod: 0)
+        running.api.stop(gracePeriod: gracePeriod)
         application.logger.log(.info, "stopped")
+        configuration.log.flush()
     }
 
     /// Handles one request in-process, through the same router, services and storage as the

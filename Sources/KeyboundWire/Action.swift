@@ -4,6 +4,7 @@ public struct DecimalAmount: Sendable, Hashable, CustomStringConvertible {
     /// The amount exactly as given (`"0.5"`, `"1200"`).
     public let text: String
 
+    /// Validates an amount such as `"0.5"` or `"1200"`.
     /// - Throws: ``WireError`` (`invalid_request`) when `text` is outside the grammar or zero.
     public init(_ text: String) throws(WireFailure) {
         let bytes = Array(text.utf8)
@@ -23,6 +24,7 @@ public struct DecimalAmount: Sendable, Hashable, CustomStringConvertible {
         self.text = text
     }
 
+    /// The amount exactly as given.
     public var description: String { text }
 }
 
@@ -73,6 +75,7 @@ public struct TransferAction: Sendable, Hashable {
     /// The recipient: 1–128 of `A-Z a-z 0-9 . _ : -` (addresses, account numbers, names).
     public let to: String
 
+    /// Validates a transfer; the recipient is kept exactly as given, so it is shown in full.
     /// - Throws: ``WireError`` when the asset or the recipient is outside its grammar.
     public init(amount: DecimalAmount, asset: String, to: String) throws(WireFailure) {
         let assetOK =

@@ -3,12 +3,17 @@ import Foundation
 /// A JSON value as it appears on the wire. Objects keep their member order, numbers keep their
 /// exact text, so nothing is lost or reordered between parsing and writing.
 public enum JSONValue: Sendable, Equatable {
+    /// `null`.
     case null
+    /// `true` or `false`.
     case bool(Bool)
     /// The number's exact text as it appeared (validated against the JSON grammar).
     case number(String)
+    /// A string, unescaped.
     case string(String)
+    /// An array, in order.
     case array([JSONValue])
+    /// An object's members in order (parsing refuses duplicate names).
     case object([JSONMember])
 
     /// A number value from an integer.
@@ -22,6 +27,8 @@ public struct JSONMember: Sendable, Equatable {
     /// The member value.
     public var value: JSONValue
 
+    /// A member named `name`.
+    ///
     /// - Parameters:
     ///   - name: the member name.
     ///   - value: the member value.

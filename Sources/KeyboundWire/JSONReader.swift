@@ -6,6 +6,8 @@ public struct JSONReader: Sendable {
     private let members: [String: JSONValue]
     private let path: String
 
+    /// A reader over `value`, checked at once against the members the message allows.
+    ///
     /// - Parameters:
     ///   - value: the value that must be an object.
     ///   - allowed: the member names the message defines; any other member is an error.

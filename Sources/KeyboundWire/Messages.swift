@@ -9,9 +9,12 @@ public struct HealthResponse: WireMessage, Hashable {
     public let status: String
     /// Creates the message from its members.
     public init(status: String = "ok") { self.status = status }
+    /// Decodes the body strictly: `status` required, no other member.
+    /// - Throws: ``WireError``: `unknown_member` for any other member, else `invalid_request`.
     public init(json: JSONValue) throws(WireFailure) {
         status = try JSONReader(json, allowed: ["status"]).string("status")
     }
+    /// The body as sent: `{"status": …}`.
     public var json: JSONValue { .object([JSONMember("status", .string(status))]) }
 }
 
@@ -26,11 +29,14 @@ public struct CreateAccountRequest: WireMessage, Hashable {
         self.username = username
         self.password = password
     }
+    /// Decodes the body strictly: `username` and `password` required, no other member.
+    /// - Throws: ``WireError``: `unknown_member` for any other member, else `invalid_request`.
     public init(json: JSONValue) throws(WireFailure) {
         let reader = try JSONReader(json, allowed: ["username", "password"])
         username = try reader.string("username")
         password = try reader.string("password")
     }
+    /// The body as sent: `username` and `password`, in this order.
     public var json: JSONValue {
         .object([JSONMember("username", .string(username)), JSONMember("password", .string(password))])
     }
@@ -42,9 +48,12 @@ public struct CreateAccountResponse: WireMessage, Hashable {
     public let userID: String
     /// Creates the message from its members.
     public init(userID: String) { self.userID = userID }
+    /// Decodes the body strictly: `user_id` required, no other member.
+    /// - Throws: ``WireError``: `unknown_member` for any other member, else `invalid_request`.
     public init(json: JSONValue) throws(WireFailure) {
         userID = try JSONReader(json, allowed: ["user_id"]).string("user_id")
     }
+    /// The body as sent: `{"user_id": …}`.
     public var json: JSONValue { .object([JSONMember("user_id", .string(userID))]) }
 }
 
@@ -63,12 +72,15 @@ public struct PasswordLoginRequest: WireMessage, Hashable {
         self.password = password
         self.clientID = clientID
     }
+    /// Decodes the body strictly: `username`, `password` and `client_id` required, no other member.
+    /// - Throws: ``WireError``: `unknown_member` for any other member, else `invalid_request`.
     public init(json: JSONValue) throws(WireFailure) {
         let reader = try JSONReader(json, allowed: ["username", "password", "client_id"])
         username = try reader.string("username")
         password = try reader.string("password")
         clientID = try reader.string("client_id")
     }
+    /// The body as sent: `username`, `password` and `client_id`, in this order.
     public var json: JSONValue {
         var object = JSONObjectBuilder()
         object.add("username", username)
@@ -84,9 +96,12 @@ public struct RefreshRequest: WireMessage, Hashable {
     public let refreshToken: String
     /// Creates the message from its members.
     public init(refreshToken: String) { self.refreshToken = refreshToken }
+    /// Decodes the body strictly: `refresh_token` required, no other member.
+    /// - Throws: ``WireError``: `unknown_member` for any other member, else `invalid_request`.
     public init(json: JSONValue) throws(WireFailure) {
         refreshToken = try JSONReader(json, allowed: ["refresh_token"]).string("refresh_token")
     }
+    /// The body as sent: `{"refresh_token": …}`.
     public var json: JSONValue { .object([JSONMember("refresh_token", .string(refreshToken))]) }
 }
 
@@ -117,6 +132,9 @@ public struct TokenResponse: WireMessage, Hashable {
         self.sessionID = sessionID
         self.userID = userID
     }
+    /// Decodes the body strictly: `access_token`, `refresh_token`, `token_type`, `expires_in`,
+    /// `session_id` and `user_id` required, no other member.
+    /// - Throws: ``WireError``: `unknown_member` for any other member, else `invalid_request`.
     public init(json: JSONValue) throws(WireFailure) {
         let reader = try JSONReader(
             json,
@@ -128,6 +146,8 @@ public struct TokenResponse: WireMessage, Hashable {
         sessionID = try reader.string("session_id")
         userID = try reader.string("user_id")
     }
+    /// The body as sent: `access_token`, `refresh_token`, `token_type`, `expires_in`, `session_id` and
+    /// `user_id`, in this order.
     public var json: JSONValue {
         var object = JSONObjectBuilder()
         object.add("access_token", accessToken)
@@ -142,7 +162,9 @@ public struct TokenResponse: WireMessage, Hashable {
 
 /// How a session was opened.
 public enum AuthMethod: String, Sendable, Hashable {
+    /// A password login (`POST /v1/sessions/password`); needed for step-up operations.
     case password
+    /// A device-key login (`POST /v1/sessions/device`).
     case device
 }
 
@@ -166,6 +188,9 @@ public struct MeResponse: WireMessage, Hashable {
         self.authMethod = authMethod
         self.authTime = authTime
     }
+    /// Decodes the body strictly: `user_id`, `username`, `session_id`, `auth_method` and `auth_time`
+    /// required, no other member.
+    /// - Throws: ``WireError``: `unknown_member` for any other member, else `invalid_request`.
     public init(json: JSONValue) throws(WireFailure) {
         let reader = try JSONReader(
             json, allowed: ["user_id", "username", "session_id", "auth_method", "auth_time"])
@@ -175,6 +200,8 @@ public struct MeResponse: WireMessage, Hashable {
         authMethod = try reader.enumeration("auth_method", as: AuthMethod.self)
         authTime = try reader.timestamp("auth_time")
     }
+    /// The body as sent: `user_id`, `username`, `session_id`, `auth_method` and `auth_time`, in this
+    /// order.
     public var json: JSONValue {
         var object = JSONObjectBuilder()
         object.add("user_id", userID)
@@ -210,12 +237,15 @@ public struct BindDeviceRequest: WireMessage, Hashable {
         self.name = name
         self.keyProtection = keyProtection
     }
+    /// Decodes the body strictly: `public_key`, `name` and `key_protection` required, no other member.
+    /// - Throws: ``WireError``: `unknown_member` for any other member, else `invalid_request`.
     public init(json: JSONValue) throws(WireFailure) {
         let reader = try JSONReader(json, allowed: ["public_key", "name", "key_protection"])
         publicKey = try reader.bytes("public_key")
         name = try reader.string("name")
         keyProtection = try reader.enumeration("key_protection", as: KeyProtection.self)
     }
+    /// The body as sent: `public_key`, `name` and `key_protection`, in this order.
     public var json: JSONValue {
         var object = JSONObjectBuilder()
         object.add("public_key", Base64URL.encode(publicKey))
@@ -231,18 +261,23 @@ public struct BindDeviceResponse: WireMessage, Hashable {
     public let deviceID: String
     /// Creates the message from its members.
     public init(deviceID: String) { self.deviceID = deviceID }
+    /// Decodes the body strictly: `device_id` required, no other member.
+    /// - Throws: ``WireError``: `unknown_member` for any other member, else `invalid_request`.
     public init(json: JSONValue) throws(WireFailure) {
         deviceID = try JSONReader(json, allowed: ["device_id"]).string("device_id")
     }
+    /// The body as sent: `{"device_id": …}`.
     public var json: JSONValue { .object([JSONMember("device_id", .string(deviceID))]) }
 }
 
 /// The state of a bound device.
 public enum DeviceStatus: String, Sendable, Hashable {
+    /// Bound and usable for logins and approvals.
     case active
     /// Suspended. Keybound servers no longer suspend devices (bad signatures are throttled
     /// instead); kept so older servers' answers decode.
     case suspended
+    /// Revoked by the user or replaced by a newer key of the same client; final.
     case revoked
 }
 
@@ -272,6 +307,9 @@ public struct DeviceInfo: WireMessage, Hashable {
         self.createdAt = createdAt
         self.lastUsedAt = lastUsedAt
     }
+    /// Decodes the body strictly: `device_id`, `name`, `key_protection`, `status` and `created_at`
+    /// required, `last_used_at` optional (absent or null), no other member.
+    /// - Throws: ``WireError``: `unknown_member` for any other member, else `invalid_request`.
     public init(json: JSONValue) throws(WireFailure) {
         let reader = try JSONReader(
             json, allowed: ["device_id", "name", "key_protection", "status", "created_at", "last_used_at"])
@@ -282,6 +320,8 @@ public struct DeviceInfo: WireMessage, Hashable {
         createdAt = try reader.timestamp("created_at")
         lastUsedAt = try reader.optionalTimestamp("last_used_at")
     }
+    /// The body as sent: `device_id`, `name`, `key_protection`, `status`, `created_at` and
+    /// `last_used_at`, in this order (`last_used_at` null when absent).
     public var json: JSONValue {
         var object = JSONObjectBuilder()
         object.add("device_id", deviceID)
@@ -300,6 +340,8 @@ public struct DeviceListResponse: WireMessage, Hashable {
     public let devices: [DeviceInfo]
     /// Creates the message from its members.
     public init(devices: [DeviceInfo]) { self.devices = devices }
+    /// Decodes the body strictly: `devices` required, no other member.
+    /// - Throws: ``WireError``: `unknown_member` for any other member, else `invalid_request`.
     public init(json: JSONValue) throws(WireFailure) {
         var devices: [DeviceInfo] = []
         for item in try JSONReader(json, allowed: ["devices"]).array("devices") {
@@ -307,6 +349,7 @@ public struct DeviceListResponse: WireMessage, Hashable {
         }
         self.devices = devices
     }
+    /// The body as sent: `{"devices": …}`.
     public var json: JSONValue { .object([JSONMember("devices", .array(devices.map(\.json)))]) }
 }
 
@@ -316,9 +359,12 @@ public struct ChallengeRequest: WireMessage, Hashable {
     public let deviceID: String
     /// Creates the message from its members.
     public init(deviceID: String) { self.deviceID = deviceID }
+    /// Decodes the body strictly: `device_id` required, no other member.
+    /// - Throws: ``WireError``: `unknown_member` for any other member, else `invalid_request`.
     public init(json: JSONValue) throws(WireFailure) {
         deviceID = try JSONReader(json, allowed: ["device_id"]).string("device_id")
     }
+    /// The body as sent: `{"device_id": …}`.
     public var json: JSONValue { .object([JSONMember("device_id", .string(deviceID))]) }
 }
 
@@ -336,12 +382,15 @@ public struct ChallengeResponse: WireMessage, Hashable {
         self.payload = payload
         self.expiresAt = expiresAt
     }
+    /// Decodes the body strictly: `challenge_id`, `payload` and `expires_at` required, no other member.
+    /// - Throws: ``WireError``: `unknown_member` for any other member, else `invalid_request`.
     public init(json: JSONValue) throws(WireFailure) {
         let reader = try JSONReader(json, allowed: ["challenge_id", "payload", "expires_at"])
         challengeID = try reader.string("challenge_id")
         payload = try reader.bytes("payload")
         expiresAt = try reader.timestamp("expires_at")
     }
+    /// The body as sent: `challenge_id`, `payload` and `expires_at`, in this order.
     public var json: JSONValue {
         var object = JSONObjectBuilder()
         object.add("challenge_id", challengeID)
@@ -362,11 +411,14 @@ public struct DeviceLoginRequest: WireMessage, Hashable {
         self.challengeID = challengeID
         self.signature = signature
     }
+    /// Decodes the body strictly: `challenge_id` and `signature` required, no other member.
+    /// - Throws: ``WireError``: `unknown_member` for any other member, else `invalid_request`.
     public init(json: JSONValue) throws(WireFailure) {
         let reader = try JSONReader(json, allowed: ["challenge_id", "signature"])
         challengeID = try reader.string("challenge_id")
         signature = try reader.bytes("signature")
     }
+    /// The body as sent: `challenge_id` and `signature`, in this order.
     public var json: JSONValue {
         .object([
             JSONMember("challenge_id", .string(challengeID)),
@@ -386,11 +438,14 @@ public struct CreateApprovalRequest: WireMessage, Hashable {
         self.deviceID = deviceID
         self.action = action
     }
+    /// Decodes the body strictly: `device_id` and `action` required, no other member.
+    /// - Throws: ``WireError``: `unknown_member` for any other member, else `invalid_request`.
     public init(json: JSONValue) throws(WireFailure) {
         let reader = try JSONReader(json, allowed: ["device_id", "action"])
         deviceID = try reader.string("device_id")
         action = try ApprovalAction(json: reader.value("action"))
     }
+    /// The body as sent: `device_id` and `action`, in this order.
     public var json: JSONValue {
         .object([JSONMember("device_id", .string(deviceID)), JSONMember("action", action.json)])
     }
@@ -410,12 +465,15 @@ public struct ApprovalChallengeResponse: WireMessage, Hashable {
         self.payload = payload
         self.expiresAt = expiresAt
     }
+    /// Decodes the body strictly: `approval_id`, `payload` and `expires_at` required, no other member.
+    /// - Throws: ``WireError``: `unknown_member` for any other member, else `invalid_request`.
     public init(json: JSONValue) throws(WireFailure) {
         let reader = try JSONReader(json, allowed: ["approval_id", "payload", "expires_at"])
         approvalID = try reader.string("approval_id")
         payload = try reader.bytes("payload")
         expiresAt = try reader.timestamp("expires_at")
     }
+    /// The body as sent: `approval_id`, `payload` and `expires_at`, in this order.
     public var json: JSONValue {
         var object = JSONObjectBuilder()
         object.add("approval_id", approvalID)
@@ -431,9 +489,12 @@ public struct ConfirmApprovalRequest: WireMessage, Hashable {
     public let signature: Data
     /// Creates the message from its members.
     public init(signature: Data) { self.signature = signature }
+    /// Decodes the body strictly: `signature` required, no other member.
+    /// - Throws: ``WireError``: `unknown_member` for any other member, else `invalid_request`.
     public init(json: JSONValue) throws(WireFailure) {
         signature = try JSONReader(json, allowed: ["signature"]).bytes("signature")
     }
+    /// The body as sent: `{"signature": …}`.
     public var json: JSONValue { .object([JSONMember("signature", .string(Base64URL.encode(signature)))]) }
 }
 
@@ -455,9 +516,12 @@ public struct ConfirmApprovalResponse: WireMessage, Hashable {
     public let status: ApprovalStatus
     /// Creates the message from its members.
     public init(status: ApprovalStatus = .approved) { self.status = status }
+    /// Decodes the body strictly: `status` required, no other member.
+    /// - Throws: ``WireError``: `unknown_member` for any other member, else `invalid_request`.
     public init(json: JSONValue) throws(WireFailure) {
         status = try JSONReader(json, allowed: ["status"]).enumeration("status", as: ApprovalStatus.self)
     }
+    /// The body as sent: `{"status": …}`.
     public var json: JSONValue { .object([JSONMember("status", .string(status.rawValue))]) }
 }
 
@@ -490,6 +554,9 @@ public struct ApprovalResponse: WireMessage, Hashable {
         self.expiresAt = expiresAt
         self.decidedAt = decidedAt
     }
+    /// Decodes the body strictly: `approval_id`, `status`, `device_id`, `action`, `created_at` and
+    /// `expires_at` required, `decided_at` optional (absent or null), no other member.
+    /// - Throws: ``WireError``: `unknown_member` for any other member, else `invalid_request`.
     public init(json: JSONValue) throws(WireFailure) {
         let reader = try JSONReader(
             json,
@@ -504,6 +571,8 @@ public struct ApprovalResponse: WireMessage, Hashable {
         expiresAt = try reader.timestamp("expires_at")
         decidedAt = try reader.optionalTimestamp("decided_at")
     }
+    /// The body as sent: `approval_id`, `status`, `device_id`, `action`, `created_at`, `expires_at` and
+    /// `decided_at`, in this order (`decided_at` null when absent).
     public var json: JSONValue {
         var object = JSONObjectBuilder()
         object.add("approval_id", approvalID)
@@ -561,6 +630,9 @@ public struct AuditEvent: WireMessage, Hashable {
         self.count = count
         self.lastTime = lastTime ?? time
     }
+    /// Decodes the body strictly: `time` and `type` required, `method`, `user_id`, `device_id`,
+    /// `session_id` and `client_address` optional (absent or null), no other member.
+    /// - Throws: ``WireError``: `unknown_member` for any other member, else `invalid_request`.
     public init(json: JSONValue) throws(WireFailure) {
         let reader = try JSONReader(
             json,
@@ -578,6 +650,9 @@ public struct AuditEvent: WireMessage, Hashable {
         count = try reader.integer("count")
         lastTime = try reader.timestamp("last_time")
     }
+    /// The body as sent: `time`, `type`, `method`, `user_id`, `device_id`, `session_id` and
+    /// `client_address`, in this order (`method`, `user_id`, `device_id`, `session_id` and
+    /// `client_address` null when absent).
     public var json: JSONValue {
         func optional(_ value: String?) -> JSONValue { value.map { .string($0) } ?? .null }
         var object = JSONObjectBuilder()
@@ -600,6 +675,8 @@ public struct AuditListResponse: WireMessage, Hashable {
     public let events: [AuditEvent]
     /// Creates the message from its members.
     public init(events: [AuditEvent]) { self.events = events }
+    /// Decodes the body strictly: `events` required, no other member.
+    /// - Throws: ``WireError``: `unknown_member` for any other member, else `invalid_request`.
     public init(json: JSONValue) throws(WireFailure) {
         var events: [AuditEvent] = []
         for item in try JSONReader(json, allowed: ["events"]).array("events") {
@@ -607,5 +684,6 @@ public struct AuditListResponse: WireMessage, Hashable {
         }
         self.events = events
     }
+    /// The body as sent: `{"events": …}`.
     public var json: JSONValue { .object([JSONMember("events", .array(events.map(\.json)))]) }
 }

@@ -68,6 +68,8 @@ public struct Problem: WireMessage, Hashable {
     /// What happened, for a human; never a secret.
     public let detail: String
 
+    /// A problem whose `type` is made from `code`.
+    ///
     /// - Parameters:
     ///   - status: the HTTP status.
     ///   - code: the stable code (also names the type).
@@ -81,6 +83,9 @@ public struct Problem: WireMessage, Hashable {
         self.detail = detail
     }
 
+    /// Decodes the body strictly: `type`, `title`, `status`, `code` and `detail` required, no other
+    /// member.
+    /// - Throws: ``WireError``: `unknown_member` for any other member, else `invalid_request`.
     public init(json: JSONValue) throws(WireFailure) {
         let reader = try JSONReader(json, allowed: ["type", "title", "status", "code", "detail"])
         type = try reader.string("type")
@@ -90,6 +95,7 @@ public struct Problem: WireMessage, Hashable {
         detail = try reader.string("detail")
     }
 
+    /// The body as sent: `type`, `title`, `status`, `code` and `detail`, in this order.
     public var json: JSONValue {
         var object = JSONObjectBuilder()
         object.add("type", type)

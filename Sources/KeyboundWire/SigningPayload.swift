@@ -37,6 +37,7 @@ public struct SigningPayload: Sendable, Hashable {
     /// The action being approved: present for `approve`, absent for `login`.
     public let action: ApprovalAction?
 
+    /// A payload to issue (the server's side); `expires` is truncated to whole seconds.
     /// - Throws: ``WireError`` when the challenge is not 32 bytes, when `action` does not match
     ///   the purpose, or when server or device is empty.
     public init(

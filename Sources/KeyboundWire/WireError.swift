@@ -14,6 +14,8 @@ public struct WireError: Error, Sendable, Equatable, CustomStringConvertible {
     /// What was wrong, for a human; never contains a secret value.
     public let detail: String
 
+    /// An error with a stable code and a detail for humans.
+    ///
     /// - Parameters:
     ///   - code: the stable problem code.
     ///   - detail: what was wrong.
@@ -22,6 +24,7 @@ public struct WireError: Error, Sendable, Equatable, CustomStringConvertible {
         self.detail = detail
     }
 
+    /// `WireError.<code>: <detail>`, e.g. `WireError.unknown_member: unknown member "extra"`.
     public var description: String { "WireError.\(code.rawValue): \(detail)" }
 }
 

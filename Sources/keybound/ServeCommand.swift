@@ -29,6 +29,13 @@ enum ServeCommand {
           --workers N               HTTP worker threads            KEYBOUND_WORKERS     (core count, min 2)
           --body-limit BYTES        largest request body           KEYBOUND_BODY_LIMIT  (65536)
           --connection-timeout SEC  idle connection timeout        KEYBOUND_CONNECTION_TIMEOUT (30)
+          --request-timeout SEC     a request must arrive whole in this time, however it trickles
+                                                                   KEYBOUND_REQUEST_TIMEOUT (30)
+          --connection-limit N      simultaneous connections       KEYBOUND_CONNECTION_LIMIT (1024)
+          --per-ip-connection-limit N  connections per client IPv4 address or IPv6 /64, 0: no limit
+                                                                   KEYBOUND_PER_IP_CONNECTION_LIMIT (64)
+          --metrics-listen HOST:PORT  serve GET /metrics there (plain HTTP), not on the API port
+                                                                   KEYBOUND_METRICS_LISTEN (off)
           --argon2-memory KIB       Argon2id memory, >= 19456      KEYBOUND_ARGON2_MEMORY (19456)
           --argon2-iterations N     Argon2id passes, >= 2          KEYBOUND_ARGON2_ITERATIONS (2)
 
@@ -93,13 +100,9 @@ enum ServeCommand {
             return number
         }
         if let listen = value("listen", "KEYBOUND_LISTEN") {
-            guard let colon = listen.lastIndex(of: ":"),
-                let port = UInt16(listen[listen.index(after: colon)...])
-            else { throw UsageError("--listen must be HOST:PORT, e.g. 127.0.0.1:8420 or [::1]:8420") }
-            var host = String(listen[..<colon])
-            if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
-            configuration.host = host.isEmpty ? "127.0.0.1" : host
-            configuration.port = port
+            let address = try listenAddress(listen, flag: "listen")
+            configuration.host = address.host
+            configuration.port = address.port
         }
         if let url = value("db", "KEYBOUND_DB") {
             guard url.hasPrefix("sqlite:"), url.count > "sqlite:".count else {
@@ -171,6 +174,20 @@ enum ServeCommand {
             }
             return range
         }
+        if let timeout = try integer("request-timeout", "KEYBOUND_REQUEST_TIMEOUT", 1...3600) {
+            configuration.requestTimeout = timeout
+        }
+        if let limit = try integer("connection-limit", "KEYBOUND_CONNECTION_LIMIT", 1...1_000_000) {
+            configuration.connectionLimit = limit
+        }
+        if let limit = try integer(
+            "per-ip-connection-limit", "KEYBOUND_PER_IP_CONNECTION_LIMIT", 0...1_000_000)
+        {
+            configuration.perIPConnectionLimit = limit
+        }
+        if let listen = value("metrics-listen", "KEYBOUND_METRICS_LISTEN") {
+            configuration.metricsListen = try listenAddress(listen, flag: "metrics-listen")
+        }
         // Production never goes below OWASP's Argon2id minimum.
         if let memory = try integer("argon2-memory", "KEYBOUND_ARGON2_MEMORY", 19_456...4_194_304) {
             configuration.argon2.memoryKiB = memory
@@ -179,6 +196,16 @@ enum ServeCommand {
             configuration.argon2.iterations = iterations
         }
         return configuration
+    }
+
+    /// Parses `HOST:PORT` (`[IPv6]:PORT`; an empty host is 127.0.0.1).
+    private static func listenAddress(_ text: String, flag: String) throws -> ListenAddress {
+        guard let colon = text.lastIndex(of: ":"), let port = UInt16(text[text.index(after: colon)...]) else {
+            throw UsageError("--\(flag) must be HOST:PORT, e.g. 127.0.0.1:8420 or [::1]:8420")
+        }
+        var host = String(text[..<colon])
+        if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+        return ListenAddress(host: host.isEmpty ? "127.0.0.1" : host, port: port)
     }
 
     /// Suspends until SIGTERM or SIGINT arrives.

@@ -37,6 +37,7 @@ final class Backend: Sendable {
             databasePath: directory.appendingPathComponent("keybound.sqlite").path)
         configuration.serverID = Self.serverID
         configuration.clock = clock.clock
+        configuration.metricsListen = ListenAddress(host: "127.0.0.1", port: 0)
         adjust(&configuration)
         server = try Server(configuration: configuration)
         urlSession = Self.makeURLSession()
@@ -78,6 +79,10 @@ final class Backend: Sendable {
     /// The clock the apps' clients read: the server's clock.
     var clientClock: Keybound.Clock { Keybound.Clock { [clock] in clock.now } }
 
+    /// The same manual clock as a ``MonotonicClock`` (seconds since 1970), for the app lock and
+    /// the secret cache: "10 s later" moves both.
+    var monotonicClock: MonotonicClock { MonotonicClock { [clock] in clock.now.timeIntervalSince1970 } }
+
     /// A fresh `KeyboundClient`, as an app makes at launch (no session).
     func client(urlSession: URLSession? = nil) -> KeyboundClient {
         KeyboundClient(baseURL: baseURL, urlSession: urlSession ?? self.urlSession, clock: clientClock)
@@ -113,9 +118,9 @@ final class Backend: Sendable {
     }
 
     /// `keybound_http_requests_total` for a route, summed over statuses (or for one status),
-    /// read from the server's own `GET /metrics`.
+    /// read from the server's own `GET /metrics` on its metrics listener.
     func requests(route: String, status: Int? = nil) async throws -> Int {
-        let (data, response) = try await urlSession.data(from: baseURL.appendingPathComponent("metrics"))
+        let (data, response) = try await urlSession.data(from: try #require(server.metricsURL))
         #expect((response as? HTTPURLResponse)?.statusCode == 200)
         let prefix = "keybound_http_requests_total{route=\"\(route)\",status=\""
         var total = 0

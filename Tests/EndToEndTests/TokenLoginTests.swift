@@ -108,8 +108,9 @@ struct TokenLoginTests {
         await phone.present(.systemCancel)
         await expectKeyboundError(.systemCancel, recovery: .silent) { try await relaunched.unlock() }
 
-        // "Use Password": the app's own password path, which works.
-        await phone.present(.userFallback)
+        // "Use Password" (Face ID shows it after two failed matches): the app's own password
+        // path, which works.
+        await phone.present(.noMatch, .noMatch, .userFallback)
         await expectKeyboundError(.userFallback, recovery: .usePassword) { try await relaunched.unlock() }
         #expect(await relaunched.client.currentSession == nil)
         try await relaunched.loginWithPassword(username: "ada", password: Backend.password)

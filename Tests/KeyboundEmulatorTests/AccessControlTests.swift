@@ -28,7 +28,7 @@ import Testing
             await keyboundError { try await device.read("t", verification: once) } == .authenticationFailed)
 
         let late = try await device.verify(.biometryCurrentSet, prompt: prompt)
-        time.advance(EmulatedDevice.singleUseLifetime + 1)
+        time.advance(Verification.singleUseLifetime + 1)
         #expect(
             await keyboundError { try await device.read("t", verification: late) } == .authenticationFailed)
     }
@@ -213,14 +213,18 @@ import Testing
         var seen: Set<KeyboundError.Code> = []
         func record(_ error: KeyboundError?) { if let error { seen.insert(error.code) } }
         let (device, _) = try makeDevice()
-        for outcome in [PresentationOutcome.userCancel, .systemCancel, .appCancel, .userFallback] {
+        for outcome in [PresentationOutcome.userCancel, .systemCancel, .appCancel] {
             await device.present(outcome)
             record(await keyboundError { try await device.verify(.biometryCurrentSet, prompt: prompt) })
         }
-        for _ in 0..<3 {
-            await device.present(.noMatch, .noMatch)
-            record(await keyboundError { try await device.verify(.biometryCurrentSet, prompt: prompt) })
-        }
+        // Face ID: two failed matches, then the fallback button; then twice more and a retry
+        // (authenticationFailed); the fifth failed match locks out.
+        await device.present(.noMatch, .noMatch, .userFallback)
+        record(await keyboundError { try await device.verify(.biometryCurrentSet, prompt: prompt) })
+        await device.present(.noMatch, .noMatch, .match)
+        record(await keyboundError { try await device.verify(.biometryCurrentSet, prompt: prompt) })
+        await device.present(.noMatch)
+        record(await keyboundError { try await device.verify(.biometryCurrentSet, prompt: prompt) })
         record(await keyboundError { try await device.read("missing", verification: nil) })
         await device.lock()
         record(await keyboundError { try await device.read("missing-but-locked", verification: nil) })
@@ -245,5 +249,39 @@ import Testing
             .interactionNotAllowed, .invalidInput,
         ]
         #expect(seen == expected)
+    }
+}
+
+/// One rule for how long a verification lives (`Verification.admits`), which the Apple backend
+/// applies too: its age is measured on the device's clock, and a clock set back proves nothing.
+@Suite struct VerificationLifetimeTests {
+    @Test func aVerificationFromTheFutureIsRefused() async throws {
+        let (device, time) = try makeDevice()
+        try await device.store(Data("v".utf8), as: "t", policy: .biometryCurrentSet, verification: nil)
+        await device.present(.match, .match)
+        let single = try await device.verify(.biometryCurrentSet, prompt: prompt)
+        let reusable = try await device.verify(
+            try AccessPolicy.biometryCurrentSet.reusing(for: 300), prompt: prompt)
+        // The clock is set back an hour: neither verification can be shown to be fresh.
+        time.advance(-3600)
+        #expect(
+            await keyboundError { try await device.read("t", verification: single) } == .authenticationFailed)
+        #expect(
+            await keyboundError { try await device.read("t", verification: reusable) }
+                == .authenticationFailed)
+    }
+
+    @Test func theSingleUseLifetimeIsThirtySecondsOnEveryBackend() async throws {
+        let (device, time) = try makeDevice()
+        try await device.store(Data("v".utf8), as: "t", policy: .biometryCurrentSet, verification: nil)
+        await device.present(.match, .match)
+        #expect(Verification.singleUseLifetime == 30)
+        let onTime = try await device.verify(.biometryCurrentSet, prompt: prompt)
+        time.advance(30)
+        #expect(try await device.read("t", verification: onTime) == Data("v".utf8))
+        let late = try await device.verify(.biometryCurrentSet, prompt: prompt)
+        time.advance(30.5)
+        #expect(
+            await keyboundError { try await device.read("t", verification: late) } == .authenticationFailed)
     }
 }

@@ -45,7 +45,7 @@ import Testing
     }
 
     @Test func cancelFallbackSystemAndAppCancelEachHaveTheirCode() async throws {
-        let (device, _) = try makeDevice()
+        let (device, _) = try makeDevice(biometry: .touchID)
         let cases: [(PresentationOutcome, KeyboundError, Int, KeyboundError.Recovery)] = [
             (.userCancel, .userCancel, -2, .silent),
             (.userFallback, .userFallback, -3, .usePassword),
@@ -53,7 +53,8 @@ import Testing
             (.appCancel, .appCancel, -9, .silent),
         ]
         for (outcome, expected, native, recovery) in cases {
-            await device.present(outcome)
+            // Touch ID shows the fallback button after the first failed match.
+            await device.present(.noMatch, outcome)
             let error = await keyboundError { try await device.verify(.biometryCurrentSet, prompt: prompt) }
             #expect(error == expected, "\(outcome)")
             #expect(error?.native == .laError(native), "\(outcome)")
@@ -61,7 +62,8 @@ import Testing
         }
     }
 
-    // Rule 3: attempts per evaluation, lockout after 5 across evaluations, passcode clears it.
+    // Rule 3: attempts per evaluation, when the fallback button shows, lockout after 5 across
+    // evaluations, the passcode clears it.
     @Test func touchIDFailsAnEvaluationAfterThreeNonMatches() async throws {
         let (device, _) = try makeDevice(biometry: .touchID)
         await device.present(.noMatch, .noMatch, .noMatch, .match)
@@ -69,17 +71,78 @@ import Testing
         #expect(error == .authenticationFailed)
         #expect(error?.native == .laError(-1))
         #expect(await device.snapshot().queuedOutcomes == 1)  // the match was not consumed
+        #expect(await device.snapshot().consecutiveFailedMatches == 3)
     }
 
-    @Test func faceIDFailsAnEvaluationAfterTwoNonMatchesAndFallsToPasscodeWhenAllowed() async throws {
+    @Test func touchIDOffersTheFallbackButtonFromTheFirstNonMatch() async throws {
+        let (device, _) = try makeDevice(biometry: .touchID)
+        // Before any failed match there is no fallback button: the tap does nothing.
+        await device.present(.userFallback, .match)
+        #expect(try await device.verify(.biometryCurrentSet, prompt: prompt).factors == [.biometry])
+        await device.present(.userFallback)
+        #expect(
+            await keyboundError { try await device.verify(.biometryCurrentSet, prompt: prompt) }
+                == .userCancel)
+        // After one, and after two, it is there.
+        for failures in 1...2 {
+            await device.present(Array(repeating: .noMatch, count: failures) + [.userFallback])
+            let error = await keyboundError { try await device.verify(.biometryCurrentSet, prompt: prompt) }
+            #expect(error == .userFallback, "after \(failures) failed matches")
+            #expect(error?.native == .laError(-3))
+        }
+    }
+
+    @Test func faceIDShowsTheFallbackButtonOnlyAfterTwoNonMatches() async throws {
+        let (device, _) = try makeDevice(biometry: .faceID)
+        // No button before the first failed match, nor after one: the taps do nothing.
+        await device.present(.userFallback, .noMatch, .userFallback, .match)
+        #expect(try await device.verify(.biometryCurrentSet, prompt: prompt).factors == [.biometry])
+        #expect(await device.snapshot().queuedOutcomes == 0)
+        // After two, the fallback button is there.
+        await device.present(.noMatch, .noMatch, .userFallback)
+        let error = await keyboundError { try await device.verify(.biometryCurrentSet, prompt: prompt) }
+        #expect(error == .userFallback)
+        #expect(error?.native == .laError(-3))
+        #expect(error?.recovery == .usePassword)
+    }
+
+    /// After two failed matches the next outcome decides: fallback → userFallback, cancel →
+    /// userCancel, anything else ends the evaluation with authenticationFailed (and nothing
+    /// queued is a cancel, as for every prompt).
+    @Test(arguments: [
+        (PresentationOutcome.userFallback, KeyboundError.userFallback),
+        (.userCancel, .userCancel), (.match, .authenticationFailed), (.noMatch, .authenticationFailed),
+        (.passcode("123456"), .userFallback),
+    ])
+    func faceIDHonoursTheOutcomeAfterTwoNonMatches(_ next: PresentationOutcome, _ expected: KeyboundError)
+        async throws
+    {
+        let (device, _) = try makeDevice(biometry: .faceID)
+        await device.present(.noMatch, .noMatch, next, .match)
+        let error = await keyboundError { try await device.verify(.biometryCurrentSet, prompt: prompt) }
+        #expect(error == expected)
+        #expect(await device.snapshot().queuedOutcomes == 1, "the deciding outcome is consumed, no more")
+        #expect(await device.snapshot().consecutiveFailedMatches == 2, "the decision is no match attempt")
+    }
+
+    @Test func faceIDWithNothingQueuedAfterTwoNonMatchesIsACancel() async throws {
         let (device, _) = try makeDevice(biometry: .faceID)
         await device.present(.noMatch, .noMatch)
         #expect(
             await keyboundError { try await device.verify(.biometryCurrentSet, prompt: prompt) }
-                == .authenticationFailed)
+                == .userCancel)
+    }
+
+    @Test func faceIDFallbackGoesToThePasscodeWhenThePolicyAcceptsIt() async throws {
+        let (device, _) = try makeDevice(biometry: .faceID)
         await device.present(.noMatch, .noMatch, .passcode("123456"))
-        let verification = try await device.verify(.biometryOrPasscode, prompt: prompt)
-        #expect(verification.factors == [.passcode])
+        #expect(try await device.verify(.biometryOrPasscode, prompt: prompt).factors == [.passcode])
+        await device.present(.noMatch, .noMatch, .userFallback, .passcode("123456"))
+        #expect(try await device.verify(.biometryOrPasscode, prompt: prompt).factors == [.passcode])
+        await device.present(.noMatch, .noMatch, .userCancel)
+        #expect(
+            await keyboundError { try await device.verify(.biometryOrPasscode, prompt: prompt) }
+                == .userCancel)
     }
 
     @Test func fiveFailedMatchesAcrossEvaluationsLockBiometryUntilThePasscode() async throws {

@@ -8,7 +8,7 @@ import Testing
 @Suite("Operations")
 struct OperationsTests {
     @Test func healthMetricsAndOpenAPI() async throws {
-        let live = try LiveServer()
+        let live = try LiveServer { $0.metricsListen = ListenAddress(host: "127.0.0.1", port: 0) }
         let health = try await live.client.get("/healthz")
         #expect(health.status == 200)
         #expect(health.text == #"{"status":"ok"}"#)
@@ -17,7 +17,9 @@ struct OperationsTests {
         _ = try await live.client.post(
             "/v1/sessions/password",
             PasswordLoginRequest(username: "alice", password: "wrong password", clientID: "c"))
-        let metrics = try await live.client.get("/metrics")
+        let metricsURL = try #require(live.server.metricsURL)
+        let scraper = Client(baseURL: try #require(URL(string: "/", relativeTo: metricsURL)?.absoluteURL))
+        let metrics = try await scraper.send("GET", "metrics", checkSpec: false)
         #expect(metrics.status == 200)
         #expect(metrics.text.contains(#"keybound_http_requests_total{route="/healthz",status="200"} 1"#))
         #expect(
@@ -118,7 +120,7 @@ struct OperationsTests {
         #expect(create.status == 201)
         let login = await server.handle(
             HTTPRequest(
-                method: "POST", path: "/v1/sessions/password",
+                method: "POST", path: "/v1/sessions/password", headers: ["Content-Type": "application/json"],
                 body: PasswordLoginRequest(username: "alice", password: Client.password, clientID: "c")
                     .jsonData))
         let tokens = try TokenResponse(jsonData: login.body)

@@ -7,8 +7,11 @@ import Foundation
 /// search upward from the test process's own bundle and path for a sibling `keybound`, so no
 /// source path is baked in. `KEYBOUND_CLI_BINARY` overrides the search.
 public enum KeyboundExecutable {
+    /// The executable is in none of the places searched.
     public struct NotFound: Error, CustomStringConvertible {
+        /// Every path that was tried, in order.
         public let searched: [String]
+        /// What to do, then every path searched.
         public var description: String {
             "the keybound executable was not found next to the test bundle. Build it with "
                 + "`swift build --product keybound`, or set KEYBOUND_CLI_BINARY. Searched:\n  "
@@ -16,6 +19,7 @@ public enum KeyboundExecutable {
         }
     }
 
+    /// The outcome of the search, made once per test process.
     public static let located: Result<URL, NotFound> = locate()
 
     /// The executable, or a clear error saying where it was looked for.

@@ -60,6 +60,22 @@ public actor BiometricLogin {
         /// Names of the items and key Keybound keeps for this flow.
         public var namespace: String
 
+        /// Settings with the defaults most apps want: device-key mode, bound to the current
+        /// biometric enrollment, a Secure Enclave key.
+        ///
+        /// - Parameters:
+        ///   - clientID: a stable id of this installation (1–128 of `A-Z a-z 0-9 . _ : -`); a
+        ///     new password login from the same client ends that client's previous session.
+        ///   - serverID: the server's id, as its signing payloads name it (`keybound serve
+        ///     --server-id`); a payload naming another server is refused.
+        ///   - mode: ``Mode/deviceKey`` (the default) or ``Mode/token``.
+        ///   - policy: the policy of the token item or the key.
+        ///   - deviceName: the name the user sees in their device list.
+        ///   - keyProtection: how the key is protected, as reported to the server.
+        ///   - unlockReason: the reason the unlock prompt shows.
+        ///   - fallbackTitle: the fallback button's title; nil for the system's, `""` to hide it.
+        ///   - namespace: the prefix of this flow's item and key names; use another namespace
+        ///     for a second account on the same device.
         public init(
             clientID: String, serverID: String, mode: Mode = .deviceKey,
             policy: AccessPolicy = .biometryCurrentSet,
@@ -95,7 +111,14 @@ public actor BiometricLogin {
     /// The server's step-up window for binding a device (docs/design.md: 5 minutes).
     static let stepUpWindow: TimeInterval = 5 * 60
 
-    /// - Parameter clock: time, for payload expiry and the step-up window.
+    /// Creates the flow. Nothing is read or prompted until you call a method.
+    ///
+    /// - Parameters:
+    ///   - client: the API client; the flow logs in through it and leaves the session there.
+    ///   - device: the device's store, vault and verifier (`DeviceBackends.apple(service:)` from
+    ///     KeyboundApple on iOS, an `EmulatedDevice` in tests).
+    ///   - configuration: the flow's settings.
+    ///   - clock: time, for payload expiry and the step-up window.
     /// - Throws: ``KeyboundError/invalidInput`` for a namespace that is not a valid item name.
     public init(
         client: KeyboundClient, device: DeviceBackends, configuration: Configuration, clock: Clock = .system
@@ -279,11 +302,19 @@ public actor BiometricLogin {
 }
 
 /// The three backends of one device: its secure store, its key vault, its user verifier.
+///
+/// The flows take one value of this type so that an app passes "this device" once: on iOS
+/// `DeviceBackends.apple(service:)` from KeyboundApple (Keychain, Secure Enclave,
+/// LocalAuthentication), in tests `DeviceBackends(emulatedDevice)`.
 public struct DeviceBackends: Sendable {
+    /// Holds protected items (the refresh token, the bound device's id) and invalidation markers.
     public let store: any SecureStore
+    /// Holds the device's signing keys.
     public let vault: any KeyVault
+    /// Shows the system prompt and reports what can be verified.
     public let verifier: any UserVerifier
 
+    /// Combines three separate backends.
     public init(store: any SecureStore, vault: any KeyVault, verifier: any UserVerifier) {
         self.store = store
         self.vault = vault

@@ -11,17 +11,9 @@ struct RequestContext {
     /// The client: the TCP peer, or the forwarded client behind a trusted proxy.
     let clientAddress: ClientAddress
 
-    /// Decodes the body strictly.
-    /// - Throws: ``APIError`` 415 for a non-JSON content type, 400 for anything that does not match.
+    /// Decodes the body strictly (its media type was checked before routing).
+    /// - Throws: ``APIError`` 400 for anything that does not match.
     func decode<T: WireMessage>(_ type: T.Type) throws -> T {
-        if let contentType = request.headers["content-type"] {
-            let mediaType = contentType.split(separator: ";").first.map {
-                $0.trimmingCharacters(in: .whitespaces).lowercased()
-            }
-            guard mediaType == "application/json" else {
-                throw APIError(415, .unsupportedMediaType, "The body must be application/json.")
-            }
-        }
         do {
             return try T(jsonData: request.body)
         } catch {

@@ -5,11 +5,6 @@ extension Application {
     /// The route table of Server API v1 (see docs/openapi.yaml).
     static let routes: [Route] = [
         Route(method: "GET", pattern: "/healthz") { app, _ in try app.health() },
-        Route(method: "GET", pattern: "/metrics") { app, _ in
-            HTTPResponse(
-                status: 200, headers: ["Content-Type": "text/plain; version=0.0.4; charset=utf-8"],
-                body: Data(app.metrics.render().utf8))
-        },
         Route(method: "GET", pattern: "/openapi.yaml") { _, _ in
             HTTPResponse(
                 status: 200, headers: ["Content-Type": "application/yaml; charset=utf-8"],
@@ -36,6 +31,16 @@ extension Application {
         Route(method: "GET", pattern: "/v1/approvals/{id}") { app, context in try app.approvalStatus(context)
         },
         Route(method: "GET", pattern: "/v1/audit") { app, context in try app.auditEvents(context) },
+    ]
+
+    /// The route table of the metrics listener (`--metrics-listen`): `/metrics` is not served on
+    /// the API port, since it shows lockouts and token reuse as they happen.
+    static let metricsRoutes: [Route] = [
+        Route(method: "GET", pattern: "/metrics") { app, _ in
+            HTTPResponse(
+                status: 200, headers: ["Content-Type": "text/plain; version=0.0.4; charset=utf-8"],
+                body: Data(app.metrics.render().utf8))
+        }
     ]
 
     func health() throws -> HTTPResponse {

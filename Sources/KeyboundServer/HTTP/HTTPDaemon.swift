@@ -12,8 +12,13 @@ struct HTTPDaemonOptions {
     var host: String
     var port: UInt16
     var threads: Int
+    /// Idle connections are closed after this many seconds without a byte (libmicrohttpd's timeout).
     var connectionTimeoutSeconds: Int
+    /// A request must arrive whole within this many seconds (see ``ConnectionGuard``).
+    var requestTimeoutSeconds: Int
     var connectionLimit: Int
+    /// Open connections allowed per client network (IPv4 address, IPv6 /64); 0 for no limit.
+    var perClientConnectionLimit: Int
     var bodyLimit: Int
     var tlsKeyPEM: String?
     var tlsCertificatePEM: String?
@@ -28,11 +33,16 @@ struct HTTPDaemonError: Error, CustomStringConvertible {
 private final class DaemonContext: Sendable {
     let bodyLimit: Int
     let handler: @Sendable (HTTPRequest) -> HTTPResponse
+    let connections: ConnectionGuard
     /// Requests between their first callback and their completion notice.
     let inFlight = Locked(0)
 
-    init(bodyLimit: Int, handler: @escaping @Sendable (HTTPRequest) -> HTTPResponse) {
+    init(
+        bodyLimit: Int, connections: ConnectionGuard,
+        handler: @escaping @Sendable (HTTPRequest) -> HTTPResponse
+    ) {
         self.bodyLimit = bodyLimit
+        self.connections = connections
         self.handler = handler
     }
 }
@@ -68,18 +78,22 @@ private let accessHandler: MHD_AccessHandlerCallback = {
     // Step 1: the first call carries only the headers. Create the per-request state.
     guard let statePointer = conCls.pointee else {
         let state = RequestState()
+        conCls.pointee = Unmanaged.passRetained(state).toOpaque()
+        context.inFlight.withLock { $0 += 1 }
         if let length = MHD_lookup_connection_value(connection, .HEADER_KIND, "Content-Length"),
             let declared = Int(String(cString: length)), declared > context.bodyLimit
         {
+            // Answer 413 now, without reading the body: a response queued at this point makes
+            // libmicrohttpd skip the body and close the connection after sending it.
             state.exceeded = true
+            return respond(context, connection, url: url, method: method, state: state)
         }
-        conCls.pointee = Unmanaged.passRetained(state).toOpaque()
-        context.inFlight.withLock { $0 += 1 }
         return .YES
     }
     let state = Unmanaged<RequestState>.fromOpaque(statePointer).takeUnretainedValue()
 
-    // Step 2: body chunks. Keep at most the limit; beyond it, read and discard.
+    // Step 2: body chunks. Keep at most the limit; beyond it (a chunked body of undeclared
+    // length), read and discard until the end or the request deadline.
     if uploadDataSize.pointee > 0 {
         let size = uploadDataSize.pointee
         if !state.exceeded, let uploadData {
@@ -97,16 +111,27 @@ private let accessHandler: MHD_AccessHandlerCallback = {
     }
 
     // Step 3: the whole request is here. Route it and queue the response.
+    return respond(context, connection, url: url, method: method, state: state)
+}
+
+/// Hands the request to the handler and queues its response, unless it arrived after its deadline.
+private func respond(
+    _ context: DaemonContext, _ connection: OpaquePointer, url: UnsafePointer<CChar>,
+    method: UnsafePointer<CChar>,
+    state: RequestState
+) -> MHD_Result {
+    guard context.connections.requestArrived(connection) else { return .NO }
     var address = [CChar](repeating: 0, count: 64)
     let clientAddress =
         kb_mhd_client_address(connection, &address, address.count) == 0
         ? String(decoding: address.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
         : "unknown"
+    // libmicrohttpd has split the query off and percent-decoded the path: take it as it is.
     var request = HTTPRequest(
-        method: String(cString: method), path: String(cString: url),
+        method: String(cString: method), decodedPath: String(cString: url),
+        query: collectValues(connection, kind: .GET_ARGUMENT_KIND),
         headers: collectValues(connection, kind: .HEADER_KIND), body: state.body, clientAddress: clientAddress
     )
-    request.query = collectValues(connection, kind: .GET_ARGUMENT_KIND)
     request.bodyExceededLimit = state.exceeded
     let response = context.handler(request)
     return queue(response, on: connection)
@@ -125,12 +150,22 @@ private func queue(_ response: HTTPResponse, on connection: OpaquePointer) -> MH
     return MHD_queue_response(connection, UInt32(response.status), mhdResponse)
 }
 
-private let completedHandler: MHD_RequestCompletedCallback = { cls, _, conCls, _ in
-    guard let conCls, let statePointer = conCls.pointee else { return }
+private let completedHandler: MHD_RequestCompletedCallback = { cls, connection, conCls, _ in
+    guard let cls, let conCls, let statePointer = conCls.pointee else { return }
+    let context = Unmanaged<DaemonContext>.fromOpaque(cls).takeUnretainedValue()
+    if let connection { context.connections.requestCompleted(connection) }
     Unmanaged<RequestState>.fromOpaque(statePointer).release()
     conCls.pointee = nil
-    if let cls {
-        Unmanaged<DaemonContext>.fromOpaque(cls).takeUnretainedValue().inFlight.withLock { $0 -= 1 }
+    context.inFlight.withLock { $0 -= 1 }
+}
+
+private let connectionHandler: MHD_NotifyConnectionCallback = { cls, connection, _, notice in
+    guard let cls, let connection else { return }
+    let context = Unmanaged<DaemonContext>.fromOpaque(cls).takeUnretainedValue()
+    switch notice {
+    case .CONNECTION_NOTIFY_STARTED: context.connections.opened(connection)
+    case .CONNECTION_NOTIFY_CLOSED: context.connections.closed(connection)
+    @unknown default: break
     }
 }
 
@@ -169,17 +204,21 @@ final class HTTPDaemon: @unchecked Sendable {
             tlsKey = strdup(key)
             tlsCertificate = strdup(certificate)
         }
-        let context = Unmanaged.passRetained(DaemonContext(bodyLimit: options.bodyLimit, handler: handler))
+        let connections = ConnectionGuard(
+            requestTimeoutSeconds: options.requestTimeoutSeconds,
+            perNetworkLimit: options.perClientConnectionLimit)
+        let context = Unmanaged.passRetained(
+            DaemonContext(bodyLimit: options.bodyLimit, connections: connections, handler: handler))
         let started = withUnsafePointer(to: &storage) { pointer in
             pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { address in
                 kb_mhd_start(
                     flags, address, UInt32(max(1, options.threads)), UInt32(options.connectionTimeoutSeconds),
                     UInt32(options.connectionLimit), 64 * 1024, accessHandler, context.toOpaque(),
-                    completedHandler,
-                    context.toOpaque(), tlsKey, tlsCertificate)
+                    completedHandler, connectionHandler, context.toOpaque(), tlsKey, tlsCertificate)
             }
         }
         guard let started else {
+            connections.stop()
             context.release()
             free(tlsKey)
             free(tlsCertificate)
@@ -209,6 +248,7 @@ final class HTTPDaemon: @unchecked Sendable {
             usleep(10_000)
         }
         MHD_stop_daemon(daemon)
+        context.takeUnretainedValue().connections.stop()
         if listener >= 0 { close(listener) }
     }
 

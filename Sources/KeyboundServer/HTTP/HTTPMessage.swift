@@ -21,7 +21,8 @@ public struct HTTPRequest: Sendable {
 
     /// - Parameters:
     ///   - method: the method.
-    ///   - path: the path; a `?query` part is split off into ``query``.
+    ///   - path: the request target: the path, and optionally a `?query` part that is split off
+    ///     into ``query`` and percent-decoded.
     ///   - headers: header fields (names are lowercased here).
     ///   - body: the body.
     ///   - clientAddress: the peer address (default loopback).
@@ -29,10 +30,10 @@ public struct HTTPRequest: Sendable {
         method: String, path: String, headers: [String: String] = [:], body: Data = Data(),
         clientAddress: String = "127.0.0.1"
     ) {
-        self.method = method
         var query: [String: String] = [:]
+        var decodedPath = path
         if let mark = path.firstIndex(of: "?") {
-            self.path = String(path[..<mark])
+            decodedPath = String(path[..<mark])
             for pair in path[path.index(after: mark)...].split(separator: "&") {
                 let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
                 let name = String(parts[0]).removingPercentEncoding ?? String(parts[0])
@@ -40,13 +41,36 @@ public struct HTTPRequest: Sendable {
                     parts.count > 1 ? (String(parts[1]).removingPercentEncoding ?? String(parts[1])) : ""
                 query[name] = value
             }
-        } else {
-            self.path = path
         }
+        self.init(
+            method: method, decodedPath: decodedPath, query: query, headers: headers, body: body,
+            clientAddress: clientAddress)
+    }
+
+    /// A request whose path the HTTP layer already separated from the query and percent-decoded:
+    /// the path is taken as it is (a decoded `%3F` is part of it, not the start of a query).
+    init(
+        method: String, decodedPath: String, query: [String: String], headers: [String: String], body: Data,
+        clientAddress: String
+    ) {
+        self.method = method
+        self.path = decodedPath
         self.query = query
         self.headers = Dictionary(headers.map { ($0.key.lowercased(), $0.value) }, uniquingKeysWith: { $1 })
         self.body = body
         self.clientAddress = clientAddress
+    }
+
+    /// Whether the declared media type is `application/json` (parameters such as
+    /// `; charset=utf-8` allowed). A web page can send another site a body without a type, or
+    /// of a form or `text/plain` type, with no CORS preflight, but not `application/json`: so
+    /// bodies of any other type are refused.
+    var hasJSONContentType: Bool {
+        guard let contentType = headers["content-type"] else { return false }
+        let mediaType = contentType.split(separator: ";", omittingEmptySubsequences: false).first.map {
+            $0.trimmingCharacters(in: .whitespaces).lowercased()
+        }
+        return mediaType == "application/json"
     }
 }
 

@@ -1,22 +1,105 @@
+import Dispatch
 import Foundation
 import KeyboundWire
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
 
 /// Where the server's JSON-lines log goes.
 public struct LogSink: Sendable {
     private let write: @Sendable (String) -> Void
+    private let waitForPending: @Sendable (DispatchTime) -> Void
 
-    /// - Parameter write: receives one complete JSON line (without the newline).
-    public init(_ write: @escaping @Sendable (String) -> Void) { self.write = write }
-
-    /// Standard error, one JSON object per line.
-    public static let standardError = LogSink { line in
-        FileHandle.standardError.write(Data((line + "\n").utf8))
+    /// - Parameter write: receives one complete JSON line (without the newline). It is called on
+    ///   the thread that handles a request: it must not block.
+    public init(_ write: @escaping @Sendable (String) -> Void) {
+        self.write = write
+        waitForPending = { _ in }
     }
+
+    private init(
+        write: @escaping @Sendable (String) -> Void,
+        waitForPending: @escaping @Sendable (DispatchTime) -> Void
+    ) {
+        self.write = write
+        self.waitForPending = waitForPending
+    }
+
+    /// Standard error, one JSON object per line. Logging never blocks or crashes a request:
+    /// lines are queued for one writer that uses `write(2)` and ignores its errors, and while
+    /// standard error does not drain (a full pipe or disk, a closed pipe), lines beyond the
+    /// 4096 already queued are dropped.
+    public static let standardError: LogSink = {
+        let writer = DescriptorWriter(descriptor: STDERR_FILENO, capacity: 4096)
+        return LogSink(write: writer.enqueue, waitForPending: writer.wait)
+    }()
 
     /// Discards everything.
     public static let discard = LogSink { _ in }
 
     func emit(_ line: String) { write(line) }
+
+    /// Waits until the lines logged so far are written, at most `timeout` seconds.
+    func flush(timeout: TimeInterval = 1) {
+        waitForPending(.now() + timeout)
+    }
+}
+
+/// Writes lines to a file descriptor from one background queue, in order, so that a slow, full
+/// or closed descriptor never holds up or crashes the thread that logs.
+private final class DescriptorWriter: Sendable {
+    private let descriptor: Int32
+    private let capacity: Int
+    private let queue = DispatchQueue(label: "keybound.log")
+    /// Lines queued and not yet written.
+    private let pending = Locked(0)
+
+    init(descriptor: Int32, capacity: Int) {
+        self.descriptor = descriptor
+        self.capacity = capacity
+    }
+
+    func enqueue(_ line: String) {
+        let accepted = pending.withLock { count in
+            guard count < capacity else { return false }
+            count += 1
+            return true
+        }
+        // The descriptor has not drained the queue: drop the line rather than wait.
+        guard accepted else { return }
+        let bytes = Array((line + "\n").utf8)
+        queue.async { [self] in
+            Self.writeAll(bytes, to: descriptor)
+            pending.withLock { $0 -= 1 }
+        }
+    }
+
+    func wait(until deadline: DispatchTime) {
+        let done = DispatchSemaphore(value: 0)
+        queue.async { done.signal() }
+        _ = done.wait(timeout: deadline)
+    }
+
+    /// Writes all bytes, or stops at the first error (EPIPE, ENOSPC, …): a log line is not worth more.
+    private static func writeAll(_ bytes: [UInt8], to descriptor: Int32) {
+        bytes.withUnsafeBytes { buffer in
+            guard let base = buffer.baseAddress else { return }
+            var offset = 0
+            while offset < buffer.count {
+                let written = write(descriptor, base + offset, buffer.count - offset)
+                if written > 0 {
+                    offset += written
+                } else if written < 0, errno == EINTR {
+                    continue
+                } else {
+                    return
+                }
+            }
+        }
+    }
 }
 
 /// A JSON-lines logger. Field names that can carry secrets are always redacted.

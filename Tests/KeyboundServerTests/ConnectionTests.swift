@@ -1,0 +1,393 @@
+import Foundation
+import KeyboundTestSupport
+import KeyboundWire
+import Testing
+
+@testable import KeyboundServer
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// The HTTP layer under attack: connection exhaustion, slow senders, oversized and mistyped
+/// bodies, strict parsing, the metrics listener, and a log that cannot be written. The attacker
+/// connects from a second loopback address (127.0.0.2), the victim from 127.0.0.1.
+@Suite("Connections and limits")
+struct ConnectionTests {
+    static let attacker = "127.0.0.2"
+
+    @Test(.enabled(if: RawConnection.canBind(attacker), "needs 127.0.0.2 on the loopback interface"))
+    func oneAddressHoldingHalfOpenRequestsCannotStarveOthers() async throws {
+        let live = try LiveServer {
+            $0.connectionLimit = 16
+            $0.perIPConnectionLimit = 4
+        }
+        let port = try #require(live.server.port)
+        let (held, status) = try await offThePool {
+            // Twice the server's whole connection limit, each a request whose headers never end.
+            var connections: [RawConnection] = []
+            for _ in 0..<32 {
+                let connection = try RawConnection(port: port, from: Self.attacker)
+                _ = connection.send("GET /healthz HTTP/1.1\r\nHost: x\r\n")
+                connections.append(connection)
+            }
+            let held = connections.filter { !$0.closedByPeer(within: 1) }.count
+            let victim = try RawConnection(port: port)
+            _ = victim.send("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            return (held, victim.response()?.status)
+        }
+        #expect(held == 4)
+        #expect(status == 200)
+    }
+
+    /// A request trickled one byte a second, in its headers or its body: the connection is cut at
+    /// the 2 s request deadline, long before the request (or the 30 s idle timeout) would end.
+    @Test(
+        .enabled(if: RawConnection.canBind(attacker), "needs 127.0.0.2 on the loopback interface"),
+        arguments: ["headers", "body"])
+    func slowSenderIsCutAtTheRequestDeadline(trickling part: String) async throws {
+        let live = try LiveServer { $0.requestTimeout = 2 }
+        let port = try #require(live.server.port)
+        let body = #"{"username":"slow","password":"correct horse battery"}"#
+        let head =
+            "POST /v1/accounts HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            + "Content-Length: \(body.utf8.count)\r\n\r\n"
+        let (sentBeforeCut, healthz) = try await offThePool {
+            let connection = try RawConnection(port: port, from: Self.attacker)
+            var trickled = Array((part == "headers" ? head + body : body).utf8)
+            if part == "body" { _ = connection.send(head) }
+            trickled = Array(trickled.prefix(15))
+            var sent = 0
+            for byte in trickled {
+                guard connection.send(Data([byte])) else { break }
+                sent += 1
+                if connection.closedByPeer(within: 1) { break }
+            }
+            let victim = try RawConnection(port: port)
+            _ = victim.send("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            return (sent, victim.response()?.status)
+        }
+        #expect(sentBeforeCut < 15, "the slow request was never cut")
+        #expect(healthz == 200)
+        // Nothing of the trickled request was handled.
+        #expect(!live.logs.all.contains { $0.contains(#""route":"/v1/accounts""#) })
+    }
+
+    @Test func declaredBodyOverTheLimitIs413BeforeAnyOfItIsSent() async throws {
+        let live = try LiveServer()
+        let port = try #require(live.server.port)
+        let response = try await offThePool {
+            let connection = try RawConnection(port: port)
+            _ = connection.send(
+                "POST /v1/accounts HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                    + "Content-Length: 10000000\r\n\r\n")
+            return connection.response()
+        }
+        #expect(response?.status == 413)
+        let problem = try Problem(jsonData: try #require(response?.body))
+        #expect(problem.code == .bodyTooLarge)
+    }
+
+    @Test func aBodyMustBeDeclaredApplicationJSON() async throws {
+        let live = try LiveServer()
+        let body = CreateAccountRequest(username: "alice", password: Client.password).jsonData
+        for contentType in [nil, "text/plain", "application/x-www-form-urlencoded", "multipart/form-data"] {
+            let reply = try await live.client.send(
+                "POST", "/v1/accounts", body: body, contentType: contentType)
+            #expect(reply.status == 415, "\(contentType ?? "no type")")
+            #expect(reply.problem?.code == .unsupportedMediaType)
+        }
+        // Also where the handler reads no body at all.
+        try await live.client.createAccount("bob")
+        let tokens = try await live.client.login("bob")
+        let logout = try await live.client.send(
+            "DELETE", "/v1/sessions/current", body: Data("x".utf8), token: tokens.accessToken,
+            contentType: "text/plain")
+        #expect(logout.status == 415)
+        let withCharset = try await live.client.send(
+            "POST", "/v1/accounts", body: body, contentType: "Application/JSON; charset=utf-8")
+        #expect(withCharset.status == 201)
+        // The in-process mode goes through the same check.
+        let inProcess = await live.server.handle(
+            HTTPRequest(method: "POST", path: "/v1/accounts", body: body))
+        #expect(inProcess.status == 415)
+    }
+
+    @Test func clientsAreParsedStrictlyAndADecodedQuestionMarkStaysInThePath() async throws {
+        let live = try LiveServer()
+        let port = try #require(live.server.port)
+        let withoutHost = try await offThePool {
+            let connection = try RawConnection(port: port)
+            _ = connection.send("GET /healthz HTTP/1.1\r\n\r\n")
+            return connection.response()?.status
+        }
+        #expect(withoutHost == 400)
+        // `%3F` decodes to `?`, which is part of the path: no route matches.
+        let encoded = try await live.client.send("GET", "/healthz%3Fa=b", checkSpec: false)
+        #expect(encoded.status == 404)
+    }
+
+    @Test func metricsAreServedOnlyOnTheMetricsListener() async throws {
+        let plain = try LiveServer()
+        #expect(plain.server.metricsURL == nil)
+        #expect(try await plain.client.send("GET", "/metrics", checkSpec: false).status == 404)
+
+        let live = try LiveServer { $0.metricsListen = ListenAddress(host: "127.0.0.1", port: 0) }
+        #expect(try await live.client.get("/healthz").status == 200)
+        #expect(try await live.client.send("GET", "/metrics", checkSpec: false).status == 404)
+        let metricsURL = try #require(live.server.metricsURL)
+        #expect(metricsURL.path == "/metrics")
+        #expect(metricsURL.port != live.server.port.map(Int.init))
+        let scraper = Client(baseURL: try #require(URL(string: "/", relativeTo: metricsURL)?.absoluteURL))
+        let metrics = try await scraper.send("GET", "metrics", checkSpec: false)
+        #expect(metrics.status == 200)
+        #expect(metrics.text.contains(#"keybound_http_requests_total{route="/healthz",status="200"} 1"#))
+        // The metrics listener serves nothing else.
+        #expect(try await scraper.send("GET", "healthz", checkSpec: false).status == 404)
+    }
+
+    @Test func serveFlagsForConnectionsAndMetrics() throws {
+        let executable = try KeyboundExecutable.url().path
+        let (status, help) = try runTool(executable, ["serve", "--help"])
+        #expect(status == 0)
+        for flag in [
+            "--request-timeout", "--connection-limit", "--per-ip-connection-limit", "--metrics-listen",
+        ] {
+            #expect(help.contains(flag))
+        }
+        #expect(try runTool(executable, ["serve", "--request-timeout", "0"]).0 == 2)
+        #expect(try runTool(executable, ["serve", "--per-ip-connection-limit", "-1"]).0 == 2)
+        #expect(try runTool(executable, ["serve", "--connection-limit", "0"]).0 == 2)
+        #expect(try runTool(executable, ["serve", "--metrics-listen", "nonsense"]).0 == 2)
+    }
+
+    /// `keybound serve` whose standard error is a pipe nobody reads any more, a pipe nobody
+    /// reads yet (it fills up), or a full disk: it keeps answering, and stops cleanly.
+    @Test(arguments: ["closed pipe", "full pipe", "/dev/full"])
+    func serverKeepsAnsweringWhenItsLogCannotBeWritten(standardError: String) async throws {
+        let directory = try TemporaryDirectory()
+        let port = try RawConnection.freePort()
+        let child = try ChildProcess(
+            try KeyboundExecutable.url(),
+            [
+                "serve", "--listen", "127.0.0.1:\(port)", "--db", "sqlite:" + directory.path("k.sqlite"),
+            ],
+            workingDirectory: directory.url, files: directory.url, name: "serve")
+        let pipe = Pipe()
+        switch standardError {
+        case "closed pipe":
+            try pipe.fileHandleForReading.close()
+            child.process.standardError = pipe.fileHandleForWriting
+        case "full pipe":
+            child.process.standardError = pipe.fileHandleForWriting
+        default:
+            child.process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: standardError))
+        }
+        try child.process.run()
+        defer {
+            if child.process.isRunning {
+                kill(child.process.processIdentifier, SIGKILL)
+                child.process.waitUntilExit()
+            }
+        }
+        let process = child.process
+        let answered = try await offThePool {
+            guard RawConnection.waitUntilListening(port: port, while: { process.isRunning }) else { return 0 }
+            // One log line per request: about 100 KB, more than a pipe holds (64 KiB).
+            let connection = try RawConnection(port: port)
+            var answered = 0
+            for _ in 0..<600 {
+                guard connection.send("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"),
+                    connection.response()?.status == 200
+                else { break }
+                answered += 1
+            }
+            return answered
+        }
+        #expect(answered == 600)
+        kill(process.processIdentifier, SIGTERM)
+        let exited = try await offThePool {
+            for _ in 0..<100 where process.isRunning { usleep(100_000) }
+            return !process.isRunning
+        }
+        #expect(exited)
+        if exited {
+            #expect(!child.crashed)
+            #expect(process.terminationStatus == 0)
+        }
+        try? pipe.fileHandleForReading.close()
+    }
+}
+
+/// Runs blocking socket work on a Dispatch thread, not on the cooperative pool.
+private func offThePool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { continuation in
+        DispatchQueue.global().async { continuation.resume(with: Result { try body() }) }
+    }
+}
+
+/// A blocking TCP connection to a loopback port, from a chosen loopback source address, for
+/// what URLSession cannot do: half-open requests, trickled bytes, raw request lines. Every
+/// read and write gives up after 10 s, so no test can hang on it.
+final class RawConnection {
+    private let descriptor: Int32
+    private var buffer: [UInt8] = []
+
+    init(port: UInt16, from source: String = "127.0.0.1") throws {
+        descriptor = try Self.socket(boundTo: source)
+        var timeout = timeval(tv_sec: 10, tv_usec: 0)
+        _ = setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        _ = setsockopt(descriptor, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        var address = Self.address("127.0.0.1", port: port)
+        let status = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
+        }
+        guard status == 0 else {
+            close(descriptor)
+            throw TestFailure("connect to port \(port) failed: errno \(errno)")
+        }
+    }
+
+    deinit { close(descriptor) }
+
+    /// Sends the bytes; false when the peer closed the connection.
+    @discardableResult
+    func send(_ text: String) -> Bool { send(Data(text.utf8)) }
+
+    /// Sends the bytes; false when the peer closed the connection.
+    func send(_ data: Data) -> Bool {
+        data.withUnsafeBytes { bytes in
+            guard let base = bytes.baseAddress else { return true }
+            var offset = 0
+            while offset < bytes.count {
+                #if canImport(Glibc)
+                    // No SIGPIPE when the server has closed the connection: an error instead.
+                    let sent = Glibc.send(
+                        descriptor, base + offset, bytes.count - offset, Int32(MSG_NOSIGNAL))
+                #else
+                    let sent = Darwin.send(descriptor, base + offset, bytes.count - offset, 0)
+                #endif
+                guard sent > 0 else { return false }
+                offset += sent
+            }
+            return true
+        }
+    }
+
+    /// Whether the peer closes the connection (end-of-file or reset) within `seconds`.
+    func closedByPeer(within seconds: Double) -> Bool {
+        var entry = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
+        guard poll(&entry, 1, Int32(seconds * 1000)) > 0 else { return false }
+        var byte: UInt8 = 0
+        return recv(descriptor, &byte, 1, Int32(MSG_PEEK | MSG_DONTWAIT)) <= 0
+    }
+
+    /// Reads one response (status line, headers, a `Content-Length` body); nil when the
+    /// connection ends or stalls first.
+    func response() -> (status: Int, body: Data)? {
+        let separator = Array("\r\n\r\n".utf8)
+        var headEnd: Int?
+        while headEnd == nil {
+            headEnd = buffer.indices.dropLast(3).first { Array(buffer[$0..<$0 + 4]) == separator }
+            if headEnd == nil, !fill() { return nil }
+        }
+        guard let headEnd else { return nil }
+        let head = String(decoding: buffer[..<headEnd], as: UTF8.self)
+        let lines = head.components(separatedBy: "\r\n")
+        guard let statusText = lines.first?.split(separator: " ").dropFirst().first,
+            let status = Int(statusText)
+        else { return nil }
+        let length =
+            lines.dropFirst().compactMap { line -> Int? in
+                let parts = line.split(separator: ":", maxSplits: 1)
+                guard parts.count == 2, parts[0].lowercased() == "content-length" else { return nil }
+                return Int(parts[1].trimmingCharacters(in: .whitespaces))
+            }.first ?? 0
+        let bodyStart = headEnd + 4
+        while buffer.count < bodyStart + length {
+            guard fill() else { return nil }
+        }
+        let body = Data(buffer[bodyStart..<bodyStart + length])
+        buffer.removeFirst(bodyStart + length)
+        return (status, body)
+    }
+
+    private func fill() -> Bool {
+        var chunk = [UInt8](repeating: 0, count: 16 * 1024)
+        let count = recv(descriptor, &chunk, chunk.count, 0)
+        guard count > 0 else { return false }
+        buffer += chunk[..<count]
+        return true
+    }
+
+    /// Whether a socket can be bound to `source` (127.0.0.2 is on the loopback interface on
+    /// Linux; elsewhere it may need an alias).
+    static func canBind(_ source: String) -> Bool {
+        guard let descriptor = try? socket(boundTo: source) else { return false }
+        close(descriptor)
+        return true
+    }
+
+    /// A loopback port that was free a moment ago.
+    static func freePort() throws -> UInt16 {
+        let descriptor = try socket(boundTo: "127.0.0.1")
+        defer { close(descriptor) }
+        var address = sockaddr_in()
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let status = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(descriptor, $0, &length) }
+        }
+        guard status == 0 else { throw TestFailure("getsockname failed: errno \(errno)") }
+        return UInt16(bigEndian: address.sin_port)
+    }
+
+    /// Polls `GET /healthz` on `port` for up to 20 s, while `running()` holds.
+    static func waitUntilListening(port: UInt16, while running: () -> Bool) -> Bool {
+        for _ in 0..<200 where running() {
+            if let connection = try? RawConnection(port: port),
+                connection.send("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"),
+                connection.response()?.status == 200
+            {
+                return true
+            }
+            usleep(100_000)
+        }
+        return false
+    }
+
+    private static func socket(boundTo source: String) throws -> Int32 {
+        #if canImport(Glibc)
+            let descriptor = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        #else
+            let descriptor = Darwin.socket(AF_INET, SOCK_STREAM, 0)
+        #endif
+        guard descriptor >= 0 else { throw TestFailure("socket failed: errno \(errno)") }
+        #if canImport(Darwin)
+            var one: Int32 = 1
+            _ = setsockopt(descriptor, SOL_SOCKET, SO_NOSIGPIPE, &one, socklen_t(MemoryLayout<Int32>.size))
+        #endif
+        var address = address(source, port: 0)
+        let status = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
+        }
+        guard status == 0 else {
+            close(descriptor)
+            throw TestFailure("cannot bind to \(source): errno \(errno)")
+        }
+        return descriptor
+    }
+
+    private static func address(_ host: String, port: UInt16) -> sockaddr_in {
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = port.bigEndian
+        _ = inet_pton(AF_INET, host, &address.sin_addr)
+        return address
+    }
+}
