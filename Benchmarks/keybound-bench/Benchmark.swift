@@ -257,6 +257,18 @@ final class Benchmark {
             synchronous: options.synchronous, verifiesPerSecond: verifiesPerSecond)
 
         progress(
+            "the login's bound (2 x GET /healthz + verify + sign), \(clients.count) clients, \(durations.bound) s"
+        )
+        report.loginBound = runLoad(
+            try clients.map { try LoginBoundWorker(connection: $0.connection) }, warmup: durations.warmup,
+            duration: durations.bound)
+
+        progress("refresh-token rotations, \(clients.count) clients, \(durations.refresh) s")
+        report.refreshes = runLoad(
+            clients.map { RefreshWorker(connection: $0.connection, refreshToken: $0.refreshToken) },
+            warmup: durations.warmup, duration: durations.refresh)
+
+        progress(
             "GET /healthz and GET /v1/me alternating, \(clients.count) clients, \(durations.reads) s each")
         let (health, me) = alternate(
             clients.map { GetWorker(connection: $0.connection, path: "/healthz", bearer: nil) },

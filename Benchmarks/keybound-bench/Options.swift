@@ -86,6 +86,9 @@ struct Durations {
     let argon2: Double
     let warmup: Double
     let deviceLogins: Double
+    /// The login's bound, right after the logins.
+    let bound: Double
+    let refresh: Double
     let reads: Double
     let growthRounds: Int
     let growthRoundSeconds: Double
@@ -98,11 +101,13 @@ struct Durations {
             (verify, argon2, warmup, deviceLogins, reads, passwordLogins, growthSeedBudget) =
                 (1, 0.4, 0.2, 1.5, 1, 1.5, 4)
             (growthRounds, growthRoundSeconds) = (2, 0.75)
+            (bound, refresh) = (1, 1)
             growthUsers = options.growthUsers ?? 100_000
         } else {
             (verify, argon2, warmup, deviceLogins, reads, passwordLogins, growthSeedBudget) =
                 (2, 1.5, 0.3, 4, 2, 4, 20)
             (growthRounds, growthRoundSeconds) = (3, 1.5)
+            (bound, refresh) = (2, 2)
             growthUsers = options.growthUsers ?? 1_000_000
         }
     }
