@@ -220,3 +220,89 @@ struct LoginChallengeTests {
                 == 410)
     }
 }
+
+@Suite("No idle worker")
+struct NoIdleWorkerTests {
+    /// A database whose next write waits, on the thread that runs the request, until released:
+    /// a request stuck waiting for its commit.
+    private final class HeldWrites: Database {
+        private let base: any Database
+        let arrived = DispatchSemaphore(value: 0)
+        let release = DispatchSemaphore(value: 0)
+        private let holding = Locked(false)
+        /// Whether a write is waiting right now.
+        let waiting = Locked(false)
+
+        init(_ base: any Database) { self.base = base }
+
+        func write<T>(_ body: (any SQLConnection) throws -> T) throws -> T {
+            if holding.withLock({ $0 }) {
+                waiting.withLock { $0 = true }
+                arrived.signal()
+                // Bounded: after 20 s the write goes ahead anyway (and the test fails).
+                _ = release.wait(timeout: .now() + 20)
+                waiting.withLock { $0 = false }
+            }
+            return try base.write(body)
+        }
+
+        func read<T>(_ body: (any SQLConnection) throws -> T) throws -> T { try base.read(body) }
+
+        func startHolding() { holding.withLock { $0 = true } }
+
+        func stopHolding() {
+            holding.withLock { $0 = false }
+            release.signal()
+        }
+    }
+
+    @Test func aRequestWaitingForItsCommitDoesNotHoldUpOtherConnections() async throws {
+        let directory = try TemporaryDirectory()
+        var configuration = Configuration.testing(databasePath: directory.path("keybound.sqlite"))
+        // One HTTP thread: if a waiting request held it, nothing else could be answered.
+        configuration.workerThreads = 1
+        let database = HeldWrites(
+            try openDatabase(url: configuration.databaseURL, connections: 2, synchronous: .normal))
+        let server = try Server(configuration: configuration, database: database)
+        try server.start()
+        defer { server.stop(gracePeriod: 1) }
+        let client = Client(baseURL: try #require(server.baseURL))
+
+        database.startHolding()
+        let signUp = Task {
+            try await client.post(
+                "/v1/accounts", CreateAccountRequest(username: "alice", password: Client.password)
+            ).status
+        }
+        // The sign-up is at its write, and stays there…
+        #expect(await Task.detached { database.arrived.wait(timeout: .now() + 20) == .success }.value)
+        // …while another connection is served.
+        #expect(try await client.get("/healthz").status == 200)
+        #expect(database.waiting.withLock { $0 })
+        database.stopHolding()
+        #expect(try await signUp.value == 201)
+    }
+}
+
+@Suite("Bearer header")
+struct BearerHeaderTests {
+    @Test func schemeInAnyCaseAndBlanksAroundTheTokenAreAccepted() throws {
+        let app = try InProcessApplication()
+        try app.createAccount("alice")
+        let token = try TokenResponse(jsonData: app.login("alice", Client.password).body).accessToken
+        func me(_ authorization: String) -> Int {
+            app.application.handle(
+                HTTPRequest(method: "GET", path: "/v1/me", headers: ["Authorization": authorization])
+            ).status
+        }
+        for accepted in ["Bearer \(token)", "bearer \(token)", "BEARER  \(token)", "Bearer\t\(token) \t"] {
+            #expect(me(accepted) == 200, "\(accepted)")
+        }
+        for refused in [
+            "Bearer\(token)", "Basic \(token)", "Bearer", "Bearer ", "Bearers \(token)", "Bearer \(token)x",
+            "Bearer x\(token)", "Bearer \(token.prefix(10))", "Bearer \(String(repeating: "a", count: 129))",
+        ] {
+            #expect(me(refused) == 401, "\(refused)")
+        }
+    }
+}
