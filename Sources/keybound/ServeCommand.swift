@@ -27,6 +27,7 @@ enum ServeCommand {
           --sqlite-synchronous M    full (survives power loss) or normal (survives kill -9, faster)
                                                                    KEYBOUND_SQLITE_SYNCHRONOUS (full)
           --workers N               HTTP worker threads            KEYBOUND_WORKERS     (core count, min 2)
+          --handler-threads N       request handler threads        KEYBOUND_HANDLER_THREADS (64)
           --body-limit BYTES        largest request body           KEYBOUND_BODY_LIMIT  (65536)
           --connection-timeout SEC  idle connection timeout        KEYBOUND_CONNECTION_TIMEOUT (30)
           --request-timeout SEC     a request must arrive whole in this time, however it trickles
@@ -142,6 +143,9 @@ enum ServeCommand {
         }
         if let workers = try integer("workers", "KEYBOUND_WORKERS", 1...256) {
             configuration.workerThreads = workers
+        }
+        if let handlers = try integer("handler-threads", "KEYBOUND_HANDLER_THREADS", 1...4096) {
+            configuration.handlerThreads = handlers
         }
         if let limit = try integer("body-limit", "KEYBOUND_BODY_LIMIT", 1024...16_777_216) {
             configuration.bodyLimit = limit

@@ -12,6 +12,8 @@ struct HTTPDaemonOptions {
     var host: String
     var port: UInt16
     var threads: Int
+    /// Threads that run request handlers (see ``HandlerThreads``).
+    var handlerThreads: Int
     /// Idle connections are closed after this many seconds without a byte (libmicrohttpd's timeout).
     var connectionTimeoutSeconds: Int
     /// A request must arrive whole within this many seconds (see ``ConnectionGuard``).
@@ -34,15 +36,19 @@ private final class DaemonContext: Sendable {
     let bodyLimit: Int
     let handler: @Sendable (HTTPRequest) -> HTTPResponse
     let connections: ConnectionGuard
+    let handlers: HandlerThreads
     /// Requests between their first callback and their completion notice.
     let inFlight = Locked(0)
+    /// Connections suspended while a handler thread works on their request.
+    let suspended = Locked(0)
 
     init(
-        bodyLimit: Int, connections: ConnectionGuard,
+        bodyLimit: Int, connections: ConnectionGuard, handlers: HandlerThreads,
         handler: @escaping @Sendable (HTTPRequest) -> HTTPResponse
     ) {
         self.bodyLimit = bodyLimit
         self.connections = connections
+        self.handlers = handlers
         self.handler = handler
     }
 }
@@ -51,6 +57,19 @@ private final class DaemonContext: Sendable {
 private final class RequestState {
     var body = Data()
     var exceeded = false
+    /// Whether the request went to a handler thread (its connection is suspended until then).
+    var handed = false
+    /// The handler's answer, set on the handler thread before it resumes the connection.
+    let response = Locked<HTTPResponse?>(nil)
+}
+
+/// A libmicrohttpd connection handle, to resume it from a handler thread.
+///
+/// `@unchecked Sendable` is safe because the handle is only used for `MHD_resume_connection`,
+/// which libmicrohttpd allows from any thread, while the connection is suspended (it cannot be
+/// freed then).
+private struct SuspendedConnection: @unchecked Sendable {
+    let pointer: OpaquePointer
 }
 
 private func collectValues(
@@ -110,17 +129,44 @@ private let accessHandler: MHD_AccessHandlerCallback = {
         return .YES
     }
 
-    // Step 3: the whole request is here. Route it and queue the response.
-    return respond(context, connection, url: url, method: method, state: state)
+    // Step 4: a handler thread answered and resumed the connection: send the answer.
+    if let response = state.response.withLock({ $0 }) { return queue(response, on: connection) }
+    guard !state.handed else { return .YES }
+
+    // Step 3: the whole request is here. Hand it to a handler thread and suspend the connection,
+    // so that this thread goes on with other connections while the request waits (for its
+    // group commit, most of all).
+    guard context.connections.requestArrived(connection) else { return .NO }
+    let request = makeRequest(connection, url: url, method: method, state: state)
+    state.handed = true
+    MHD_suspend_connection(connection)
+    context.suspended.withLock { $0 += 1 }
+    let suspended = SuspendedConnection(pointer: connection)
+    context.handlers.run { [response = state.response] in
+        let answer = context.handler(request)
+        response.withLock { $0 = answer }
+        MHD_resume_connection(suspended.pointer)
+        context.suspended.withLock { $0 -= 1 }
+    }
+    return .YES
 }
 
-/// Hands the request to the handler and queues its response, unless it arrived after its deadline.
+/// Answers on this thread (a refusal before the body arrives), unless the request arrived after
+/// its deadline.
 private func respond(
     _ context: DaemonContext, _ connection: OpaquePointer, url: UnsafePointer<CChar>,
     method: UnsafePointer<CChar>,
     state: RequestState
 ) -> MHD_Result {
     guard context.connections.requestArrived(connection) else { return .NO }
+    return queue(
+        context.handler(makeRequest(connection, url: url, method: method, state: state)), on: connection)
+}
+
+/// The request as the router sees it.
+private func makeRequest(
+    _ connection: OpaquePointer, url: UnsafePointer<CChar>, method: UnsafePointer<CChar>, state: RequestState
+) -> HTTPRequest {
     var address = [CChar](repeating: 0, count: 64)
     let clientAddress =
         kb_mhd_client_address(connection, &address, address.count) == 0
@@ -133,8 +179,7 @@ private func respond(
         headers: collectValues(connection, kind: .HEADER_KIND), body: state.body, clientAddress: clientAddress
     )
     request.bodyExceededLimit = state.exceeded
-    let response = context.handler(request)
-    return queue(response, on: connection)
+    return request
 }
 
 private func queue(_ response: HTTPResponse, on connection: OpaquePointer) -> MHD_Result {
@@ -192,7 +237,8 @@ final class HTTPDaemon: @unchecked Sendable {
             throw HTTPDaemonError(
                 description: "listen address \(options.host) is not a numeric IPv4 or IPv6 address")
         }
-        var flags = MHD_USE_AUTO_INTERNAL_THREAD.rawValue | MHD_USE_ITC.rawValue
+        var flags =
+            MHD_USE_AUTO_INTERNAL_THREAD.rawValue | MHD_USE_ITC.rawValue | MHD_ALLOW_SUSPEND_RESUME.rawValue
         if family == AF_INET6 { flags |= MHD_USE_IPv6.rawValue }
         var tlsKey: UnsafeMutablePointer<CChar>?
         var tlsCertificate: UnsafeMutablePointer<CChar>?
@@ -207,8 +253,10 @@ final class HTTPDaemon: @unchecked Sendable {
         let connections = ConnectionGuard(
             requestTimeoutSeconds: options.requestTimeoutSeconds,
             perNetworkLimit: options.perClientConnectionLimit)
+        let handlers = HandlerThreads(count: options.handlerThreads)
         let context = Unmanaged.passRetained(
-            DaemonContext(bodyLimit: options.bodyLimit, connections: connections, handler: handler))
+            DaemonContext(
+                bodyLimit: options.bodyLimit, connections: connections, handlers: handlers, handler: handler))
         let started = withUnsafePointer(to: &storage) { pointer in
             pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { address in
                 kb_mhd_start(
@@ -219,6 +267,7 @@ final class HTTPDaemon: @unchecked Sendable {
         }
         guard let started else {
             connections.stop()
+            handlers.stop()
             context.release()
             free(tlsKey)
             free(tlsCertificate)
@@ -247,8 +296,12 @@ final class HTTPDaemon: @unchecked Sendable {
         while context.takeUnretainedValue().inFlight.withLock({ $0 }) > 0, Date() < deadline {
             usleep(10_000)
         }
+        // libmicrohttpd must not stop with a suspended connection: let the handlers that are
+        // still at work finish (each does in bounded time: a write waits at most the busy timeout).
+        while context.takeUnretainedValue().suspended.withLock({ $0 }) > 0 { usleep(1000) }
         MHD_stop_daemon(daemon)
         context.takeUnretainedValue().connections.stop()
+        context.takeUnretainedValue().handlers.stop()
         if listener >= 0 { close(listener) }
     }
 
@@ -257,5 +310,54 @@ final class HTTPDaemon: @unchecked Sendable {
         context.release()
         free(tlsKey)
         free(tlsCertificate)
+    }
+}
+
+/// The threads that run request handlers, apart from libmicrohttpd's own: a handler may wait (for
+/// its group commit, mostly) while libmicrohttpd's threads go on serving every other connection.
+/// A waiting handler holds a thread of this pool only; its connection is suspended meanwhile.
+final class HandlerThreads: Sendable {
+    /// Jobs in order; nil tells one thread to end.
+    private let jobs = Locked<[(@Sendable () -> Void)?]>([])
+    private let queued = DispatchSemaphore(value: 0)
+    private let finished = DispatchGroup()
+    private let count: Int
+    private let stopped = Locked(false)
+
+    init(count: Int) {
+        self.count = max(1, count)
+        for index in 0..<self.count {
+            finished.enter()
+            let thread = Thread { [self] in
+                while let job = nextJob() { job() }
+                finished.leave()
+            }
+            thread.name = "keybound-handler-\(index)"
+            thread.start()
+        }
+    }
+
+    /// Runs `job` on the next free thread.
+    func run(_ job: @escaping @Sendable () -> Void) { enqueue(job) }
+
+    private func enqueue(_ job: (@Sendable () -> Void)?) {
+        jobs.withLock { $0.append(job) }
+        queued.signal()
+    }
+
+    private func nextJob() -> (@Sendable () -> Void)? {
+        queued.wait()
+        return jobs.withLock { $0.removeFirst() }
+    }
+
+    /// Lets the jobs already queued run, then ends the threads. Safe to call more than once.
+    func stop() {
+        let first = stopped.withLock { wasStopped in
+            defer { wasStopped = true }
+            return !wasStopped
+        }
+        guard first else { return }
+        for _ in 0..<count { enqueue(nil) }
+        finished.wait()
     }
 }
