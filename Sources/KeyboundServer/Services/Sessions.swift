@@ -124,16 +124,16 @@ extension Application {
             deviceID: try row.optionalText(4), authMethod: method, authTime: try row.integer(6))
     }
 
-    /// The hash of the token in `Authorization: Bearer <token>` (the scheme in any case, spaces
-    /// and tabs around the token ignored), read byte by byte: Foundation's trimming and splitting
-    /// cost more than the database lookup that follows.
+    /// The hash of the token in `Authorization: Bearer <token>` (the scheme in any case, then one
+    /// or more spaces as RFC 7235 says; blanks after the token ignored), read byte by byte:
+    /// Foundation's trimming and splitting cost more than the database lookup that follows.
     /// - Throws: ``APIError/tokenInvalid`` when the header is missing or malformed.
     private func bearerTokenHash(_ context: RequestContext) throws -> String {
         guard let header = context.request.headers["authorization"] else { throw APIError.tokenInvalid }
         let bytes = Array(header.utf8)
         let scheme = "bearer".utf8
         func isBlank(_ byte: UInt8) -> Bool { byte == UInt8(ascii: " ") || byte == UInt8(ascii: "\t") }
-        guard bytes.count > scheme.count, isBlank(bytes[scheme.count]),
+        guard bytes.count > scheme.count, bytes[scheme.count] == UInt8(ascii: " "),
             zip(bytes, scheme).allSatisfy({ $0 | 0x20 == $1 })
         else { throw APIError.tokenInvalid }
         var start = scheme.count
