@@ -24,7 +24,7 @@ struct BenchOptions {
                keybound-bench --profile healthz|me|challenge|login|refresh N
 
           Measures the performance targets of docs/design.md against an in-process server on 127.0.0.1
-          in one run (about 50 s; --quick about 18 s) and prints each as a ratio with PASS/FAIL.
+          in one run (about 80 s; --quick about 30 s) and prints each as a ratio with PASS/FAIL.
           --json                  one JSON object on standard output instead of the table
           --concurrency N         client connections for device logins and reads (default 64)
           --sqlite-synchronous M  durability of the main runs (default full, the server's default);
@@ -106,7 +106,7 @@ struct Durations {
             growthUsers = options.growthUsers ?? 100_000
         } else {
             (verify, argon2, warmup, deviceLogins, reads, passwordLogins, growthSeedBudget) =
-                (2, 1.5, 0.3, 4, 2, 4, 20)
+                (2, 1.5, 0.3, 4, 2, 4, 30)
             (growthRounds, growthRoundSeconds) = (3, 1.5)
             (bound, refresh) = (2, 2)
             growthUsers = options.growthUsers ?? 1_000_000
