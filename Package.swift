@@ -29,6 +29,8 @@ let package = Package(
         .systemLibrary(
             name: "CMicroHTTPD", pkgConfig: "libmicrohttpd",
             providers: [.apt(["libmicrohttpd-dev"]), .brew(["libmicrohttpd"])]),
+        .systemLibrary(
+            name: "CLibPQ", pkgConfig: "libpq", providers: [.apt(["libpq-dev"]), .brew(["libpq"])]),
 
         // Crypto primitives: CryptoKit on Apple platforms, OpenSSL 3 elsewhere.
         .target(name: "KeyboundCrypto", dependencies: [.target(name: "COpenSSL", condition: linuxOnly)]),
@@ -43,7 +45,7 @@ let package = Package(
         // The backend: HTTP, routes, services, storage.
         .target(
             name: "KeyboundServer",
-            dependencies: ["KeyboundWire", "KeyboundCrypto", "CSodium", "CSQLite", "CMicroHTTPD"]),
+            dependencies: ["KeyboundWire", "KeyboundCrypto", "CSodium", "CSQLite", "CMicroHTTPD", "CLibPQ"]),
         .executableTarget(
             name: "keybound",
             dependencies: [

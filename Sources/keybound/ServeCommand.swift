@@ -13,7 +13,9 @@ enum ServeCommand {
 
         options:
           --listen HOST:PORT        numeric address and port       KEYBOUND_LISTEN      (127.0.0.1:8420)
-          --db URL                  sqlite:PATH                    KEYBOUND_DB          (sqlite:keybound.sqlite)
+          --db URL                  sqlite:PATH, or postgres://USER@HOST:PORT/DB for several servers
+                                    on one database (password: KEYBOUND_DB_PASSWORD or PGPASSWORD)
+                                                                   KEYBOUND_DB          (sqlite:keybound.sqlite)
           --server-id ID            id written into signing payloads KEYBOUND_SERVER_ID (keybound)
           --tls-cert FILE           PEM certificate (with --tls-key: HTTPS) KEYBOUND_TLS_CERT
           --tls-key FILE            PEM private key                KEYBOUND_TLS_KEY
@@ -105,11 +107,14 @@ enum ServeCommand {
             configuration.port = address.port
         }
         if let url = value("db", "KEYBOUND_DB") {
-            guard url.hasPrefix("sqlite:"), url.count > "sqlite:".count else {
-                throw UsageError("--db must be sqlite:PATH, e.g. sqlite:/var/lib/keybound/keybound.sqlite")
+            if let problem = Configuration.databaseURLProblem(url) {
+                throw UsageError(
+                    "--db: \(problem) (e.g. sqlite:/var/lib/keybound/keybound.sqlite or "
+                        + "postgres://keybound@db.internal:5432/keybound)")
             }
             configuration.databaseURL = url
         }
+        configuration.databasePassword = databasePassword(environment)
         if let mode = value("sqlite-synchronous", "KEYBOUND_SQLITE_SYNCHRONOUS") {
             guard let synchronous = SQLiteSynchronous(rawValue: mode) else {
                 throw UsageError("--sqlite-synchronous must be full or normal")
@@ -196,6 +201,13 @@ enum ServeCommand {
             configuration.argon2.iterations = iterations
         }
         return configuration
+    }
+
+    /// The PostgreSQL password: `KEYBOUND_DB_PASSWORD`, else `PGPASSWORD` (never a flag: a
+    /// command line is visible to every user of the machine).
+    static func databasePassword(_ environment: [String: String]) -> String? {
+        [environment["KEYBOUND_DB_PASSWORD"], environment["PGPASSWORD"]].lazy.compactMap { $0 }
+            .first { !$0.isEmpty }
     }
 
     /// Parses `HOST:PORT` (`[IPv6]:PORT`; an empty host is 127.0.0.1).

@@ -19,7 +19,8 @@ enum UserCommand {
         running meanwhile. Prints the new user id.
 
         options:
-          --db URL   sqlite:PATH    KEYBOUND_DB (sqlite:keybound.sqlite)
+          --db URL   sqlite:PATH or postgres://USER@HOST:PORT/DB (password: KEYBOUND_DB_PASSWORD
+                     or PGPASSWORD)    KEYBOUND_DB (sqlite:keybound.sqlite)
           --help     print this help
 
         exit status: 0 created, 1 refused (taken, invalid, database error), 2 usage
@@ -45,12 +46,12 @@ enum UserCommand {
         configuration.workerThreads = 1
         let username: String
         do {
-            if let url = arguments.option("db") ?? ProcessInfo.processInfo.environment["KEYBOUND_DB"] {
-                guard url.hasPrefix("sqlite:"), url.count > "sqlite:".count else {
-                    throw UsageError("--db must be sqlite:PATH")
-                }
+            let environment = ProcessInfo.processInfo.environment
+            if let url = arguments.option("db") ?? environment["KEYBOUND_DB"] {
+                if let problem = Configuration.databaseURLProblem(url) { throw UsageError("--db: \(problem)") }
                 configuration.databaseURL = url
             }
+            configuration.databasePassword = ServeCommand.databasePassword(environment)
             try arguments.finish()
             guard arguments.positionals.first == "add" else {
                 throw UsageError("the only command is 'add' (keybound user add NAME)")

@@ -7,8 +7,8 @@ import Testing
 
 @Suite("Devices and device-key login")
 struct DeviceTests {
-    @Test func bindListAndLogInWithTheDeviceKey() async throws {
-        let live = try LiveServer()
+    @Test(arguments: Engine.all) func bindListAndLogInWithTheDeviceKey(engine: Engine) async throws {
+        let live = try LiveServer(engine)
         let (tokens, key, deviceID) = try await live.client.userWithDevice("alice")
         let list = try await live.client.get("/v1/devices", token: tokens.accessToken)
         let devices = try list.decode(DeviceListResponse.self).devices
@@ -34,8 +34,8 @@ struct DeviceTests {
         #expect(me.username == "alice")
     }
 
-    @Test func replayedSignatureIsRefused() async throws {
-        let live = try LiveServer()
+    @Test(arguments: Engine.all) func replayedSignatureIsRefused(engine: Engine) async throws {
+        let live = try LiveServer(engine)
         let (_, key, deviceID) = try await live.client.userWithDevice("alice")
         let challenge = try await live.client.challenge(deviceID)
         let signature = try sign(challenge.payload, with: key)
@@ -53,8 +53,8 @@ struct DeviceTests {
         #expect(wrong.problem?.code == .signatureInvalid)
     }
 
-    @Test func signatureByAnotherDeviceIsRefused() async throws {
-        let live = try LiveServer()
+    @Test(arguments: Engine.all) func signatureByAnotherDeviceIsRefused(engine: Engine) async throws {
+        let live = try LiveServer(engine)
         let (_, _, aliceDevice) = try await live.client.userWithDevice("alice")
         let (_, bobKey, _) = try await live.client.userWithDevice("bob")
         let challenge = try await live.client.challenge(aliceDevice)
@@ -64,8 +64,8 @@ struct DeviceTests {
         #expect(reply.problem?.code == .signatureInvalid)
     }
 
-    @Test func tamperedLoginPayloadIsRefused() async throws {
-        let live = try LiveServer()
+    @Test(arguments: Engine.all) func tamperedLoginPayloadIsRefused(engine: Engine) async throws {
+        let live = try LiveServer(engine)
         let (_, key, deviceID) = try await live.client.userWithDevice("alice")
         let challenge = try await live.client.challenge(deviceID)
         let original = try SigningPayload(parsing: challenge.payload)
@@ -77,8 +77,8 @@ struct DeviceTests {
         #expect(reply.status == 401)
     }
 
-    @Test func expiredAndReusedChallenges() async throws {
-        let live = try LiveServer()
+    @Test(arguments: Engine.all) func expiredAndReusedChallenges(engine: Engine) async throws {
+        let live = try LiveServer(engine)
         let (_, key, deviceID) = try await live.client.userWithDevice("alice")
         let challenge = try await live.client.challenge(deviceID)
         live.clock.advance(by: 61)
@@ -95,8 +95,10 @@ struct DeviceTests {
         #expect(unknown.status == 404)
     }
 
-    @Test func thirtyTwoConcurrentUsesOfOneChallengeGiveExactlyOneSuccess() async throws {
-        let live = try LiveServer()
+    @Test(arguments: Engine.all) func thirtyTwoConcurrentUsesOfOneChallengeGiveExactlyOneSuccess(
+        engine: Engine
+    ) async throws {
+        let live = try LiveServer(engine)
         let (_, key, deviceID) = try await live.client.userWithDevice("alice")
         let challenge = try await live.client.challenge(deviceID)
         let signature = try sign(challenge.payload, with: key)
@@ -115,8 +117,8 @@ struct DeviceTests {
         #expect(statuses.filter { $0 == 409 }.count == 31)
     }
 
-    @Test func revokedDeviceCanNeitherLogInNorApprove() async throws {
-        let live = try LiveServer()
+    @Test(arguments: Engine.all) func revokedDeviceCanNeitherLogInNorApprove(engine: Engine) async throws {
+        let live = try LiveServer(engine)
         let (_, key, deviceID) = try await live.client.userWithDevice("alice")
         let pending = try await live.client.challenge(deviceID)
         let deviceSession = try await live.client.deviceLogin(
@@ -158,8 +160,8 @@ struct DeviceTests {
             try await live.client.delete("/v1/devices/\(deviceID)", token: tokens.accessToken).status == 204)
     }
 
-    @Test func bindingNeedsARecentPasswordLogin() async throws {
-        let live = try LiveServer()
+    @Test(arguments: Engine.all) func bindingNeedsARecentPasswordLogin(engine: Engine) async throws {
+        let live = try LiveServer(engine)
         let (_, key, deviceID) = try await live.client.userWithDevice("alice")
         let newKey = try P256SigningKey()
         let request = BindDeviceRequest(
@@ -186,8 +188,9 @@ struct DeviceTests {
         #expect(late.problem?.code == .stepUpRequired)
     }
 
-    @Test func newKeyFromTheSameClientRevokesTheOldDevice() async throws {
-        let live = try LiveServer()
+    @Test(arguments: Engine.all) func newKeyFromTheSameClientRevokesTheOldDevice(engine: Engine) async throws
+    {
+        let live = try LiveServer(engine)
         let (tokens, oldKey, oldDevice) = try await live.client.userWithDevice("alice", clientID: "phone")
         let (_, newDevice) = try await live.client.bindDevice(tokens.accessToken)
         let devices = try await live.client.get("/v1/devices", token: tokens.accessToken)
@@ -207,8 +210,8 @@ struct DeviceTests {
                 == [newDevice, laptopDevice].sorted())
     }
 
-    @Test func onlyP256SubjectPublicKeyInfoIsAccepted() async throws {
-        let live = try LiveServer()
+    @Test(arguments: Engine.all) func onlyP256SubjectPublicKeyInfoIsAccepted(engine: Engine) async throws {
+        let live = try LiveServer(engine)
         try await live.client.createAccount("alice")
         let tokens = try await live.client.login("alice")
         let key = try P256SigningKey()
@@ -222,8 +225,8 @@ struct DeviceTests {
         }
     }
 
-    @Test func anotherUsersDeviceIsNotFound() async throws {
-        let live = try LiveServer()
+    @Test(arguments: Engine.all) func anotherUsersDeviceIsNotFound(engine: Engine) async throws {
+        let live = try LiveServer(engine)
         let (_, _, aliceDevice) = try await live.client.userWithDevice("alice")
         let (bob, _, _) = try await live.client.userWithDevice("bob")
         #expect(
