@@ -48,7 +48,9 @@ enum UserCommand {
         do {
             let environment = ProcessInfo.processInfo.environment
             if let url = arguments.option("db") ?? environment["KEYBOUND_DB"] {
-                if let problem = Configuration.databaseURLProblem(url) { throw UsageError("--db: \(problem)") }
+                if let problem = Configuration.databaseURLProblem(url) {
+                    throw UsageError("--db: \(problem)")
+                }
                 configuration.databaseURL = url
             }
             configuration.databasePassword = ServeCommand.databasePassword(environment)

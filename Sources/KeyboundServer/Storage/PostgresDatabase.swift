@@ -157,6 +157,7 @@ final class PostgresDatabase: Database {
         }
     }
 
+    @discardableResult
     func write<T>(_ body: (any SQLConnection) throws -> T) throws -> T {
         try transaction(.write, body)
     }
@@ -165,6 +166,7 @@ final class PostgresDatabase: Database {
         try transaction(.read, body)
     }
 
+    @discardableResult
     func migrate<T>(_ body: (any SQLConnection) throws -> T) throws -> T {
         try transaction(.migrate) { connection in
             _ = try connection.query("SELECT pg_advisory_xact_lock(\(Self.migrationLockKey))", [])
