@@ -2,9 +2,10 @@
 # Both install the system libraries they need first (apt-get on Debian, brew on macOS).
 
 SWIFT      ?= swift
-PKG_CONFIG_LIBS := libcrypto libsodium sqlite3 libmicrohttpd
-APT_PKGS   := pkg-config libssl-dev libsodium-dev libsqlite3-dev libmicrohttpd-dev
-BREW_PKGS  := pkg-config openssl@3 libsodium sqlite libmicrohttpd
+PKG_CONFIG_LIBS := libcrypto libsodium sqlite3 libmicrohttpd libpq
+# postgresql: the server the tests and the bench start throwaway clusters of (initdb, pg_ctl).
+APT_PKGS   := pkg-config libssl-dev libsodium-dev libsqlite3-dev libmicrohttpd-dev libpq-dev postgresql
+BREW_PKGS  := pkg-config openssl@3 libsodium sqlite libmicrohttpd libpq postgresql@15
 UNAME      := $(shell uname -s)
 DOCC       ?= $(if $(filter Darwin,$(UNAME)),xcrun docc,docc)
 DOCS_BUILD := .build/docs-build
@@ -12,11 +13,12 @@ SUDO       := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: deps build test lint demo bench docs clean
 
-## deps: install the C libraries that pkg-config cannot find yet
+## deps: install the C libraries that pkg-config cannot find yet, and PostgreSQL for the tests
 deps:
 	@missing=0; \
 	command -v pkg-config >/dev/null 2>&1 || missing=1; \
 	for lib in $(PKG_CONFIG_LIBS); do pkg-config --exists $$lib 2>/dev/null || missing=1; done; \
+	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null 2>&1 || missing=1; \
 	if [ $$missing = 1 ]; then \
 	  if [ "$(UNAME)" = Darwin ]; then brew install $(BREW_PKGS); \
 	  else echo "make: installing $(APT_PKGS)"; \
