@@ -42,6 +42,9 @@ let package = Package(
         .target(name: "KeyboundApple", dependencies: ["Keybound"]),
         // The emulated Apple device: sensor, passcode, keychain semantics, secure element.
         .target(name: "KeyboundEmulator", dependencies: ["Keybound", "KeyboundCrypto"]),
+        // WebAuthn and App Attest verification: CBOR, COSE keys, attestation, the RP ceremonies.
+        // OpenSSL on every platform: X.509 chains, RSA and Ed25519 have no CryptoKit twin.
+        .target(name: "KeyboundWebAuthn", dependencies: ["KeyboundCrypto", "KeyboundWire", "COpenSSL"]),
         // The backend: HTTP, routes, services, storage.
         .target(
             name: "KeyboundServer",
@@ -63,15 +66,25 @@ let package = Package(
             name: "KeyboundCryptoTests", dependencies: ["KeyboundCrypto"], resources: [.copy("Vectors")]),
         // KeyboundApple too: its policy → SecAccessControl and error-domain mappings are platform-neutral.
         .testTarget(name: "KeyboundTests", dependencies: ["Keybound", "KeyboundWire", "KeyboundApple"]),
-        .testTarget(name: "KeyboundEmulatorTests", dependencies: ["KeyboundEmulator", "KeyboundCrypto"]),
+        .testTarget(
+            name: "KeyboundEmulatorTests",
+            dependencies: ["KeyboundEmulator", "KeyboundCrypto", "KeyboundTestSupport"]),
         .testTarget(name: "KeyboundWireTests", dependencies: ["KeyboundWire"]),
+        .testTarget(
+            name: "KeyboundWebAuthnTests",
+            dependencies: ["KeyboundWebAuthn", "KeyboundCrypto", "KeyboundWire"],
+            resources: [.copy("Vectors")]),
         .testTarget(
             name: "KeyboundServerTests",
             dependencies: [
                 "KeyboundServer", "KeyboundWire", "KeyboundCrypto", "KeyboundTestSupport", "keybound",
             ]),
-        // Finds the `keybound` binary SwiftPM built beside the test bundle, for subprocess tests.
-        .target(name: "KeyboundTestSupport", path: "Tests/KeyboundTestSupport"),
+        // What several test targets share, kept out of the products' API: the `keybound` binary
+        // SwiftPM built beside the test bundle, child processes, a manual clock for SDK and
+        // server, and `expectKeyboundError`.
+        .target(
+            name: "KeyboundTestSupport", dependencies: ["Keybound", "KeyboundServer"],
+            path: "Tests/KeyboundTestSupport"),
         // Runs the real `keybound` binary as a subprocess; depending on it makes SwiftPM build it first.
         .testTarget(
             name: "KeyboundCLITests",

@@ -84,7 +84,12 @@ public struct AccessPolicy: Sendable, Hashable, Codable, CustomStringConvertible
     /// How ``constraints`` combine.
     public let combination: Combination
     /// How long one verification may be reused, in seconds. 0 (the default) means every use
-    /// needs its own fresh verification.
+    /// needs its own fresh verification (see ``Verification/singleUseLifetime``).
+    ///
+    /// - Important: On Apple platforms a reuse window is also the `LAContext`'s
+    ///   `touchIDAuthenticationAllowableReuseDuration`: a device unlock by Face ID or Touch ID
+    ///   within the window counts as the verification, and no prompt is shown at all. Use a
+    ///   window only where "the owner unlocked the phone a moment ago" is proof enough.
     public let reuseDuration: TimeInterval
 
     /// Creates a policy, checking it.

@@ -59,6 +59,11 @@ public protocol KeyVault: Sendable {
     /// - Throws: `itemNotFound`, `authenticationFailed` (no or unsuitable verification), …
     func sign(_ message: Data, with name: ItemName, verification: Verification?) async throws -> Data
 
+    /// Whether `signature` is a valid ECDSA P-256 SHA-256 signature (DER) over `message` by the
+    /// key `name`. Uses the public part only: never prompts, needs no verification.
+    /// - Throws: `itemNotFound` when there is no such key.
+    func isValidSignature(_ signature: Data, for message: Data, by name: ItemName) async throws -> Bool
+
     /// Encrypts `plaintext` to the key's public part (no verification needed). On Apple
     /// platforms ECIES `eciesEncryptionCofactorVariableIVX963SHA256AESGCM`.
     func encrypt(_ plaintext: Data, for name: ItemName) async throws -> Data
@@ -84,6 +89,33 @@ public struct Clock: Sendable {
 
     /// The system clock.
     public static let system = Clock { Date() }
+}
+
+/// Time that only moves forward, for measuring how long something took: setting the device's
+/// clock (by hand, or by a network time change) does not move it. Injected so tests control it.
+///
+/// ```swift
+/// let lock = try AppLock(verifier: verifier, clock: .live)
+/// ```
+public struct MonotonicClock: Sendable {
+    /// Seconds since a fixed, arbitrary origin (within one process).
+    public let now: @Sendable () -> TimeInterval
+
+    /// - Parameter now: seconds since a fixed origin; a test value may go anywhere, and code
+    ///   that measures with it treats a negative elapsed time as the worst case.
+    public init(now: @escaping @Sendable () -> TimeInterval) { self.now = now }
+
+    /// The system's continuous clock: it keeps counting while the device sleeps (unlike
+    /// `ProcessInfo.systemUptime` on Apple platforms, which stops, so a phone left asleep in a
+    /// pocket would never lock), and nobody can set it.
+    public static let live: MonotonicClock = {
+        let origin = ContinuousClock.now
+        return MonotonicClock {
+            let elapsed = ContinuousClock.now - origin
+            return TimeInterval(elapsed.components.seconds)
+                + TimeInterval(elapsed.components.attoseconds) / 1e18
+        }
+    }()
 }
 
 /// Random bytes, injected so tests can be deterministic.

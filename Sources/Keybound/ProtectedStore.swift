@@ -77,16 +77,29 @@ struct InvalidationMarkers: Sendable {
         return try? JSONDecoder().decode(Marker.self, from: data)
     }
 
-    /// Turns a not-found (or a stale enrollment) into the typed `invalidated`, removing the
+    /// Turns the backend's not-found into the typed `invalidated`, removing what is left of the
     /// dead material and its marker; a truly absent item stays `itemNotFound`.
     func invalidatedError(
-        _ name: ItemName, notFound: KeyboundError = .itemNotFound, removing remove: () async throws -> Void
+        _ name: ItemName, notFound: KeyboundError, removing remove: () async throws -> Void
     ) async throws -> KeyboundError {
         guard try await wasRecorded(name) else { return notFound }
         try await remove()
         try await forget(name)
-        return KeyboundError(
-            .invalidated, message: "\(name) was invalidated by an enrollment or passcode change")
+        return Self.invalidated(name)
+    }
+
+    /// The typed `invalidated` for material whose marker says its enrollment changed, reported
+    /// before any prompt. Nothing is deleted on the marker's word: it is unprotected, and anyone
+    /// who can write the store can forge one. The marker goes only once the backend no longer
+    /// has the material either; material the backend still holds stays (a store under the same
+    /// name replaces it, and a real Keychain refuses it anyway if it is dead).
+    func staleError(_ name: ItemName, backendHasIt: () async throws -> Bool) async throws -> KeyboundError {
+        if try await !backendHasIt() { try await forget(name) }
+        return Self.invalidated(name)
+    }
+
+    private static func invalidated(_ name: ItemName) -> KeyboundError {
+        KeyboundError(.invalidated, message: "\(name) was invalidated by an enrollment or passcode change")
     }
 }
 
@@ -141,7 +154,7 @@ public struct ProtectedStore: Sendable {
     ///   the item; ``KeyboundError/itemNotFound`` when it never existed; else as the backend.
     public func read(_ name: ItemName, verification: Verification?) async throws -> Data {
         if try await markers.isStale(name) {
-            throw try await markers.invalidatedError(name) { try await store.delete(name) }
+            throw try await markers.staleError(name) { try await store.exists(name) }
         }
         do {
             return try await store.read(name, verification: verification)
@@ -248,7 +261,7 @@ public struct ProtectedKeys: Sendable {
         _ name: ItemName, _ body: () async throws -> Result
     ) async throws -> Result {
         if try await markers.isStale(name) {
-            throw try await markers.invalidatedError(name) { try await vault.deleteKey(name) }
+            throw try await markers.staleError(name) { try await vault.keyExists(name) }
         }
         do {
             return try await body()

@@ -51,7 +51,9 @@ public struct VerificationAvailability: Sendable, Hashable {
 
 /// The text of a verification prompt.
 public struct VerificationPrompt: Sendable, Hashable {
-    /// Why the app asks ("Log in to Acme", "Send 0.5 ETH to 0x12…ef"). Shown by the system.
+    /// Why the app asks ("Log in to Acme", "Send 0.5 ETH to 0x12 a4c8 …"). Shown by the system:
+    /// by Touch ID while it waits for a finger, by Face ID only after a failed match (a face that
+    /// matches at once never sees it).
     public let reason: String
     /// The fallback button's title; nil for the system default, "" to hide it.
     public let fallbackTitle: String?
@@ -61,14 +63,15 @@ public struct VerificationPrompt: Sendable, Hashable {
     public let applicationPassword: String?
 
     /// The prompt's texts. The reason is what the user reads, so say what they are agreeing to.
-    /// - Throws: ``KeyboundError/invalidInput`` for an empty or over-long reason.
+    /// - Throws: ``KeyboundError/invalidInput`` for an empty reason or one over 256 characters
+    ///   (room for an approval's whole recipient, grouped).
     public init(
         reason: String, fallbackTitle: String? = nil, cancelTitle: String? = nil,
         applicationPassword: String? = nil
     ) throws {
         let trimmed = reason.trimmingCharacters(in: .whitespacesAndNewlines)
-        guard !trimmed.isEmpty, reason.count <= 200 else {
-            throw KeyboundError.invalidInput("a prompt reason is 1–200 characters")
+        guard !trimmed.isEmpty, reason.count <= 256 else {
+            throw KeyboundError.invalidInput("a prompt reason is 1–256 characters")
         }
         self.reason = reason
         self.fallbackTitle = fallbackTitle
@@ -112,5 +115,33 @@ public struct Verification: Sendable {
         self.verifiedAt = verifiedAt
         self.reuseDuration = reuseDuration
         self.context = context
+    }
+
+    /// How long a single-use verification (reuse window 0) stays usable: the time between the
+    /// prompt and the Keychain or key call it was made for. The same on every backend.
+    public static let singleUseLifetime: TimeInterval = 30
+
+    /// The one rule for how long a verification lives, which every backend applies to the
+    /// verifications it issued: with no reuse window it serves one use within
+    /// ``singleUseLifetime``; with one it serves any number of uses until `reuseDuration`
+    /// seconds after it was made. A verification from the future (the clock was set back)
+    /// serves nothing: its age cannot be told.
+    ///
+    /// On Apple platforms the reuse window is also the `LAContext`'s
+    /// `touchIDAuthenticationAllowableReuseDuration`, so a device unlock by Face ID or Touch ID
+    /// within the window counts as the verification itself: no prompt is shown.
+    ///
+    /// - Parameters:
+    ///   - verifiedAt: when the verification happened, by the backend's own record.
+    ///   - reuseDuration: its reuse window, by the backend's own record.
+    ///   - previousUses: how many operations it has already served.
+    ///   - now: the current time.
+    package static func admits(
+        verifiedAt: Date, reuseDuration: TimeInterval, previousUses: Int, now: Date
+    ) -> Bool {
+        let age = now.timeIntervalSince(verifiedAt)
+        guard age >= 0 else { return false }
+        if reuseDuration == 0 { return previousUses == 0 && age <= singleUseLifetime }
+        return age <= reuseDuration
     }
 }

@@ -19,17 +19,15 @@
 
         init(_ context: LAContext) { self.context = context }
 
-        /// Admits one Keychain or key operation if `verification` may still be used:
-        /// a verification with no reuse window serves exactly one operation; otherwise it serves
-        /// until `verifiedAt + reuseDuration`. A spent context is invalidated so it cannot
-        /// satisfy anything any more.
+        /// Admits one Keychain or key operation if `verification` may still be used, by the
+        /// rule every backend shares (``Verification/admits(verifiedAt:reuseDuration:previousUses:now:)``).
+        /// A spent context is invalidated so it cannot satisfy anything any more.
         /// - Throws: ``KeyboundError/authenticationFailed`` when the verification is spent.
         func admit(_ verification: Verification) throws {
             let admitted = uses.withLock { count in
-                let fresh =
-                    verification.reuseDuration > 0
-                    ? Date().timeIntervalSince(verification.verifiedAt) <= verification.reuseDuration
-                    : count == 0
+                let fresh = Verification.admits(
+                    verifiedAt: verification.verifiedAt, reuseDuration: verification.reuseDuration,
+                    previousUses: count, now: Date())
                 if fresh { count += 1 }
                 return fresh
             }

@@ -124,6 +124,23 @@
             }
         }
 
+        /// Whether `signature` (DER) is a valid `.ecdsaSignatureMessageX962SHA256` signature over
+        /// `message` by the key's public part. Never prompts.
+        public func isValidSignature(_ signature: Data, for message: Data, by name: ItemName) async throws
+            -> Bool
+        {
+            let base = baseQuery(name)
+            let box = try Keychain.context(for: nil)
+            return try await Keychain.perform {
+                guard let publicKey = SecKeyCopyPublicKey(try Self.privateKey(base, box.context)) else {
+                    throw KeyboundError(.unexpected, message: "\(name) has no public key")
+                }
+                // A signature that does not verify is `false` (errSecVerifyFailed), not an error.
+                return SecKeyVerifySignature(
+                    publicKey, Self.signatureAlgorithm, message as CFData, signature as CFData, nil)
+            }
+        }
+
         /// Encrypts `plaintext` to the key's public part with
         /// `.eciesEncryptionCofactorVariableIVX963SHA256AESGCM`. Needs no verification.
         public func encrypt(_ plaintext: Data, for name: ItemName) async throws -> Data {

@@ -38,16 +38,4 @@
             return output
         }
     }
-
-    /// Owns one `EVP_KDF_CTX`, created per derivation so no context is shared between threads.
-    private final class KDFContext {
-        let pointer: OpaquePointer
-
-        init(_ kdf: FetchedKDF) throws {
-            guard let pointer = EVP_KDF_CTX_new(kdf.pointer) else { throw openSSLError("EVP_KDF_CTX_new") }
-            self.pointer = pointer
-        }
-
-        deinit { EVP_KDF_CTX_free(pointer) }
-    }
 #endif

@@ -35,6 +35,7 @@
         static let sha256 = Result { try FetchedDigest(name: "SHA256") }
         static let aes256GCM = Result { try FetchedCipher(name: "AES-256-GCM") }
         static let hkdf = Result { try FetchedKDF(name: "HKDF") }
+        static let pbkdf2 = Result { try FetchedKDF(name: "PBKDF2") }
     }
 
     /// Owns one fetched `EVP_MD`.
@@ -65,6 +66,18 @@
         }
 
         deinit { EVP_CIPHER_free(pointer) }
+    }
+
+    /// Owns one `EVP_KDF_CTX`, created per derivation so no context is shared between threads.
+    final class KDFContext {
+        let pointer: OpaquePointer
+
+        init(_ kdf: FetchedKDF) throws {
+            guard let pointer = EVP_KDF_CTX_new(kdf.pointer) else { throw openSSLError("EVP_KDF_CTX_new") }
+            self.pointer = pointer
+        }
+
+        deinit { EVP_KDF_CTX_free(pointer) }
     }
 
     /// Owns one fetched `EVP_KDF`.

@@ -1,5 +1,6 @@
 import Foundation
 import Keybound
+import KeyboundCrypto
 
 /// What the emulated device looks like from outside (for `keybound device state` and tests).
 public struct DeviceSnapshot: Sendable, Hashable, Codable {
@@ -31,7 +32,8 @@ struct DeviceState: Codable, Sendable {
     struct Item: Codable, Sendable {
         var value: Data
         var policy: AccessPolicy
-        var applicationPasswordHash: Data?
+        /// The application password the item was stored with, salted and stretched.
+        var applicationPassword: SecretVerifier?
     }
 
     struct Key: Codable, Sendable {
@@ -44,12 +46,59 @@ struct DeviceState: Codable, Sendable {
     var enrolledIdentities: Int
     /// Changes on every enrollment change; what `evaluatedPolicyDomainState` reports.
     var enrollmentState: Data
-    /// SHA-256 of the passcode, or nil when none is set.
-    var passcodeHash: Data?
+    /// The passcode, salted and stretched; nil when none is set.
+    var passcode: SecretVerifier?
     var isLocked: Bool
     var hasUnlockedSinceBoot: Bool
     var consecutiveFailedMatches: Int
     var queue: [PresentationOutcome]
     var items: [ItemName: Item]
     var keys: [ItemName: Key]
+}
+
+/// A passcode or application password as the emulator keeps it (and writes it to a state
+/// file): PBKDF2-HMAC-SHA-256 with a random salt, never the secret itself. The stretching makes
+/// each guess cost ``iterations`` HMACs; it cannot make a short passcode strong.
+struct SecretVerifier: Codable, Sendable {
+    /// Iterations for new verifiers. An emulated passcode is a test value, and every emulated
+    /// device derives one when it is made: far above a bare hash, far below what would slow the
+    /// test suites down. A real passcode does not belong in an emulator at all.
+    static let defaultIterations = 100_000
+    static let saltByteCount = 16
+
+    let salt: Data
+    let iterations: Int
+    let derived: Data
+
+    init(_ secret: String, random: RandomSource) throws {
+        salt = random.bytes(Self.saltByteCount)
+        iterations = Self.defaultIterations
+        derived = try Self.derive(secret, salt: salt, iterations: iterations)
+    }
+
+    /// A device passcode: 4–64 characters.
+    /// - Throws: ``KeyboundError/invalidInput`` for a passcode outside 4–64 characters.
+    static func passcode(_ passcode: String, random: RandomSource) throws -> SecretVerifier {
+        guard (4...64).contains(passcode.count) else {
+            throw KeyboundError.invalidInput("a passcode is 4–64 characters")
+        }
+        return try SecretVerifier(passcode, random: random)
+    }
+
+    /// Whether `typed` is this secret (compared in constant time).
+    func matches(_ typed: String) -> Bool {
+        guard let candidate = try? Self.derive(typed, salt: salt, iterations: iterations) else {
+            return false
+        }
+        return ConstantTime.equals(candidate, derived)
+    }
+
+    private static func derive(_ secret: String, salt: Data, iterations: Int) throws -> Data {
+        do {
+            return try PBKDF2SHA256.deriveKey(
+                password: Data(secret.utf8), salt: salt, iterations: iterations, outputByteCount: 32)
+        } catch {
+            throw KeyboundError(.unexpected, message: "cannot derive a secret verifier: \(error)")
+        }
+    }
 }

@@ -10,10 +10,12 @@ import KeyboundCrypto
 /// with the right factor, the current enrollment, and within its reuse window.
 ///
 /// The rules (docs/design.md, "The emulator"):
-/// - Touch ID ends an evaluation after 3 failed matches, Face ID and Optic ID after 2; five
-///   failed matches in a row, across evaluations, lock biometry out until the passcode is
-///   entered. Policies that accept the passcode fall back to it; biometrics-only ones report
-///   `biometryLockout` (or `authenticationFailed`, `userFallback`).
+/// - Touch ID shows the fallback button from the first failed match and ends an evaluation
+///   after 3; Face ID and Optic ID show it only after 2 failed matches, and the next outcome
+///   then decides (fallback → `userFallback`, cancel → `userCancel`, anything else →
+///   `authenticationFailed`). Five failed matches in a row, across evaluations, lock biometry
+///   out until the passcode is entered. Policies that accept the passcode fall back to it;
+///   biometrics-only ones report `biometryLockout` (or `authenticationFailed`, `userFallback`).
 /// - No sensor → `biometryNotAvailable`; nothing enrolled → `biometryNotEnrolled`; no passcode
 ///   → `passcodeNotSet` (and biometrics are unavailable too).
 /// - Any enrollment change destroys `biometryCurrentSet` items and keys; `biometryAny` and
@@ -31,9 +33,6 @@ import KeyboundCrypto
 public actor EmulatedDevice: UserVerifier, SecureStore, KeyVault {
     /// Failed matches in a row that lock biometry out.
     public static let lockoutThreshold = 5
-    /// How long a single-use verification (reuse window 0) stays usable: the time between the
-    /// prompt and the Keychain call it was for.
-    public static let singleUseLifetime: TimeInterval = 30
     /// Apple's limits on enrolled identities (Touch ID: 5 fingers; Face ID: 2 appearances).
     public static let maximumEnrolledIdentities = 5
 
@@ -42,8 +41,10 @@ public actor EmulatedDevice: UserVerifier, SecureStore, KeyVault {
         let verifiedAt: Date
         let reuseDuration: TimeInterval
         let enrollmentState: Data
-        let applicationPasswordHash: Data?
-        var used = false
+        /// The application password typed at the prompt. In memory only: issued verifications
+        /// are never persisted.
+        let applicationPassword: String?
+        var uses = 0
     }
 
     private var state: DeviceState
@@ -74,7 +75,8 @@ public actor EmulatedDevice: UserVerifier, SecureStore, KeyVault {
         }
         state = DeviceState(
             biometryType: biometry, enrolledIdentities: enrolledIdentities,
-            enrollmentState: random.bytes(16), passcodeHash: try passcode.map(Self.passcodeHash),
+            enrollmentState: random.bytes(16),
+            passcode: try passcode.map { try SecretVerifier.passcode($0, random: random) },
             isLocked: false, hasUnlockedSinceBoot: true, consecutiveFailedMatches: 0, queue: [],
             items: [:], keys: [:])
         self.clock = clock
@@ -102,7 +104,7 @@ public actor EmulatedDevice: UserVerifier, SecureStore, KeyVault {
     ///   (Apple requires one), `invalidInput` past the maximum.
     public func enroll() throws {
         guard state.biometryType != .none else { throw la(KeyboundError.LAErrorCode.biometryNotAvailable) }
-        guard state.passcodeHash != nil else { throw la(KeyboundError.LAErrorCode.passcodeNotSet) }
+        guard state.passcode != nil else { throw la(KeyboundError.LAErrorCode.passcodeNotSet) }
         guard state.enrolledIdentities < Self.maximumEnrolledIdentities else {
             throw KeyboundError.invalidInput(
                 "at most \(Self.maximumEnrolledIdentities) identities can be enrolled")
@@ -135,13 +137,13 @@ public actor EmulatedDevice: UserVerifier, SecureStore, KeyVault {
 
     /// Sets or changes the device passcode.
     public func setPasscode(_ passcode: String) throws {
-        state.passcodeHash = try Self.passcodeHash(passcode)
+        state.passcode = try SecretVerifier.passcode(passcode, random: random)
     }
 
     /// Removes the passcode: every `whenPasscodeSetThisDeviceOnly` item and key is destroyed,
     /// and biometrics become unavailable until a passcode is set again.
     public func removePasscode() {
-        state.passcodeHash = nil
+        state.passcode = nil
         state.consecutiveFailedMatches = 0
         state.items = state.items.filter { $0.value.policy.accessibility != .whenPasscodeSetThisDeviceOnly }
         state.keys = state.keys.filter { $0.value.policy.accessibility != .whenPasscodeSetThisDeviceOnly }
@@ -152,7 +154,7 @@ public actor EmulatedDevice: UserVerifier, SecureStore, KeyVault {
     public func snapshot() -> DeviceSnapshot {
         DeviceSnapshot(
             biometryType: state.biometryType, enrolledIdentities: state.enrolledIdentities,
-            isPasscodeSet: state.passcodeHash != nil, isLocked: state.isLocked,
+            isPasscodeSet: state.passcode != nil, isLocked: state.isLocked,
             hasUnlockedSinceBoot: state.hasUnlockedSinceBoot,
             consecutiveFailedMatches: state.consecutiveFailedMatches, isBiometryLockedOut: isLockedOut,
             queuedOutcomes: state.queue.count, items: state.items.keys.map(\.rawValue).sorted(),
@@ -175,14 +177,14 @@ public actor EmulatedDevice: UserVerifier, SecureStore, KeyVault {
     public func availability() -> VerificationAvailability {
         VerificationAvailability(
             biometryType: state.biometryType, biometryError: biometryUnavailableReason(),
-            isPasscodeSet: state.passcodeHash != nil,
-            enrollmentState: state.enrolledIdentities > 0 && state.passcodeHash != nil
+            isPasscodeSet: state.passcode != nil,
+            enrollmentState: state.enrolledIdentities > 0 && state.passcode != nil
                 ? state.enrollmentState : nil)
     }
 
     private func biometryUnavailableReason() -> KeyboundError? {
         if state.biometryType == .none { return la(KeyboundError.LAErrorCode.biometryNotAvailable) }
-        if state.passcodeHash == nil { return la(KeyboundError.LAErrorCode.passcodeNotSet) }
+        if state.passcode == nil { return la(KeyboundError.LAErrorCode.passcodeNotSet) }
         if state.enrolledIdentities == 0 { return la(KeyboundError.LAErrorCode.biometryNotEnrolled) }
         if isLockedOut { return la(KeyboundError.LAErrorCode.biometryLockout) }
         return nil
@@ -205,7 +207,7 @@ public actor EmulatedDevice: UserVerifier, SecureStore, KeyVault {
             guard !state.isLocked else {
                 throw la(KeyboundError.LAErrorCode.notInteractive, "the device is locked: no prompt can show")
             }
-            guard state.passcodeHash != nil else { throw la(KeyboundError.LAErrorCode.passcodeNotSet) }
+            guard state.passcode != nil else { throw la(KeyboundError.LAErrorCode.passcodeNotSet) }
             switch policy.combination {
             case .or:
                 if policy.acceptsBiometry {
@@ -231,45 +233,64 @@ public actor EmulatedDevice: UserVerifier, SecureStore, KeyVault {
         issued[id] = IssuedVerification(
             factors: factors, verifiedAt: now, reuseDuration: policy.reuseDuration,
             enrollmentState: state.enrollmentState,
-            applicationPasswordHash: prompt.applicationPassword.map { Digest.sha256(Data($0.utf8)) })
+            applicationPassword: prompt.applicationPassword)
         return Verification(id: id, factors: factors, verifiedAt: now, reuseDuration: policy.reuseDuration)
     }
 
-    /// One biometric evaluation: attempts until a match, the per-evaluation limit, lockout,
-    /// cancel or fallback. Returns the factor that satisfied it (`.passcode` after a fallback).
+    /// One biometric evaluation (docs/design.md, emulator rule 3). Returns the factor that satisfied
+    /// it (`.passcode` after the passcode screen).
+    ///
+    /// - Touch ID shows the fallback button from the first failed match and ends the
+    ///   evaluation after 3 failed matches.
+    /// - Face ID (and Optic ID) shows the fallback button only after 2 failed matches; the next
+    ///   outcome then decides: the fallback button (or typing the passcode behind it), Cancel, or
+    ///   anything else, which ends the evaluation as failed without being a match attempt.
+    /// - A tap on a fallback button that is not shown yet does nothing (the outcome is consumed).
+    /// - The fallback button leads to the passcode screen when the policy accepts the passcode,
+    ///   otherwise to `userFallback` (the app's own password path); a failed evaluation likewise
+    ///   goes to the passcode screen, or is `authenticationFailed`.
+    /// - The fifth failed match in a row, across evaluations, locks biometry out at once.
+    /// - The system or the app can dismiss the prompt at any point (`systemCancel`, `appCancel`).
     private func biometricStage(passcodeFallback: Bool) throws -> Verification.Factor {
         if let reason = biometryUnavailableReason() {
             if passcodeFallback { return try passcodeStage() }
             throw reason
         }
-        let attemptsPerEvaluation = state.biometryType == .touchID ? 3 : 2
-        var attempts = 0
+        let isTouchID = state.biometryType == .touchID
+        func fallback(_ outcome: PresentationOutcome) throws -> Verification.Factor {
+            guard passcodeFallback else { throw la(KeyboundError.LAErrorCode.userFallback) }
+            // Typing the passcode is tapping the fallback button, then entering it.
+            if case .passcode = outcome { state.queue.insert(outcome, at: 0) }
+            return try passcodeStage()
+        }
+        func failed() throws -> Verification.Factor {
+            if passcodeFallback { return try passcodeStage() }
+            throw la(KeyboundError.LAErrorCode.authenticationFailed)
+        }
+        var failedMatches = 0
         while true {
             guard let outcome = nextOutcome() else { throw la(KeyboundError.LAErrorCode.userCancel) }
+            let fallbackShown = failedMatches >= (isTouchID ? 1 : 2)
             switch outcome {
-            case .match:
-                state.consecutiveFailedMatches = 0
-                return .biometry
-            case .noMatch:
+            case .userCancel: throw la(KeyboundError.LAErrorCode.userCancel)
+            case .systemCancel: throw la(KeyboundError.LAErrorCode.systemCancel)
+            case .appCancel: throw la(KeyboundError.LAErrorCode.appCancel)
+            case .userFallback, .passcode:
+                if fallbackShown { return try fallback(outcome) }
+            case .match, .noMatch:
+                // Face ID after two failed matches: only the fallback button or Cancel remain.
+                if !isTouchID && fallbackShown { return try failed() }
+                if outcome == .match {
+                    state.consecutiveFailedMatches = 0
+                    return .biometry
+                }
                 state.consecutiveFailedMatches += 1
-                attempts += 1
+                failedMatches += 1
                 if isLockedOut {
                     if passcodeFallback { return try passcodeStage() }
                     throw la(KeyboundError.LAErrorCode.biometryLockout)
                 }
-                if attempts >= attemptsPerEvaluation {
-                    if passcodeFallback { return try passcodeStage() }
-                    throw la(KeyboundError.LAErrorCode.authenticationFailed)
-                }
-            case .userFallback, .passcode:
-                // The fallback button: the passcode screen when the policy accepts it,
-                // otherwise the app's own password path.
-                guard passcodeFallback else { throw la(KeyboundError.LAErrorCode.userFallback) }
-                if case .passcode = outcome { state.queue.insert(outcome, at: 0) }
-                return try passcodeStage()
-            case .userCancel: throw la(KeyboundError.LAErrorCode.userCancel)
-            case .systemCancel: throw la(KeyboundError.LAErrorCode.systemCancel)
-            case .appCancel: throw la(KeyboundError.LAErrorCode.appCancel)
+                if isTouchID && failedMatches >= 3 { return try failed() }
             }
         }
     }
@@ -281,9 +302,7 @@ public actor EmulatedDevice: UserVerifier, SecureStore, KeyVault {
             guard let outcome = nextOutcome() else { throw la(KeyboundError.LAErrorCode.userCancel) }
             switch outcome {
             case .passcode(let code):
-                if let hash = state.passcodeHash, let typed = try? Self.passcodeHash(code),
-                    ConstantTime.equals(hash, typed)
-                {
+                if state.passcode?.matches(code) == true {
                     state.consecutiveFailedMatches = 0
                     return .passcode
                 }
@@ -316,7 +335,7 @@ public actor EmulatedDevice: UserVerifier, SecureStore, KeyVault {
         if !state.hasUnlockedSinceBoot {
             throw os(KeyboundError.OSStatusCode.interactionNotAllowed, "not unlocked since boot")
         }
-        if accessibility == .whenPasscodeSetThisDeviceOnly && state.passcodeHash == nil {
+        if accessibility == .whenPasscodeSetThisDeviceOnly && state.passcode == nil {
             throw KeyboundError(
                 .passcodeNotSet, native: .osStatus(KeyboundError.OSStatusCode.authFailed),
                 message: "whenPasscodeSetThisDeviceOnly needs a device passcode")
@@ -326,22 +345,20 @@ public actor EmulatedDevice: UserVerifier, SecureStore, KeyVault {
     /// The access-control check of the Keychain and Secure Enclave: the verification must be
     /// one this device issued, fresh, unused when single-use, and satisfy the policy.
     private func authorize(
-        _ policy: AccessPolicy, applicationPasswordHash: Data?, verification: Verification?
+        _ policy: AccessPolicy, applicationPassword: SecretVerifier?, verification: Verification?
     ) throws {
         guard policy.requiresVerification else { return }
         guard let verification, var record = issued[verification.id] else {
             throw os(KeyboundError.OSStatusCode.authFailed, "no verification this device issued")
         }
-        let age = clock.now().timeIntervalSince(record.verifiedAt)
-        if record.reuseDuration == 0 {
-            guard !record.used, age <= Self.singleUseLifetime else {
-                throw os(
-                    KeyboundError.OSStatusCode.authFailed, "the verification was already used or expired")
-            }
-        } else {
-            guard age <= record.reuseDuration else {
-                throw os(KeyboundError.OSStatusCode.authFailed, "the verification's reuse window is over")
-            }
+        guard
+            Verification.admits(
+                verifiedAt: record.verifiedAt, reuseDuration: record.reuseDuration,
+                previousUses: record.uses, now: clock.now())
+        else {
+            throw os(
+                KeyboundError.OSStatusCode.authFailed,
+                "the verification was already used or its reuse window is over")
         }
         func satisfies(_ constraint: AccessPolicy.Constraint) -> Bool {
             switch constraint {
@@ -351,8 +368,7 @@ public actor EmulatedDevice: UserVerifier, SecureStore, KeyVault {
             case .userPresence: record.factors.contains(.biometry) || record.factors.contains(.passcode)
             case .devicePasscode: record.factors.contains(.passcode)
             case .applicationPassword:
-                record.applicationPasswordHash != nil
-                    && record.applicationPasswordHash == applicationPasswordHash
+                record.applicationPassword.map { applicationPassword?.matches($0) == true } ?? false
             }
         }
         let satisfied =
@@ -363,7 +379,7 @@ public actor EmulatedDevice: UserVerifier, SecureStore, KeyVault {
         guard satisfied else {
             throw os(KeyboundError.OSStatusCode.authFailed, "the verification does not satisfy \(policy)")
         }
-        record.used = true
+        record.uses += 1
         issued[verification.id] = record
     }
 
@@ -385,17 +401,17 @@ public actor EmulatedDevice: UserVerifier, SecureStore, KeyVault {
         throws
     {
         try checkCreatable(policy)
-        var applicationPasswordHash: Data?
+        var applicationPassword: SecretVerifier?
         if policy.constraints.contains(.applicationPassword) {
             guard let verification, let record = issued[verification.id],
-                let hash = record.applicationPasswordHash
+                let typed = record.applicationPassword
             else {
                 throw os(KeyboundError.OSStatusCode.authFailed, "this policy needs the application password")
             }
-            applicationPasswordHash = hash
+            applicationPassword = try SecretVerifier(typed, random: random)
         }
         state.items[name] = DeviceState.Item(
-            value: value, policy: policy, applicationPasswordHash: applicationPasswordHash)
+            value: value, policy: policy, applicationPassword: applicationPassword)
     }
 
     /// Reads an item after checking, inside the device, its accessibility and that
@@ -406,7 +422,7 @@ public actor EmulatedDevice: UserVerifier, SecureStore, KeyVault {
         let item = try existingItem(name)
         try checkAccessible(item.policy)
         try authorize(
-            item.policy, applicationPasswordHash: item.applicationPasswordHash, verification: verification)
+            item.policy, applicationPassword: item.applicationPassword, verification: verification)
         return item.value
     }
 
@@ -415,7 +431,7 @@ public actor EmulatedDevice: UserVerifier, SecureStore, KeyVault {
         var item = try existingItem(name)
         try checkAccessible(item.policy)
         try authorize(
-            item.policy, applicationPasswordHash: item.applicationPasswordHash, verification: verification)
+            item.policy, applicationPassword: item.applicationPassword, verification: verification)
         item.value = value
         state.items[name] = item
     }
@@ -469,6 +485,14 @@ public actor EmulatedDevice: UserVerifier, SecureStore, KeyVault {
         return try signingKey(key).signature(for: message).derRepresentation
     }
 
+    /// Checks a signature with the key's public part (no verification needed; a malformed
+    /// signature is simply not valid).
+    public func isValidSignature(_ signature: Data, for message: Data, by name: ItemName) throws -> Bool {
+        let publicKey = try signingKey(try existingKey(name)).publicKey
+        guard let parsed = try? P256Signature(derRepresentation: signature) else { return false }
+        return publicKey.isValidSignature(parsed, for: message)
+    }
+
     /// The emulated secure element seals with an AES-256-GCM key it derives inside itself from
     /// the private key; the bytes differ from Apple's ECIES, the contract is the same: anyone
     /// may encrypt, only a verified user can decrypt.
@@ -510,7 +534,7 @@ public actor EmulatedDevice: UserVerifier, SecureStore, KeyVault {
     private func usableKey(_ name: ItemName, verification: Verification?) throws -> DeviceState.Key {
         let key = try existingKey(name)
         try checkAccessible(key.policy)
-        try authorize(key.policy, applicationPasswordHash: nil, verification: verification)
+        try authorize(key.policy, applicationPassword: nil, verification: verification)
         return key
     }
 
@@ -526,21 +550,29 @@ public actor EmulatedDevice: UserVerifier, SecureStore, KeyVault {
 
     // MARK: - Persistence
 
-    private static let fileContext = Data("keybound-emulated-device-v1".utf8)
+    /// Binds the sealed file to its format: files of the first format (an unsalted passcode
+    /// hash) do not open.
+    private static let fileContext = Data("keybound-emulated-device-v2".utf8)
 
-    /// Writes the device (AES-256-GCM under `key`, 32 bytes) atomically to `url`.
+    /// Writes the device (AES-256-GCM under `key`, 32 bytes) atomically to `url`, as a new
+    /// owner-only file (`0600`) renamed into place.
+    ///
+    /// The seal keeps the state unreadable and unchangeable for whoever has the file but not
+    /// the key; whoever has both sees everything in it (item values, the emulated keys' private
+    /// parts, the passcode's salted and stretched verifier).
     public func save(to url: URL, key: Data) throws {
         let plaintext = try JSONEncoder().encode(state)
         let sealed = try AES256GCM.seal(plaintext, key: key, authenticating: Self.fileContext)
-        try sealed.write(to: url, options: [.atomic])
+        try OwnerOnlyFile.replace(sealed, at: url)
     }
 
     /// Reads a device written by ``save(to:key:)``.
-    /// - Throws: ``KeyboundError/invalidInput`` when the file is not a device sealed with `key`.
+    /// - Throws: ``KeyboundError/invalidInput`` when the file is not an owner-only regular file
+    ///   of the current user, or not a device sealed with `key`.
     public static func load(
         from url: URL, key: Data, clock: Clock = .system, random: RandomSource = .system
     ) throws -> EmulatedDevice {
-        let sealed = try Data(contentsOf: url)
+        let sealed = try OwnerOnlyFile.read(url)
         let state: DeviceState
         do {
             let plaintext = try AES256GCM.open(sealed, key: key, authenticating: fileContext)
@@ -552,13 +584,6 @@ public actor EmulatedDevice: UserVerifier, SecureStore, KeyVault {
     }
 
     // MARK: - Helpers
-
-    private static func passcodeHash(_ passcode: String) throws -> Data {
-        guard (4...64).contains(passcode.count) else {
-            throw KeyboundError.invalidInput("a passcode is 4–64 characters")
-        }
-        return Digest.sha256(Data(passcode.utf8))
-    }
 
     private nonisolated func la(_ code: Int, _ message: String? = nil) -> KeyboundError {
         KeyboundError(laErrorCode: code, message: message)

@@ -7,13 +7,15 @@ public enum PresentationOutcome: Sendable, Hashable, Codable, CustomStringConver
     case noMatch
     /// The user taps Cancel.
     case userCancel
-    /// The user taps the fallback button ("Enter Password").
+    /// The user taps the fallback button ("Enter Password"). Touch ID shows it from the first
+    /// failed match, Face ID and Optic ID only after two; a tap before then does nothing.
     case userFallback
     /// The system dismisses the prompt (a call, another app).
     case systemCancel
     /// The app dismisses the prompt.
     case appCancel
-    /// The user types this device passcode.
+    /// The user types this device passcode: on the passcode screen, or behind the fallback
+    /// button of a biometric prompt (which then needs it to be shown).
     case passcode(String)
 
     /// Parses the CLI spelling: `match`, `no-match`, `cancel`, `fallback`, `system-cancel`,

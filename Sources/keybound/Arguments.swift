@@ -1,4 +1,5 @@
 import Foundation
+import KeyboundWire
 
 /// A usage error: the command line was wrong. Exit status 2, with a hint of what to type instead.
 struct UsageError: Error, CustomStringConvertible {
@@ -6,19 +7,95 @@ struct UsageError: Error, CustomStringConvertible {
     init(_ message: String) { description = message }
 }
 
+/// One option of a command. A command's table of these is the single source of both its
+/// parsing (``Arguments/init(_:options:)`` accepts exactly these) and its `--help`
+/// (``Option/help(_:)``).
+struct Option {
+    /// The name without its dashes: `policy` for `--policy`.
+    let name: String
+    /// The value's placeholder in help (`P`, `FILE`); nil for a flag, which takes no value.
+    let value: String?
+    /// One line for `--help`.
+    let summary: String
+    /// Whether the command needs it (parsing refuses the command line without it).
+    let isRequired: Bool
+
+    /// An option that takes a value: `--name VALUE`.
+    static func value(_ name: String, _ placeholder: String, _ summary: String, required: Bool = false)
+        -> Option
+    {
+        Option(name: name, value: placeholder, summary: summary, isRequired: required)
+    }
+
+    /// A boolean option: `--name`.
+    static func flag(_ name: String, _ summary: String) -> Option {
+        Option(name: name, value: nil, summary: summary, isRequired: false)
+    }
+
+    /// `--help`, which every command has.
+    static let help = Option.flag("help", "print this help")
+
+    /// How the option is written in a synopsis: `--policy P`, `--json`.
+    var synopsis: String { value.map { "--\(name) \($0)" } ?? "--\(name)" }
+
+    /// How a command's synopsis shows it: optional ones in brackets.
+    var usage: String { isRequired ? synopsis : "[\(synopsis)]" }
+
+    /// The options' help lines, aligned in two columns.
+    static func help(_ options: [Option], indent: Int = 2) -> String {
+        columns(options.map { ($0.synopsis, $0.summary) }, indent: indent)
+    }
+}
+
+/// Rows of two columns, the second one aligned (help text is generated, never hand-aligned).
+func columns(_ rows: [(String, String)], indent: Int) -> String {
+    let width = rows.map(\.0.count).max() ?? 0
+    let margin = String(repeating: " ", count: indent)
+    return rows.map { left, right in
+        right.isEmpty
+            ? margin + left
+            : margin + left + String(repeating: " ", count: width - left.count + 3) + right
+    }.joined(separator: "\n")
+}
+
 /// Parsed command-line arguments in the swift-argument-parser spirit: `--name value`,
-/// `--name=value`, boolean `--flag`, and positionals. Every option must be consumed;
-/// `finish()` rejects leftovers so typos never pass silently.
+/// `--name=value`, boolean `--flag`, and positionals.
 struct Arguments {
     private var options: [String: [String]] = [:]
     private var flags: Set<String> = []
     private(set) var positionals: [String] = []
     private var consumed: Set<String> = []
 
+    /// Parses `raw` against a command's option table: an option that is not in it, or a
+    /// required one that is missing (unless `--help` asks for the help), is a usage error at
+    /// once, so typos never pass silently.
+    /// - Parameters:
+    ///   - raw: the arguments after the command's name.
+    ///   - table: the command's options.
+    ///   - command: how to name the command in the error ("keybound device store").
+    init(_ raw: [String], options table: [Option], command: String) throws {
+        try self.init(raw) { name in
+            guard let option = table.first(where: { $0.name == name }) else {
+                throw UsageError("unknown option --\(name) (see \(command) --help)")
+            }
+            return option.value != nil
+        }
+        if !isSet("help"), let missing = table.first(where: { $0.isRequired && value($0.name) == nil }) {
+            throw UsageError("\(missing.synopsis) is required (see \(command) --help)")
+        }
+    }
+
+    /// Parses `raw`, taking every `--name` that is not in `flagNames` to have a value. Options
+    /// nobody asks about are reported by ``finish()``.
     /// - Parameters:
     ///   - raw: the arguments after the subcommand name.
     ///   - flagNames: the boolean options this command knows (they take no value).
     init(_ raw: [String], flagNames: Set<String> = []) throws {
+        try self.init(raw) { !flagNames.contains($0) }
+    }
+
+    /// - Parameter takesValue: whether `--name` takes a value; throws for an unknown option.
+    private init(_ raw: [String], takesValue: (String) throws -> Bool) throws {
         var index = 0
         while index < raw.count {
             let word = raw[index]
@@ -37,7 +114,7 @@ struct Arguments {
                 value = String(name[name.index(after: equals)...])
                 name = String(name[..<equals])
             }
-            if flagNames.contains(name) {
+            if try !takesValue(name) {
                 guard value == nil else { throw UsageError("--\(name) takes no value") }
                 flags.insert(name)
                 continue
@@ -52,10 +129,7 @@ struct Arguments {
     }
 
     /// The last value given for `--name`, or nil.
-    mutating func option(_ name: String) -> String? {
-        consumed.insert(name)
-        return options[name]?.last
-    }
+    func value(_ name: String) -> String? { options[name]?.last }
 
     /// Every value given for a repeatable `--name`, in order.
     mutating func options(_ name: String) -> [String] {
@@ -64,12 +138,21 @@ struct Arguments {
     }
 
     /// Whether the boolean `--name` was given.
-    mutating func flag(_ name: String) -> Bool {
+    func isSet(_ name: String) -> Bool { flags.contains(name) }
+
+    /// ``value(_:)``, noting that `--name` was asked about (for ``finish()``).
+    mutating func option(_ name: String) -> String? {
         consumed.insert(name)
-        return flags.contains(name)
+        return value(name)
     }
 
-    /// Throws a usage error for any option nobody asked about.
+    /// ``isSet(_:)``, noting that `--name` was asked about (for ``finish()``).
+    mutating func flag(_ name: String) -> Bool {
+        consumed.insert(name)
+        return isSet(name)
+    }
+
+    /// Throws a usage error for any option nobody asked about (arguments parsed without a table).
     func finish() throws {
         let unknown = Set(options.keys).union(flags).subtracting(consumed)
         if let name = unknown.sorted().first {
@@ -82,4 +165,10 @@ struct Arguments {
 func printError(_ message: String) {
     // The throwing variant: `write(_:)` traps when standard error is closed or full.
     try? FileHandle.standardError.write(contentsOf: Data((message + "\n").utf8))
+}
+
+/// Prints `value` as compact JSON on one line: the CLI's one JSON writer (KeyboundWire's, the
+/// same the server answers with).
+func printJSON(_ value: JSONValue) {
+    print(String(decoding: JSON.serialize(value), as: UTF8.self))
 }

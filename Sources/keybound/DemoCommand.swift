@@ -8,6 +8,13 @@ import KeyboundWire
 /// emulated Face ID device. Every step's outcome is checked; the exit status is 1 if any step
 /// does not turn out as narrated.
 enum DemoCommand {
+    /// The demo's options: its parsing and its `--help`.
+    static let options: [Option] = [
+        .flag("json", "print the transcript as JSON lines"),
+        .flag("keep-database", "keep the SQLite file and print its path"),
+        .help,
+    ]
+
     static let usage = """
         usage: keybound demo [--json] [--keep-database]
 
@@ -17,15 +24,15 @@ enum DemoCommand {
         you-sign approval with replay and tampering refused, app lock, enrollment change and
         re-enrollment, lockout and recovery by passcode.
 
-          --json           print the transcript as JSON lines
-          --keep-database  keep the SQLite file and print its path
+        options:
+        \(Option.help(options))
         """
 
     static func run(_ raw: [String]) async -> Int32 {
-        var arguments: Arguments
+        let arguments: Arguments
         do {
-            arguments = try Arguments(raw, flagNames: ["json", "help", "keep-database"])
-            if arguments.flag("help") {
+            arguments = try Arguments(raw, options: options, command: "keybound demo")
+            if arguments.isSet("help") {
                 print(usage)
                 return 0
             }
@@ -34,12 +41,8 @@ enum DemoCommand {
             printError("keybound demo: \(error)\n\(usage)")
             return 2
         }
-        let json = arguments.flag("json")
-        let keepDatabase = arguments.flag("keep-database")
-        do { try arguments.finish() } catch {
-            printError("keybound demo: \(error)")
-            return 2
-        }
+        let json = arguments.isSet("json")
+        let keepDatabase = arguments.isSet("keep-database")
         let narrator = Narrator(json: json)
         do {
             try await DemoStory(narrator: narrator, keepDatabase: keepDatabase).run()
@@ -70,7 +73,7 @@ final class Narrator: @unchecked Sendable {
     func chapter(_ title: String) {
         chapter = title
         if json {
-            emit(["event": "chapter", "title": title])
+            emit([JSONMember("event", .string("chapter")), JSONMember("title", .string(title))])
         } else {
             print("\n== \(title)")
         }
@@ -80,8 +83,9 @@ final class Narrator: @unchecked Sendable {
         stepCount += 1
         if json {
             emit([
-                "event": "step", "chapter": chapter, "step": stepCount, "action": action, "outcome": outcome,
-                "ok": true,
+                JSONMember("event", .string("step")), JSONMember("chapter", .string(chapter)),
+                JSONMember("step", .integer(stepCount)), JSONMember("action", .string(action)),
+                JSONMember("outcome", .string(outcome)), JSONMember("ok", .bool(true)),
             ])
         } else {
             print("  \(String(format: "%2d", stepCount)). \(action)\n      ✔ \(outcome)")
@@ -89,16 +93,21 @@ final class Narrator: @unchecked Sendable {
     }
 
     func note(_ text: String) {
-        if json { emit(["event": "note", "text": text]) } else { print("      \(text)") }
+        if json {
+            emit([JSONMember("event", .string("note")), JSONMember("text", .string(text))])
+        } else {
+            print("      \(text)")
+        }
     }
 
     func finish(failed: (any Error)?) {
         let seconds = String(format: "%.1f", Date().timeIntervalSince(started))
         if json {
-            var object: [String: Any] = [
-                "event": "end", "ok": failed == nil, "steps": stepCount, "seconds": seconds,
+            var object = [
+                JSONMember("event", .string("end")), JSONMember("ok", .bool(failed == nil)),
+                JSONMember("steps", .integer(stepCount)), JSONMember("seconds", .string(seconds)),
             ]
-            if let failed { object["error"] = "\(failed)" }
+            if let failed { object.append(JSONMember("error", .string("\(failed)"))) }
             emit(object)
         } else if let failed {
             print("\n✘ The story did not turn out as narrated: \(failed)")
@@ -108,11 +117,7 @@ final class Narrator: @unchecked Sendable {
         fflush(nil)
     }
 
-    private func emit(_ object: [String: Any]) {
-        if let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]) {
-            print(String(decoding: data, as: UTF8.self))
-        }
-    }
+    private func emit(_ members: [JSONMember]) { printJSON(.object(members)) }
 }
 
 /// The stories of docs/design.md, in order, each outcome checked.
@@ -186,8 +191,10 @@ struct DemoStory {
         try await expectError(.userCancel, "Relaunch; the user dismisses the Face ID prompt") {
             try await relaunched.unlock(reason: "Log in to Acme")
         }
-        await device.present(.userFallback)
-        try await expectError(.userFallback, "Relaunch; the user taps 'Use Password'") {
+        await device.present(.noMatch, .noMatch, .userFallback)
+        try await expectError(
+            .userFallback, "Relaunch; Face ID does not recognise the user twice, who taps 'Use Password'"
+        ) {
             try await relaunched.unlock(reason: "Log in to Acme")
         }
         await device.present(.match)
@@ -234,20 +241,24 @@ struct DemoStory {
         let action = ApprovalAction.transfer(
             try TransferAction(amount: DecimalAmount("0.5"), asset: "ETH", to: recipient))
         let pending = try await approvals.request(action)
-        try check(pending.promptText == "Send 0.5 ETH to 0x12a4…5fef", "prompt text: \(pending.promptText)")
+        try check(
+            pending.amount.text == "0.5" && pending.asset == "ETH" && pending.recipient == recipient,
+            "the pending approval should name the whole transfer: \(pending.promptText)")
         narrator.step(
             "Ask the server to approve sending 0.5 ETH",
-            "the prompt, parsed from the signed payload: \"\(pending.promptText)\"")
+            "the app's confirmation screen, parsed from the payload the key will sign: "
+                + "\(pending.amount) \(pending.asset) to \(pending.groupedRecipient)")
 
+        // The user taps "Send" on that screen: only now can the key be reached.
         await device.present(.match)
-        let signature = try await approvals.sign(pending)
+        let signature = try await approvals.sign(pending.confirm())
         let confirmed = try await login.client.confirmApproval(pending.approvalID, signature: signature)
         try check(confirmed.status == .approved, "the approval should be approved")
         narrator.step(
-            "Face ID matches (a fresh verification), the key signs the exact payload bytes", "approved")
+            "The user confirms on the app's screen; Face ID matches (a fresh verification), the key "
+                + "signs the exact payload bytes", "approved")
 
-        try await expectError(.server, "An attacker replays the same signature", serverCode: "challenge_used")
-        {
+        try await expectError(.server, "An attacker replays the same signature", serverCode: .challengeUsed) {
             _ = try await login.client.confirmApproval(pending.approvalID, signature: signature)
         }
 
@@ -258,11 +269,13 @@ struct DemoStory {
         try check(tampered != second.payloadBytes, "the tampering should change the payload")
         await device.present(.match)
         let tamperedPending = try approvals.check(approvalID: second.approvalID, payload: tampered)
-        let tamperedSignature = try await approvals.sign(tamperedPending)
-        narrator.note("Malware swaps the amount to 50 before the prompt: \"\(tamperedPending.promptText)\"")
+        let tamperedSignature = try await approvals.sign(tamperedPending.confirm())
+        narrator.note(
+            "Malware swaps the amount to 50 before the confirmation screen: \"\(tamperedPending.promptText)\""
+        )
         try await expectError(
             .server, "The tampered payload's signature is sent for the 0.5 ETH approval",
-            serverCode: "signature_invalid"
+            serverCode: .signatureInvalid
         ) {
             _ = try await login.client.confirmApproval(second.approvalID, signature: tamperedSignature)
         }
@@ -315,7 +328,7 @@ struct DemoStory {
             "Log in with the password and turn Face ID on again",
             "new key bound as device \(newDeviceID.prefix(8))…")
         try await expectError(
-            .server, "The old device key asks for a login challenge", serverCode: "device_revoked"
+            .server, "The old device key asks for a login challenge", serverCode: .deviceRevoked
         ) {
             _ = try await keyLogin.client.loginChallenge(deviceID: oldDeviceID)
         }
@@ -324,12 +337,12 @@ struct DemoStory {
     /// Story 6: lockout and recovery by passcode.
     private func lockout(_ login: BiometricLogin, device: EmulatedDevice, baseURL: URL) async throws {
         narrator.chapter("6. Lockout and fallback")
-        await device.present(.noMatch, .noMatch)
-        try await expectError(.authenticationFailed, "Someone else tries Face ID twice") {
+        await device.present(.noMatch, .noMatch, .noMatch)
+        try await expectError(.authenticationFailed, "Someone else tries Face ID twice, then again") {
             try await login.unlock(reason: "Log in to Acme")
         }
-        await device.present(.noMatch, .noMatch)
-        try await expectError(.authenticationFailed, "…and twice more") {
+        await device.present(.noMatch, .noMatch, .userCancel)
+        try await expectError(.userCancel, "…twice more, then cancels") {
             try await login.unlock(reason: "Log in to Acme")
         }
         await device.present(.noMatch)
@@ -368,7 +381,7 @@ struct DemoStory {
     /// Runs `body`, which must fail with `expected`; narrates the refusal.
     private func expectError(
         _ expected: KeyboundError, _ action: String, recovery: KeyboundError.Recovery? = nil,
-        serverCode: String? = nil,
+        serverCode: ProblemCode? = nil,
         _ body: () async throws -> Void
     ) async throws {
         do {
@@ -380,7 +393,8 @@ struct DemoStory {
             if let serverCode, error.serverCode != serverCode {
                 throw DemoFailure(
                     description:
-                        "\(action): server said \(error.serverCode ?? "nothing"), expected \(serverCode)")
+                        "\(action): server said \(error.serverCode?.rawValue ?? "nothing"), expected \(serverCode)"
+                )
             }
             var outcome = "refused: \(error.code)"
             if let code = error.serverCode { outcome += " (\(code))" }
@@ -395,7 +409,7 @@ struct DemoStory {
 
 /// The app-lock chapter's clock, moved by hand so the demo does not wait for real minutes.
 final class DemoClock: Sendable {
-    private let current = Mutex(Date())
-    var clock: Keybound.Clock { Keybound.Clock { [current] in current.withLock { $0 } } }
-    func advance(_ seconds: TimeInterval) { current.withLock { $0 += seconds } }
+    private let elapsed = Mutex<TimeInterval>(0)
+    var clock: MonotonicClock { MonotonicClock { [elapsed] in elapsed.withLock { $0 } } }
+    func advance(_ seconds: TimeInterval) { elapsed.withLock { $0 += seconds } }
 }

@@ -6,62 +6,191 @@ import KeyboundWire
 
 /// `keybound device`: drives one persistent emulated device from the shell.
 enum DeviceCommand {
-    static let usage = """
+    /// One `keybound device` command: its operands and options, for parsing and for `--help`.
+    struct Subcommand {
+        let name: String
+        /// The operands in help (`NAME`, `OUTCOME…`), or "" for none.
+        let operands: String
+        let summary: String
+        let options: [Option]
+
+        /// The command, then its options indented below it, for the help's two columns.
+        var helpRows: [(String, String)] {
+            [([name, operands].filter { !$0.isEmpty }.joined(separator: " "), summary)]
+                + options.map { ("  " + $0.synopsis, $0.summary) }
+        }
+
+        /// `store NAME [--policy P] [--accessibility A]`.
+        var synopsis: String {
+            ([name, operands] + options.map(\.usage)).filter { !$0.isEmpty }.joined(separator: " ")
+        }
+    }
+
+    /// Options every command takes, before or after its name.
+    static let globalOptions: [Option] = [
+        .value(
+            "state", "FILE",
+            "the device's state file (default: $KEYBOUND_DEVICE, else ./keybound-device.state)"),
+        .flag("json", "print one JSON object: {\"ok\":true,…} or {\"ok\":false,\"error\":{…}}"),
+        .help,
+    ]
+
+    static let policyOption = Option.value("policy", "P", "who may use it (policies below)", required: true)
+    static let reasonOption = Option.value("reason", "TEXT", "the prompt's reason")
+
+    /// Every command, in the order `--help` lists them.
+    static let subcommands: [Subcommand] = [
+        Subcommand(
+            name: "init", operands: "",
+            summary: "a new device (defaults: faceID, passcode 123456, 1 enrolled identity)",
+            options: [
+                .value("biometry", "B", "faceID, touchID, opticID or none"),
+                .value("passcode", "CODE", "the device passcode, 4–64 characters"),
+                .flag("no-passcode", "a device without a passcode"),
+                .value("enrolled", "N", "enrolled identities, 0–5"),
+            ]),
+        Subcommand(
+            name: "state", operands: "",
+            summary: "biometry, enrolled count, passcode set, locked, consecutive failures, lockout",
+            options: []),
+        Subcommand(
+            name: "enroll", operands: "", summary: "add one identity (an enrollment change)", options: []),
+        Subcommand(
+            name: "unenroll", operands: "", summary: "remove every identity (an enrollment change)",
+            options: []),
+        Subcommand(name: "lock", operands: "", summary: "lock the device", options: []),
+        Subcommand(
+            name: "unlock", operands: "", summary: "unlock it (counts as the first unlock since boot)",
+            options: []),
+        Subcommand(
+            name: "set-passcode", operands: "CODE", summary: "set or change the passcode", options: []),
+        Subcommand(
+            name: "remove-passcode", operands: "",
+            summary: "remove it: deletes whenPasscodeSetThisDeviceOnly items and keys", options: []),
+        Subcommand(
+            name: "present", operands: "OUTCOME…",
+            summary: "queue what the user does at the next prompts (outcomes below)",
+            options: []),
+        Subcommand(
+            name: "store", operands: "NAME", summary: "store standard input as the item NAME",
+            options: [
+                policyOption,
+                .value("accessibility", "A", "when it is readable (accessibility below)"),
+            ]),
+        Subcommand(
+            name: "read", operands: "NAME",
+            summary: "print the item's value (after a prompt if it is protected)",
+            options: [reasonOption]),
+        Subcommand(name: "delete", operands: "NAME", summary: "delete the item or key NAME", options: []),
+        Subcommand(
+            name: "create-key", operands: "NAME",
+            summary: "create a P-256 key; print its public key (SPKI DER, base64url)",
+            options: [policyOption]),
+        Subcommand(
+            name: "sign", operands: "NAME",
+            summary: "sign standard input (ECDSA P-256 SHA-256); print the DER signature, base64url",
+            options: [reasonOption]),
+    ]
+
+    /// What the state file's seal does and does not protect: said in `--help`, plainly.
+    static let sealNote = """
+        The state file is sealed (AES-256-GCM) under a random key kept beside it in FILE.key.
+        Both are created owner-only (0600, never through a symbolic link), and a state or key
+        file that is not yours, or that others can read or write, is refused.
+        The seal protects the state from whoever has the state file without the key (a copy,
+        a backup), and reveals any change to it. It does not protect anything from whoever can
+        read both files (you, root): they see every stored value and the emulated keys'
+        private parts, and can test passcodes against the salted, stretched verifier
+        (PBKDF2-HMAC-SHA-256) quickly for short ones. Never store real secrets or use a real
+        passcode here.
+        """
+
+    static var usage: String {
+        """
         usage: keybound device [--state FILE] [--json] COMMAND …
 
-        Drives one persistent emulated device. State lives in --state FILE (default
-        $KEYBOUND_DEVICE, else ./keybound-device.state), AES-GCM-sealed under a key kept in
-        FILE.key, and is written atomically after every command.
+        Drives one persistent emulated device. State lives in --state FILE and is written
+        atomically after every command.
 
         commands:
-          init [--biometry faceID|touchID|opticID|none] [--passcode CODE|--no-passcode] [--enrolled N]
-          state                          biometry, enrollment, passcode, lock, failures, lockout
-          enroll | unenroll              add one identity | remove all (enrollment changes)
-          lock | unlock                  lock the device | unlock it
-          set-passcode CODE | remove-passcode
-          present OUTCOME…               match, no-match, cancel, fallback, system-cancel,
-                                         app-cancel, passcode:CODE
-          store NAME --policy P [--accessibility A]   value from standard input
-          read NAME [--reason TEXT]      value to standard output
-          delete NAME
-          create-key NAME --policy P     prints the public key (SPKI DER, base64url)
-          sign NAME [--reason TEXT]      signs standard input; prints the DER signature, base64url
+        \(columns(subcommands.flatMap(\.helpRows), indent: 2))
 
+        options:
+        \(Option.help(globalOptions))
+
+        \(notes)
+
+        \(sealNote)
+        """
+    }
+
+    static func usage(of command: Subcommand) -> String {
+        """
+        usage: keybound device [--state FILE] [--json] \(command.synopsis)
+
+        \(command.summary)
+
+        options:
+        \(Option.help(command.options + globalOptions))
+
+        \(notes)
+        """
+    }
+
+    /// The vocabulary the commands share.
+    static let notes = """
+        outcomes: match, no-match, cancel, fallback, system-cancel, app-cancel, passcode:CODE
+          (the fallback button shows after 1 failed match with Touch ID, after 2 with Face ID)
         policies: none, biometryCurrentSet, biometryAny, userPresence, devicePasscode, biometryOrPasscode
         accessibility: whenUnlocked, whenUnlockedThisDeviceOnly, afterFirstUnlock,
-                       afterFirstUnlockThisDeviceOnly, whenPasscodeSetThisDeviceOnly (default)
+          afterFirstUnlockThisDeviceOnly, whenPasscodeSetThisDeviceOnly (the default)
         exit status: 0 success, 1 the operation failed (the error is the outcome), 2 usage
         """
 
     static func run(_ raw: [String]) async -> Int32 {
-        var arguments: Arguments
-        do {
-            arguments = try Arguments(raw, flagNames: ["json", "help", "no-passcode"])
-        } catch {
-            printError("keybound device: \(error)\n\(usage)")
-            return 2
-        }
-        let json = arguments.flag("json")
-        let help = arguments.flag("help")
-        if help || arguments.positionals.isEmpty {
-            // Help that was asked for goes to standard output; a missing command is a usage error
-            // and goes to standard error like every other, so `--json` stdout stays parseable.
-            guard help else {
+        // The command is the first word that is neither an option nor a global option's value.
+        let commandIndex = firstOperand(raw)
+        guard let commandIndex else {
+            let wantsHelp = (try? Arguments(raw, options: globalOptions, command: "keybound device"))?.isSet(
+                "help")
+            guard wantsHelp == true else {
+                // A missing command is a usage error, on standard error like every other, so
+                // that `--json` standard output stays parseable.
                 printError("keybound device: no command given\n\(usage)")
                 return 2
             }
             print(usage)
             return 0
         }
+        guard let subcommand = subcommands.first(where: { $0.name == raw[commandIndex] }) else {
+            printError(
+                "keybound device: unknown device command '\(raw[commandIndex])' (see keybound device --help)")
+            return 2
+        }
+        var rest = raw
+        rest.remove(at: commandIndex)
+        let arguments: Arguments
+        do {
+            arguments = try Arguments(
+                rest, options: subcommand.options + globalOptions,
+                command: "keybound device \(subcommand.name)")
+        } catch {
+            printError("keybound device: \(error)")
+            return 2
+        }
+        if arguments.isSet("help") {
+            print(usage(of: subcommand))
+            return 0
+        }
         let statePath =
-            arguments.option("state") ?? ProcessInfo.processInfo.environment["KEYBOUND_DEVICE"]
+            arguments.value("state") ?? ProcessInfo.processInfo.environment["KEYBOUND_DEVICE"]
             ?? "keybound-device.state"
-        let output = Output(json: json)
+        let output = Output(json: arguments.isSet("json"))
         let session = DeviceSession(stateFile: URL(fileURLWithPath: statePath))
         do {
-            let result: DeviceCommand.Result
+            let result: Result
             do {
-                result = try await session.perform(&arguments)
+                result = try await session.perform(subcommand.name, arguments)
             } catch let error as KeyboundError {
                 // A failed prompt still changed the device (outcomes consumed, failures counted).
                 try await session.save()
@@ -82,70 +211,67 @@ enum DeviceCommand {
         }
     }
 
-    /// What a command printed: key/value facts, and raw text for standard output.
-    struct Result {
-        var fields: [(String, JSONScalar)] = []
-        var text: String?
+    /// The index of the first word that is not an option or the value of a global option.
+    private static func firstOperand(_ raw: [String]) -> Int? {
+        var index = 0
+        while index < raw.count {
+            let word = raw[index]
+            if word == "--" { return index + 1 < raw.count ? index + 1 : nil }
+            guard word.hasPrefix("--"), word.count > 2 else { return index }
+            let name = word.dropFirst(2).prefix { $0 != "=" }
+            let takesValue = globalOptions.first { $0.name == name }?.value != nil
+            index += takesValue && !word.contains("=") ? 2 : 1
+        }
+        return nil
     }
 
-    enum JSONScalar {
-        case string(String)
-        case int(Int)
-        case bool(Bool)
-        case strings([String])
-
-        var json: String {
-            switch self {
-            case .string(let value): quote(value)
-            case .int(let value): String(value)
-            case .bool(let value): value ? "true" : "false"
-            case .strings(let values): "[" + values.map(quote).joined(separator: ",") + "]"
-            }
-        }
-
-        var plain: String {
-            switch self {
-            case .string(let value): value
-            case .int(let value): String(value)
-            case .bool(let value): value ? "yes" : "no"
-            case .strings(let values): values.joined(separator: ", ")
-            }
-        }
-
-        private func quote(_ value: String) -> String {
-            let data = (try? JSONEncoder().encode(value)) ?? Data("\"\"".utf8)
-            return String(decoding: data, as: UTF8.self)
-        }
+    /// What a command printed: facts for JSON (and `name: value` lines), and at most one bare
+    /// value that plain output prints alone on its line (`read`, `create-key`, `sign`).
+    struct Result {
+        var fields: [JSONMember] = []
+        var bare: JSONMember?
     }
 
     struct Output {
         let json: Bool
 
+        /// The members of `--json`'s `"error"` object.
+        enum ErrorMember: String, MemberName { case code, native, recovery, message }
+
         func success(_ result: Result) {
             if json {
-                var members = ["\"ok\":true"]
-                members += result.fields.map { "\"\($0.0)\":\($0.1.json)" }
-                if let text = result.text { members.append("\"value\":\(JSONScalar.string(text).json)") }
-                print("{" + members.joined(separator: ",") + "}")
+                printJSON(
+                    .object(
+                        [JSONMember("ok", .bool(true))] + result.fields + (result.bare.map { [$0] } ?? [])))
             } else {
-                for (name, value) in result.fields { print("\(name): \(value.plain)") }
-                if let text = result.text { print(text) }
+                for field in result.fields { print("\(field.name): \(Self.plain(field.value))") }
+                if let bare = result.bare { print(Self.plain(bare.value)) }
             }
         }
 
         func failure(_ error: KeyboundError) {
             if json {
-                var members = ["\"code\":\(JSONScalar.string(error.code.rawValue).json)"]
-                if let native = error.native { members.append("\"native\":\(native.value)") }
-                members.append("\"recovery\":\(JSONScalar.string(error.recovery.rawValue).json)")
-                if let message = error.message {
-                    members.append("\"message\":\(JSONScalar.string(message).json)")
-                }
-                print("{\"ok\":false,\"error\":{" + members.joined(separator: ",") + "}}")
+                var object = JSONObjectBuilder<ErrorMember>()
+                object.add(.code, error.code.rawValue)
+                if let native = error.native { object.add(.native, native.value) }
+                object.add(.recovery, error.recovery.rawValue)
+                object.add(.message, error.message)
+                printJSON(.object([JSONMember("ok", .bool(false)), JSONMember("error", object.value)]))
             } else {
                 printError(
                     "keybound device: \(error.code) (recovery: \(error.recovery))\(error.message.map { ": \($0)" } ?? "")"
                 )
+            }
+        }
+
+        /// A value as plain output shows it.
+        private static func plain(_ value: JSONValue) -> String {
+            switch value {
+            case .string(let text), .number(let text): text
+            case .bool(let flag): flag ? "yes" : "no"
+            case .array(let items): items.map(plain).joined(separator: ", ")
+            case .null: ""
+            case .object: String(decoding: JSON.serialize(value), as: UTF8.self)
             }
         }
     }
@@ -156,56 +282,57 @@ private final class DeviceSession {
     let stateFile: URL
     let keyFile: URL
     var device: EmulatedDevice?
+    /// The state file's key, once read or made.
+    private var key: Data?
 
     init(stateFile: URL) {
         self.stateFile = stateFile
         keyFile = stateFile.appendingPathExtension("key")
     }
 
-    func perform(_ arguments: inout Arguments) async throws -> DeviceCommand.Result {
-        var words = arguments.positionals
-        let command = words.removeFirst()
+    func perform(_ command: String, _ arguments: Arguments) async throws -> DeviceCommand.Result {
+        let words = arguments.positionals
         if command == "init" {
-            return try await initialize(&arguments, words)
+            return try await initialize(arguments, words)
         }
         let device = try load()
         self.device = device
         var result = DeviceCommand.Result()
         switch command {
         case "state":
-            try expect(words, count: 0, arguments)
+            try expect(words, count: 0)
             let snapshot = await device.snapshot()
             result.fields = [
-                ("biometry", .string(snapshot.biometryType.rawValue)),
-                ("enrolled", .int(snapshot.enrolledIdentities)),
-                ("passcode_set", .bool(snapshot.isPasscodeSet)),
-                ("locked", .bool(snapshot.isLocked)),
-                ("consecutive_failures", .int(snapshot.consecutiveFailedMatches)),
-                ("lockout", .bool(snapshot.isBiometryLockedOut)),
-                ("queued", .int(snapshot.queuedOutcomes)),
-                ("items", .strings(snapshot.items)),
-                ("keys", .strings(snapshot.keys)),
+                JSONMember("biometry", .string(snapshot.biometryType.rawValue)),
+                JSONMember("enrolled", .integer(snapshot.enrolledIdentities)),
+                JSONMember("passcode_set", .bool(snapshot.isPasscodeSet)),
+                JSONMember("locked", .bool(snapshot.isLocked)),
+                JSONMember("consecutive_failures", .integer(snapshot.consecutiveFailedMatches)),
+                JSONMember("lockout", .bool(snapshot.isBiometryLockedOut)),
+                JSONMember("queued", .integer(snapshot.queuedOutcomes)),
+                JSONMember("items", .array(snapshot.items.map(JSONValue.string))),
+                JSONMember("keys", .array(snapshot.keys.map(JSONValue.string))),
             ]
+            return result
         case "enroll":
-            try expect(words, count: 0, arguments)
+            try expect(words, count: 0)
             try await device.enroll()
         case "unenroll":
-            try expect(words, count: 0, arguments)
+            try expect(words, count: 0)
             await device.unenrollAll()
         case "lock":
-            try expect(words, count: 0, arguments)
+            try expect(words, count: 0)
             await device.lock()
         case "unlock":
-            try expect(words, count: 0, arguments)
+            try expect(words, count: 0)
             await device.unlock()
         case "set-passcode":
-            try expect(words, count: 1, arguments)
+            try expect(words, count: 1)
             try await device.setPasscode(words[0])
         case "remove-passcode":
-            try expect(words, count: 0, arguments)
+            try expect(words, count: 0)
             await device.removePasscode()
         case "present":
-            try arguments.finish()
             guard !words.isEmpty else { throw UsageError("present needs at least one OUTCOME") }
             let outcomes = try words.map { word in
                 guard let outcome = PresentationOutcome(cliName: word) else {
@@ -216,77 +343,67 @@ private final class DeviceSession {
                 return outcome
             }
             await device.present(outcomes)
-            result.fields = [("queued", .int(await device.snapshot().queuedOutcomes))]
+            result.fields = [JSONMember("queued", .integer(await device.snapshot().queuedOutcomes))]
+            return result
         case "store":
             let name = try itemName(words)
-            let policy = try self.policy(&arguments)
-            try arguments.finish()
             try await ProtectedStore(store: device, verifier: device).store(
-                readStandardInput(), as: name, policy: policy)
+                readStandardInput(), as: name, policy: try policy(arguments))
         case "read":
             let name = try itemName(words)
-            let reason = arguments.option("reason") ?? "Read \(name)"
-            try arguments.finish()
             let verification = try await promptIfProtected(
-                device, policy: try? await device.itemPolicy(name), reason)
+                device, policy: try? await device.itemPolicy(name),
+                arguments.value("reason") ?? "Read \(name)")
             let value = try await ProtectedStore(store: device, verifier: device).read(
                 name, verification: verification)
-            result.text = String(decoding: value, as: UTF8.self)
+            result.bare = JSONMember("value", .string(String(decoding: value, as: UTF8.self)))
+            return result
         case "delete":
             let name = try itemName(words)
-            try arguments.finish()
             try await ProtectedStore(store: device, verifier: device).delete(name)
             try await ProtectedKeys(vault: device, markers: device, verifier: device).deleteKey(name)
         case "create-key":
             let name = try itemName(words)
-            let policy = try self.policy(&arguments)
-            try arguments.finish()
             let spki = try await ProtectedKeys(vault: device, markers: device, verifier: device).createKey(
-                name, policy: policy)
-            result.fields = [("public_key", .string(Base64URL.encode(spki)))]
-            result.text = nil
+                name, policy: try policy(arguments))
+            result.bare = JSONMember("public_key", .string(Base64URL.encode(spki)))
+            return result
         case "sign":
             let name = try itemName(words)
-            let reason = arguments.option("reason") ?? "Sign with \(name)"
-            try arguments.finish()
             let verification = try await promptIfProtected(
-                device, policy: try? await device.keyPolicy(name), reason)
+                device, policy: try? await device.keyPolicy(name),
+                arguments.value("reason") ?? "Sign with \(name)")
             let signature = try await ProtectedKeys(vault: device, markers: device, verifier: device).sign(
                 readStandardInput(), with: name, verification: verification)
-            result.fields = [("signature", .string(Base64URL.encode(signature)))]
+            result.bare = JSONMember("signature", .string(Base64URL.encode(signature)))
+            return result
         default:
             throw UsageError("unknown device command '\(command)' (see keybound device --help)")
         }
-        if !(command == "state" || command == "present" || command == "create-key" || command == "sign"
-            || command == "read")
-        {
-            result.fields = [("done", .string(command))]
-        }
+        result.fields = [JSONMember("done", .string(command))]
         return result
     }
 
-    private func initialize(_ arguments: inout Arguments, _ words: [String]) async throws
-        -> DeviceCommand.Result
-    {
-        let biometryName = arguments.option("biometry") ?? "faceID"
+    private func initialize(_ arguments: Arguments, _ words: [String]) async throws -> DeviceCommand.Result {
+        let biometryName = arguments.value("biometry") ?? "faceID"
         guard let biometry = BiometryType(rawValue: biometryName) else {
             throw UsageError("--biometry is faceID, touchID, opticID or none, not '\(biometryName)'")
         }
-        let noPasscode = arguments.flag("no-passcode")
-        let passcodeOption = arguments.option("passcode")
+        let noPasscode = arguments.isSet("no-passcode")
+        let passcodeOption = arguments.value("passcode")
         if noPasscode && passcodeOption != nil {
             throw UsageError("give --passcode or --no-passcode, not both")
         }
-        let enrolledText = arguments.option("enrolled") ?? (biometry == .none ? "0" : "1")
+        let enrolledText = arguments.value("enrolled") ?? (biometry == .none ? "0" : "1")
         guard let enrolled = Int(enrolledText) else { throw UsageError("--enrolled takes a number") }
-        try expect(words, count: 0, arguments)
+        try expect(words, count: 0)
         device = try EmulatedDevice(
             biometry: biometry, passcode: noPasscode ? nil : (passcodeOption ?? "123456"),
             enrolledIdentities: enrolled)
         var result = DeviceCommand.Result()
         result.fields = [
-            ("done", .string("init")), ("biometry", .string(biometry.rawValue)), ("enrolled", .int(enrolled)),
-            ("state", .string(stateFile.path)),
+            JSONMember("done", .string("init")), JSONMember("biometry", .string(biometry.rawValue)),
+            JSONMember("enrolled", .integer(enrolled)), JSONMember("state", .string(stateFile.path)),
         ]
         return result
     }
@@ -303,22 +420,26 @@ private final class DeviceSession {
         return try EmulatedDevice.load(from: stateFile, key: try fileKey(create: false))
     }
 
-    /// The state file's key, kept beside it with owner-only permissions.
+    /// The state file's key, kept beside it, owner-only. A new one is made only where there is
+    /// nothing yet; an existing one is used only when it is the user's own and private.
     private func fileKey(create: Bool) throws -> Data {
-        if let key = try? Data(contentsOf: keyFile), key.count == AES256GCM.keyByteCount { return key }
-        guard create else {
-            throw KeyboundError.invalidInput("the key file \(keyFile.path) is missing or damaged")
+        if let key { return key }
+        if create {
+            let fresh = SecureRandom.bytes(AES256GCM.keyByteCount)
+            do {
+                try OwnerOnlyFile.create(fresh, at: keyFile)
+                key = fresh
+                return fresh
+            } catch let error as KeyboundError where error == .duplicateItem {
+                // There is a key file already: use it if it passes the checks below.
+            }
         }
-        let key = SecureRandom.bytes(AES256GCM.keyByteCount)
-        // createFile writes a temporary file with the umask's mode, renames it into place and
-        // only then applies 0600: without this mask the key sat world-readable in between.
-        let previousMask = umask(0o077)
-        defer { umask(previousMask) }
-        guard
-            FileManager.default.createFile(
-                atPath: keyFile.path, contents: key, attributes: [.posixPermissions: 0o600])
-        else { throw KeyboundError.invalidInput("cannot write the key file \(keyFile.path)") }
-        return key
+        let existing = try OwnerOnlyFile.read(keyFile)
+        guard existing.count == AES256GCM.keyByteCount else {
+            throw KeyboundError.invalidInput("the key file \(keyFile.path) is damaged")
+        }
+        key = existing
+        return existing
     }
 
     /// The emulated OS prompts when protected material is used: evaluate its policy first. Missing
@@ -331,15 +452,16 @@ private final class DeviceSession {
         return try await device.verify(policy, prompt: VerificationPrompt(reason: reason))
     }
 
-    private func policy(_ arguments: inout Arguments) throws -> AccessPolicy {
-        guard let name = arguments.option("policy") else { throw UsageError("--policy P is required") }
+    private func policy(_ arguments: Arguments) throws -> AccessPolicy {
+        // Required in the option table: parsing refused the command line without it.
+        let name = arguments.value("policy") ?? ""
         guard let preset = AccessPolicy.named(name) else {
             throw UsageError(
                 "unknown policy '\(name)': none, biometryCurrentSet, biometryAny, userPresence, devicePasscode, biometryOrPasscode"
             )
         }
         // docs/design.md: the accessibility defaults to whenPasscodeSetThisDeviceOnly for every policy.
-        let accessibilityName = arguments.option("accessibility") ?? "whenPasscodeSetThisDeviceOnly"
+        let accessibilityName = arguments.value("accessibility") ?? "whenPasscodeSetThisDeviceOnly"
         guard let accessibility = AccessPolicy.Accessibility(rawValue: accessibilityName) else {
             throw UsageError("unknown accessibility '\(accessibilityName)'")
         }
@@ -357,11 +479,10 @@ private final class DeviceSession {
         do { return try ItemName(words[0]) } catch { throw UsageError("\(error)") }
     }
 
-    private func expect(_ words: [String], count: Int, _ arguments: Arguments) throws {
+    private func expect(_ words: [String], count: Int) throws {
         guard words.count == count else {
             throw UsageError("unexpected arguments: \(words.joined(separator: " "))")
         }
-        try arguments.finish()
     }
 
     private func readStandardInput() -> Data {

@@ -2,12 +2,13 @@ import Foundation
 import Keybound
 import KeyboundEmulator
 import KeyboundServer
+import KeyboundTestSupport
 import KeyboundWire
 import Testing
 
 /// Story 4: app lock — a grace period in the background, verification to come back, a
 /// password login once the session is past its validity. Time is the backend's manual clock,
-/// shared by the app lock, the secret cache, the client and the server.
+/// shared by the app lock, the secret cache (as a monotonic clock), the client and the server.
 @Suite("Story 4: app lock")
 struct AppLockTests {
     @Test func graceLockUnlockCancelAndSessionValidity() async throws {
@@ -16,9 +17,10 @@ struct AppLockTests {
         let phone = try makePhone()
         try await backend.createUser("ada")
         let app = try backend.app(.token, device: phone)
-        let cache = try SecretCache(lifetime: 60, clock: backend.clientClock)
+        let cache = try SecretCache(lifetime: 60, clock: backend.monotonicClock)
         let lock = try AppLock(
-            verifier: phone, gracePeriod: 30, sessionValidity: 3600, clock: backend.clientClock, cache: cache)
+            verifier: phone, gracePeriod: 30, sessionValidity: 3600, clock: backend.monotonicClock,
+            cache: cache)
 
         // Before any login there is nothing to unlock: a password is needed.
         #expect(await lock.state == .requiresPassword)
@@ -99,7 +101,7 @@ struct AppLockTests {
         defer { backend.shutDown() }
         let phone = try makePhone()
         let lock = try AppLock(
-            verifier: phone, gracePeriod: 0, sessionValidity: 600, clock: backend.clientClock)
+            verifier: phone, gracePeriod: 0, sessionValidity: 600, clock: backend.monotonicClock)
         await lock.sessionStarted()
         await lock.didEnterBackground()
         backend.clock.advance(by: 1)
@@ -113,13 +115,48 @@ struct AppLockTests {
         #expect(await lock.state == .requiresPassword)
     }
 
+    /// Setting the phone's clock back while the app is in the background does not skip the
+    /// lock: the lock measures time on a monotonic clock, and should that ever run backwards,
+    /// a negative time away counts as too long.
+    @Test func aClockThatGoesBackDoesNotSkipTheLock() async throws {
+        let phone = try makePhone()
+        let ticks = Mutex<TimeInterval>(1_000)
+        let clock = MonotonicClock { ticks.withLock { $0 } }
+        let cache = try SecretCache(lifetime: 60, clock: clock)
+        let lock = try AppLock(
+            verifier: phone, gracePeriod: 30, sessionValidity: 3600, clock: clock, cache: cache)
+        await lock.sessionStarted()
+
+        await lock.didEnterBackground()
+        ticks.withLock { $0 -= 3600 }
+        #expect(await lock.willEnterForeground() == .requiresPassword, "the session's age is unknown")
+
+        ticks.withLock { $0 += 3600 }
+        await lock.sessionStarted()
+        ticks.withLock { $0 += 10 }
+        await lock.didEnterBackground()
+        ticks.withLock { $0 -= 1 }
+        await cache.put(Data("card 4242".utf8), for: "acme.card")
+        #expect(await lock.willEnterForeground() == .locked)
+        ticks.withLock { $0 -= 1 }
+        #expect(await cache.value(for: "acme.card") == nil, "a secret is not kept longer either")
+    }
+
+    /// The live clock is the system's continuous clock, not the wall clock.
+    @Test func theLiveClockMovesForward() async throws {
+        let first = MonotonicClock.live.now()
+        try await Task.sleep(nanoseconds: 2_000_000)
+        #expect(MonotonicClock.live.now() > first)
+    }
+
     @Test func secretCacheEntriesExpireAndAreClearedOnBackgroundAndLogout() async throws {
         let backend = try Backend()
         defer { backend.shutDown() }
         let phone = try makePhone()
-        let cache = try SecretCache(lifetime: 60, clock: backend.clientClock)
+        let cache = try SecretCache(lifetime: 60, clock: backend.monotonicClock)
         let lock = try AppLock(
-            verifier: phone, gracePeriod: 30, sessionValidity: 3600, clock: backend.clientClock, cache: cache)
+            verifier: phone, gracePeriod: 30, sessionValidity: 3600, clock: backend.monotonicClock,
+            cache: cache)
         await lock.sessionStarted()
 
         // Expiry: fresh for its lifetime, gone after it (and dropped on read).

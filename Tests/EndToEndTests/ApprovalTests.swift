@@ -2,6 +2,7 @@ import Foundation
 import Keybound
 import KeyboundEmulator
 import KeyboundServer
+import KeyboundTestSupport
 import KeyboundWire
 import Testing
 
@@ -13,6 +14,8 @@ import Testing
 @Suite("Story 3: transaction approval")
 struct ApprovalTests {
     static let recipient = "0x12a4c8b2e19d7f3a5c6b8e0d4f2a1b3c9d7e5fef"
+    /// The whole recipient in groups of four, as the app and the prompt show it.
+    static let grouped = "0x12 a4c8 b2e1 9d7f 3a5c 6b8e 0d4f 2a1b 3c9d 7e5f ef"
 
     static func transfer(_ amount: String, to recipient: String = recipient) throws -> ApprovalAction {
         .transfer(try TransferAction(amount: DecimalAmount(amount), asset: "ETH", to: recipient))
@@ -49,14 +52,14 @@ struct ApprovalTests {
 
         // The prompt is built from the payload the server issued, not from the app's request.
         let pending = try await bound.approvals.request(try Self.transfer("0.5"))
-        #expect(pending.promptText == "Send 0.5 ETH to 0x12a4…5fef")
+        #expect(pending.promptText == "Send 0.5 ETH to \(Self.grouped)")
         #expect(pending.payload.purpose == .approve)
         #expect(pending.payload.server == Backend.serverID)
         #expect(pending.payload.device == bound.deviceID)
         #expect(try await client.approval(pending.approvalID).status == .pending)
 
         await phone.present(.match)
-        let signature = try await bound.approvals.sign(pending)
+        let signature = try await bound.approvals.sign(pending.confirm())
         #expect(
             try await client.confirmApproval(pending.approvalID, signature: signature).status == .approved)
         let decided = try await client.approval(pending.approvalID)
@@ -65,7 +68,7 @@ struct ApprovalTests {
         #expect(decided.decidedAt != nil)
 
         // Replay of the same signature: the approval was used.
-        await expectKeyboundError(.server, serverCode: "challenge_used") {
+        await expectKeyboundError(.server, serverCode: .challengeUsed) {
             try await client.confirmApproval(pending.approvalID, signature: signature)
         }
 
@@ -77,17 +80,17 @@ struct ApprovalTests {
                 .replacingOccurrences(of: "\"amount\":\"0.5\"", with: "\"amount\":\"50\"").utf8)
         #expect(tamperedBytes != second.payloadBytes)
         let tampered = try bound.approvals.check(approvalID: second.approvalID, payload: tamperedBytes)
-        #expect(tampered.promptText == "Send 50 ETH to 0x12a4…5fef")
+        #expect(tampered.promptText == "Send 50 ETH to \(Self.grouped)")
         await phone.present(.match)
-        let tamperedSignature = try await bound.approvals.sign(tampered)
-        await expectKeyboundError(.server, serverCode: "signature_invalid") {
+        let tamperedSignature = try await bound.approvals.sign(tampered.confirm())
+        await expectKeyboundError(.server, serverCode: .signatureInvalid) {
             try await client.confirmApproval(second.approvalID, signature: tamperedSignature)
         }
         // The first confirmation decides: the approval is spent, even for an honest signature.
         #expect(try await client.approval(second.approvalID).status == .failed)
         await phone.present(.match)
-        let honest = try await bound.approvals.sign(second)
-        await expectKeyboundError(.server, serverCode: "challenge_used") {
+        let honest = try await bound.approvals.sign(second.confirm())
+        await expectKeyboundError(.server, serverCode: .challengeUsed) {
             try await client.confirmApproval(second.approvalID, signature: honest)
         }
 
@@ -95,23 +98,23 @@ struct ApprovalTests {
         let third = try await bound.approvals.request(try Self.transfer("0.5"))
         let fourth = try await bound.approvals.request(try Self.transfer("0.5"))
         await phone.present(.match)
-        let thirdSignature = try await bound.approvals.sign(third)
-        await expectKeyboundError(.server, serverCode: "signature_invalid") {
+        let thirdSignature = try await bound.approvals.sign(third.confirm())
+        await expectKeyboundError(.server, serverCode: .signatureInvalid) {
             try await client.confirmApproval(fourth.approvalID, signature: thirdSignature)
         }
         // One flipped bit of a valid signature.
         var flipped = thirdSignature
         flipped[flipped.count - 1] ^= 0x01
-        await expectKeyboundError(.server, serverCode: "signature_invalid") {
+        await expectKeyboundError(.server, serverCode: .signatureInvalid) {
             try await client.confirmApproval(third.approvalID, signature: flipped)
         }
         #expect(try await client.approval(third.approvalID).status == .failed)
 
         // The user still approves the next one normally (good signatures reset the count).
         let fifth = try await bound.approvals.request(try Self.transfer("0.25"))
-        #expect(fifth.promptText == "Send 0.25 ETH to 0x12a4…5fef")
+        #expect(fifth.promptText == "Send 0.25 ETH to \(Self.grouped)")
         await phone.present(.match)
-        #expect(try await bound.approvals.approve(fifth).status == .approved)
+        #expect(try await bound.approvals.approve(fifth.confirm()).status == .approved)
         #expect(try await client.devices().first?.status == .active)
     }
 
@@ -149,8 +152,8 @@ struct ApprovalTests {
         #expect(created == 1)
         // Without him, the same request goes through.
         let pending = try await bound.approvals.request(try Self.transfer("0.5"))
-        #expect(pending.promptText == "Send 0.5 ETH to 0x12a4…5fef")
-        #expect(try await bound.approvals.approve(pending).status == .approved)
+        #expect(pending.promptText == "Send 0.5 ETH to \(Self.grouped)")
+        #expect(try await bound.approvals.approve(pending.confirm()).status == .approved)
     }
 
     /// Every approval verifies afresh, even when the key's policy has a reuse window: one
@@ -166,13 +169,13 @@ struct ApprovalTests {
         let first = try await bound.approvals.request(try Self.transfer("0.5"))
         let second = try await bound.approvals.request(try Self.transfer("1.5"))
         await phone.present(.match)
-        #expect(try await bound.approvals.approve(first).status == .approved)
+        #expect(try await bound.approvals.approve(first.confirm()).status == .approved)
         await expectKeyboundError(.userCancel, recovery: .silent) {
-            try await bound.approvals.approve(second)
+            try await bound.approvals.approve(second.confirm())
         }
         #expect(try await bound.app.client.approval(second.approvalID).status == .pending)
         // With a new prompt, it goes through.
         await phone.present(.match)
-        #expect(try await bound.approvals.approve(second).status == .approved)
+        #expect(try await bound.approvals.approve(second.confirm()).status == .approved)
     }
 }

@@ -32,6 +32,8 @@ struct DemoTests {
         #expect(steps.allSatisfy { $0["ok"] as? Bool == true })
         #expect(events.filter { $0["event"] as? String == "chapter" }.count == 7)
         #expect(
-            steps.contains { ($0["outcome"] as? String)?.contains("Send 0.5 ETH to 0x12a4…5fef") == true })
+            steps.contains {
+                ($0["outcome"] as? String)?.contains("0.5 ETH to \(ApprovalTests.grouped)") == true
+            })
     }
 }

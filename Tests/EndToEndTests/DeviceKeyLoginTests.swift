@@ -2,6 +2,7 @@ import Foundation
 import KeyboundCrypto
 import KeyboundEmulator
 import KeyboundServer
+import KeyboundTestSupport
 import KeyboundWire
 import Testing
 
@@ -50,8 +51,9 @@ struct DeviceKeyLoginTests {
         let loginsBefore = try await backend.requests(route: "/v1/sessions/device")
 
         let relaunched = try backend.app(.deviceKey, device: phone)
-        // Someone else's face, twice: Face ID gives up; nothing was signed or sent.
-        await phone.present(.noMatch, .noMatch)
+        // Someone else's face, twice, and once more after Face ID offered the fallback button:
+        // the evaluation fails; nothing was signed or sent.
+        await phone.present(.noMatch, .noMatch, .noMatch)
         await expectKeyboundError(.authenticationFailed, recovery: .retry) { try await relaunched.unlock() }
         // Nothing queued: the prompt is dismissed.
         await expectKeyboundError(.userCancel, recovery: .silent) { try await relaunched.unlock() }
@@ -75,7 +77,7 @@ struct DeviceKeyLoginTests {
         // A signature by another key (the attacker's own) for this device's challenge.
         let attackerKey = try P256SigningKey()
         let foreign = try attackerKey.signature(for: challenge.payload).derRepresentation
-        await expectKeyboundError(.server, serverCode: "signature_invalid") {
+        await expectKeyboundError(.server, serverCode: .signatureInvalid) {
             try await relaunched.client.loginWithDevice(
                 challengeID: challenge.challengeID, signature: foreign)
         }
@@ -133,7 +135,7 @@ struct DeviceKeyLoginTests {
 
         // The well-formed one passes, and its prompt is built from what it says.
         let good = try approvals.check(approvalID: "apr_hand", payload: try payload())
-        #expect(good.promptText == "Send 0.5 ETH to 0x12a4…5fef")
+        #expect(good.promptText == "Send 0.5 ETH to \(ApprovalTests.grouped)")
         #expect(good.payload.action == transfer)
 
         await expectKeyboundError(.payloadMismatch, "a login challenge presented for approval") {

@@ -2,6 +2,7 @@ import Foundation
 import Keybound
 import KeyboundEmulator
 import KeyboundServer
+import KeyboundTestSupport
 import KeyboundWire
 import Testing
 
@@ -18,12 +19,13 @@ struct LockoutTests {
         try await first.loginWithPassword(username: "ada", password: Backend.password)
         try await first.enable()
 
-        // Five failed matches across three unlocks (Face ID gives up after two per prompt).
+        // Five failed matches across three unlocks (Face ID offers the fallback button after
+        // two per prompt; trying again instead ends the evaluation, a cancel is silent).
         let app = try backend.app(mode, device: phone)
-        await phone.present(.noMatch, .noMatch)
+        await phone.present(.noMatch, .noMatch, .match)
         await expectKeyboundError(.authenticationFailed, recovery: .retry) { try await app.unlock() }
-        await phone.present(.noMatch, .noMatch)
-        await expectKeyboundError(.authenticationFailed, recovery: .retry) { try await app.unlock() }
+        await phone.present(.noMatch, .noMatch, .userCancel)
+        await expectKeyboundError(.userCancel, recovery: .silent) { try await app.unlock() }
         await phone.present(.noMatch)
         let lockout = await expectKeyboundError(.biometryLockout, recovery: .usePasscode) {
             try await app.unlock()
@@ -71,7 +73,7 @@ struct LockoutTests {
         try await first.enable()
 
         let app = try backend.app(mode, device: phone, policy: .biometryOrPasscode)
-        // Two failed matches end at the passcode screen; the user walks away (twice).
+        // Two failed matches bring the fallback button ("Enter Passcode"); the user cancels (twice).
         await phone.present(.noMatch, .noMatch, .userCancel)
         await expectKeyboundError(.userCancel, recovery: .silent) { try await app.unlock() }
         await phone.present(.noMatch, .noMatch, .userCancel)

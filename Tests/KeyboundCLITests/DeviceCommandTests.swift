@@ -177,14 +177,15 @@ import Testing
     @Test func cancelAndFallbackOutcomesHaveTheirCodes() throws {
         try expectSuccess(try sandbox.device("init"))
         try expectSuccess(try sandbox.device("store", "tok", "--policy", "biometryCurrentSet", input: "v"))
-        let cases: [(String, String, Int, String)] = [
-            ("cancel", "userCancel", -2, "silent"),
-            ("fallback", "userFallback", -3, "usePassword"),
-            ("system-cancel", "systemCancel", -4, "silent"),
-            ("app-cancel", "appCancel", -9, "silent"),
+        let cases: [([String], String, Int, String)] = [
+            (["cancel"], "userCancel", -2, "silent"),
+            // Face ID shows the fallback button only after two failed matches.
+            (["no-match", "no-match", "fallback"], "userFallback", -3, "usePassword"),
+            (["system-cancel"], "systemCancel", -4, "silent"),
+            (["app-cancel"], "appCancel", -9, "silent"),
         ]
-        for (outcome, code, native, recovery) in cases {
-            try expectSuccess(try sandbox.device("present", outcome))
+        for (outcomes, code, native, recovery) in cases {
+            try expectSuccess(try sandbox.device(["present"] + outcomes, input: Data()))
             try expectFailure(
                 try sandbox.device("read", "tok"), code: code, native: native, recovery: recovery)
         }
@@ -223,14 +224,15 @@ import Testing
         try expectSuccess(
             try sandbox.device("store", "vault", "--policy", "biometryOrPasscode", input: "vault"))
 
-        // Face ID ends an evaluation after 2 failed matches; the count carries across commands.
-        try expectSuccess(try sandbox.device("present", "no-match", "no-match"))
+        // Face ID offers the fallback button after 2 failed matches and the next outcome decides
+        // (another try: the evaluation fails); the count carries across commands.
+        try expectSuccess(try sandbox.device("present", "no-match", "no-match", "match"))
         try expectFailure(
             try sandbox.device("read", "tok"), code: "authenticationFailed", native: -1, recovery: "retry")
         #expect(try deviceState(sandbox)["consecutive_failures"] as? Int == 2)
-        try expectSuccess(try sandbox.device("present", "no-match", "no-match"))
+        try expectSuccess(try sandbox.device("present", "no-match", "no-match", "cancel"))
         try expectFailure(
-            try sandbox.device("read", "tok"), code: "authenticationFailed", native: -1, recovery: "retry")
+            try sandbox.device("read", "tok"), code: "userCancel", native: -2, recovery: "silent")
         try expectSuccess(try sandbox.device("present", "no-match"))
         try expectFailure(
             try sandbox.device("read", "tok"), code: "biometryLockout", native: -8, recovery: "usePasscode")
@@ -419,7 +421,7 @@ import Testing
         let reply = try sandbox.device("sign", "k", input: "m")
         try expectFailure(reply, code: "userCancel", native: -2, recovery: "silent")
         #expect(try reply.object()["signature"] == nil)
-        try expectSuccess(try sandbox.device("present", "no-match", "no-match"))
+        try expectSuccess(try sandbox.device("present", "no-match", "no-match", "no-match"))
         try expectFailure(
             try sandbox.device("sign", "k", input: "m"), code: "authenticationFailed", native: -1,
             recovery: "retry")

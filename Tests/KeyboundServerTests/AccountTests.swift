@@ -1,4 +1,5 @@
 import Foundation
+import KeyboundTestSupport
 import KeyboundWire
 import Testing
 
@@ -7,7 +8,7 @@ import Testing
 @Suite("Accounts and password login")
 struct AccountTests {
     @Test(arguments: Engine.all) func createAccountThenTakenUsername(engine: Engine) async throws {
-        let live = try LiveServer(engine)
+        let live = try TestServer(engine: engine)
         let userID = try await live.client.createAccount("alice")
         #expect(userID.hasPrefix("usr_"))
         let again = try await live.client.post(
@@ -17,7 +18,7 @@ struct AccountTests {
     }
 
     @Test(arguments: Engine.all) func passwordLengthRules(engine: Engine) async throws {
-        let live = try LiveServer(engine)
+        let live = try TestServer(engine: engine)
         for password in ["short", String(repeating: "x", count: 1025)] {
             let reply = try await live.client.post(
                 "/v1/accounts", CreateAccountRequest(username: "bob", password: password))
@@ -28,7 +29,7 @@ struct AccountTests {
     }
 
     @Test(arguments: Engine.all) func loginMeLogout(engine: Engine) async throws {
-        let live = try LiveServer(engine)
+        let live = try TestServer(engine: engine)
         let userID = try await live.client.createAccount("alice")
         let tokens = try await live.client.login("alice")
         #expect(tokens.userID == userID)
@@ -55,7 +56,7 @@ struct AccountTests {
 
     @Test(arguments: Engine.all) func unknownUserAndWrongPasswordAreByteIdentical(engine: Engine) async throws
     {
-        let live = try LiveServer(engine)
+        let live = try TestServer(engine: engine)
         try await live.client.createAccount("alice")
         let wrong = try await live.client.post(
             "/v1/sessions/password",
@@ -75,7 +76,7 @@ struct AccountTests {
     @Test(arguments: Engine.all) func sixthWrongPasswordIsThrottledWithGrowingDelay(engine: Engine)
         async throws
     {
-        let live = try LiveServer(engine)
+        let live = try TestServer(engine: engine)
         try await live.client.createAccount("alice")
         let wrong = PasswordLoginRequest(username: "alice", password: "wrong password", clientID: "c")
         for _ in 1...5 {
@@ -110,13 +111,13 @@ struct AccountTests {
         let list = try events.decode(AuditListResponse.self).events
         let types = list.map(\.type)
         // One lockout per block, folded into one row; the refused requests in between are not audited.
-        #expect(list.filter { $0.type == "lockout" }.map(\.count) == [2])
-        #expect(!types.contains("throttled"))
-        #expect(list.filter { $0.type == "login_failed" }.map(\.count) == [7])
+        #expect(list.filter { $0.type == .lockout }.map(\.count) == [2])
+        #expect(!types.contains(AuditEventType(rawValue: "throttled")))
+        #expect(list.filter { $0.type == .loginFailed }.map(\.count) == [7])
     }
 
     @Test(arguments: Engine.all) func unknownUsernamesAreThrottledAlike(engine: Engine) async throws {
-        let live = try LiveServer(engine)
+        let live = try TestServer(engine: engine)
         let wrong = PasswordLoginRequest(username: "nobody", password: "wrong password", clientID: "c")
         for _ in 1...5 { _ = try await live.client.post("/v1/sessions/password", wrong) }
         let sixth = try await live.client.post("/v1/sessions/password", wrong)
@@ -124,11 +125,11 @@ struct AccountTests {
     }
 
     @Test(arguments: Engine.all) func clientAddressIsThrottled(engine: Engine) async throws {
-        let live = try LiveServer(engine) { $0.addressFailureLimit = 3 }
+        let live = try TestServer(engine: engine) { $0.addressFailureLimit = 3 }
         for name in ["a1", "a2", "a3"] {
             let reply = try await live.client.post(
                 "/v1/sessions/password",
-                PasswordLoginRequest(username: name, password: "wrong password", clientID: "c"))
+                PasswordLoginRequest(username: try Username(name), password: "wrong password", clientID: "c"))
             #expect(reply.status == 401)
         }
         let next = try await live.client.post(
@@ -142,8 +143,8 @@ struct AccountTests {
     /// time, and a hash that costs a few milliseconds.
     private func concurrentServer(
         _ engine: Engine, _ adjust: @escaping (inout Configuration) -> Void = { _ in }
-    ) throws -> LiveServer {
-        try LiveServer(engine) { configuration in
+    ) throws -> TestServer {
+        try TestServer(engine: engine) { configuration in
             configuration.workerThreads = 16
             configuration.hashingConcurrency = 16
             configuration.argon2 = Argon2Parameters(memoryKiB: 2048, iterations: 1)
@@ -152,7 +153,7 @@ struct AccountTests {
     }
 
     /// Sends the requests all at once and returns the replies.
-    private func sendInParallel(_ live: LiveServer, _ requests: [PasswordLoginRequest]) async throws
+    private func sendInParallel(_ live: TestServer, _ requests: [PasswordLoginRequest]) async throws
         -> [Reply]
     {
         try await withThrowingTaskGroup(of: Reply.self) { group in
@@ -189,8 +190,9 @@ struct AccountTests {
         engine: Engine
     ) async throws {
         let live = try concurrentServer(engine) { $0.addressFailureLimit = 3 }
-        let requests = (1...40).map {
-            PasswordLoginRequest(username: "user\($0)", password: "wrong password", clientID: "c")
+        let requests = try (1...40).map {
+            PasswordLoginRequest(
+                username: try Username("user\($0)"), password: "wrong password", clientID: "c")
         }
         let replies = try await sendInParallel(live, requests)
         #expect(replies.filter { $0.status == 401 }.count == 3)
@@ -199,7 +201,7 @@ struct AccountTests {
 
     @Test(arguments: Engine.all) func successfulLoginsDoNotCountAgainstTheAddress(engine: Engine) async throws
     {
-        let live = try LiveServer(engine) { $0.addressFailureLimit = 3 }
+        let live = try TestServer(engine: engine) { $0.addressFailureLimit = 3 }
         try await live.client.createAccount("alice")
         let wrong = PasswordLoginRequest(username: "bob", password: "wrong password", clientID: "c")
         #expect(try await live.client.post("/v1/sessions/password", wrong).status == 401)
@@ -232,7 +234,7 @@ struct AccountTests {
 
     @Test(arguments: Engine.all) func addressLockoutIsAuditedOnce(engine: Engine) throws {
         let app = try InProcessApplication(engine) { $0.addressFailureLimit = 3 }
-        for index in 1...10 { _ = app.login("user\(index)", "wrong password") }
+        for index in 1...10 { _ = app.login(try Username("user\(index)"), "wrong password") }
         // Unknown usernames: the target is the address, so the failures fold into one row.
         #expect(try app.rows("SELECT count FROM audit_events WHERE type = 'login_failed'") == [[.integer(3)]])
         #expect(
@@ -244,15 +246,15 @@ struct AccountTests {
     @Test(arguments: Engine.all) func addressBlocksKeepGrowingPastTheFailureWindow(engine: Engine) throws {
         let app = try InProcessApplication(engine) { $0.addressFailureLimit = 3 }
         var attempt = 0
-        func failOnce() -> HTTPResponse {
+        func failOnce() throws -> HTTPResponse {
             attempt += 1
-            return app.login("user\(attempt)", "wrong password")
+            return app.login(try Username("user\(attempt)"), "wrong password")
         }
         var delays: [Int] = []
         for _ in 1...8 {
             // Fail until blocked, then wait the block out and note how long it was.
-            var reply = failOnce()
-            while reply.status == 401 { reply = failOnce() }
+            var reply = try failOnce()
+            while reply.status == 401 { reply = try failOnce() }
             #expect(reply.status == 429)
             let retryAfter = Int(reply.headers["Retry-After"] ?? "") ?? 0
             delays.append(retryAfter)
@@ -268,7 +270,9 @@ struct AccountTests {
         let app = try InProcessApplication(engine)
         try app.createAccount("alice")
         // Made-up usernames from two addresses, and a real account blocked for one address.
-        for index in 1...3 { _ = app.login("ghost\(index)", "wrong password", from: "192.0.2.1") }
+        for index in 1...3 {
+            _ = app.login(try Username("ghost\(index)"), "wrong password", from: "192.0.2.1")
+        }
         for _ in 1...5 { _ = app.login("alice", "wrong password", from: "192.0.2.2") }
         // Per username: the account and the (account, address) pair; per address: the address.
         #expect(try app.count("SELECT COUNT(*) FROM throttles") == 4 + 4 + 2)
@@ -319,18 +323,19 @@ final class InProcessApplication: Sendable {
         directory = try TemporaryDirectory()
         database = try TestDatabase(engine, in: directory)
         var configuration = database.configuration
-        configuration.clock = clock.clock
+        configuration.clock = clock.serverClock
         adjust(&configuration)
         application = try Application(configuration: configuration)
     }
 
     func createAccount(_ username: String) throws {
         let reply = post(
-            "/v1/accounts", CreateAccountRequest(username: username, password: Client.password).jsonData)
+            "/v1/accounts",
+            CreateAccountRequest(username: try Username(username), password: Client.password).jsonData)
         guard reply.status == 201 else { throw TestFailure("account: \(reply.status)") }
     }
 
-    func login(_ username: String, _ password: String, from address: String = "127.0.0.1") -> HTTPResponse {
+    func login(_ username: Username, _ password: String, from address: String = "127.0.0.1") -> HTTPResponse {
         post(
             "/v1/sessions/password",
             PasswordLoginRequest(username: username, password: password, clientID: "c").jsonData,

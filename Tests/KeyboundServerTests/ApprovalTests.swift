@@ -8,7 +8,7 @@ import Testing
 @Suite("Transaction approval")
 struct ApprovalTests {
     @Test(arguments: Engine.all) func approveATransferOnce(engine: Engine) async throws {
-        let live = try LiveServer(engine)
+        let live = try TestServer(engine: engine)
         let (tokens, key, deviceID) = try await live.client.userWithDevice("alice")
         let action = try transfer("0.5", asset: "ETH", to: "0x12ab34cd56ef")
         let created = try await live.client.post(
@@ -53,7 +53,7 @@ struct ApprovalTests {
 
     @Test(arguments: ["amount", "recipient", "server", "asset", "purpose"], Engine.all)
     func tamperedPayloadIsRefused(_ field: String, engine: Engine) async throws {
-        let live = try LiveServer(engine)
+        let live = try TestServer(engine: engine)
         let (tokens, key, deviceID) = try await live.client.userWithDevice("alice")
         let created = try await live.client.post(
             "/v1/approvals", CreateApprovalRequest(deviceID: deviceID, action: transfer()),
@@ -99,7 +99,7 @@ struct ApprovalTests {
     }
 
     @Test(arguments: Engine.all) func anotherUsersApprovalCannotBeConfirmed(engine: Engine) async throws {
-        let live = try LiveServer(engine)
+        let live = try TestServer(engine: engine)
         let (alice, aliceKey, aliceDevice) = try await live.client.userWithDevice("alice")
         let (bob, _, _) = try await live.client.userWithDevice("bob")
         let created = try await live.client.post(
@@ -124,7 +124,7 @@ struct ApprovalTests {
     @Test(arguments: Engine.all) func approvalSignedByAnotherDeviceOfTheSameUserIsRefused(engine: Engine)
         async throws
     {
-        let live = try LiveServer(engine)
+        let live = try TestServer(engine: engine)
         let (phone, _, phoneDevice) = try await live.client.userWithDevice("alice", clientID: "phone")
         let laptop = try await live.client.login("alice", clientID: "laptop")
         let (laptopKey, _) = try await live.client.bindDevice(laptop.accessToken)
@@ -140,7 +140,7 @@ struct ApprovalTests {
     }
 
     @Test(arguments: Engine.all) func approvalsExpireAfterFiveMinutes(engine: Engine) async throws {
-        let live = try LiveServer(engine)
+        let live = try TestServer(engine: engine)
         let (tokens, key, deviceID) = try await live.client.userWithDevice("alice")
         let created = try await live.client.post(
             "/v1/approvals", CreateApprovalRequest(deviceID: deviceID, action: transfer()),
@@ -159,7 +159,7 @@ struct ApprovalTests {
     }
 
     @Test(arguments: Engine.all) func invalidActionsAreRejected(engine: Engine) async throws {
-        let live = try LiveServer(engine)
+        let live = try TestServer(engine: engine)
         let (tokens, _, deviceID) = try await live.client.userWithDevice("alice")
         let bodies = [
             #"{"device_id":"\#(deviceID)","action":{"type":"transfer","amount":0.5,"asset":"ETH","to":"0x1"}}"#,

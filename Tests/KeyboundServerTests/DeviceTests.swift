@@ -8,7 +8,7 @@ import Testing
 @Suite("Devices and device-key login")
 struct DeviceTests {
     @Test(arguments: Engine.all) func bindListAndLogInWithTheDeviceKey(engine: Engine) async throws {
-        let live = try LiveServer(engine)
+        let live = try TestServer(engine: engine)
         let (tokens, key, deviceID) = try await live.client.userWithDevice("alice")
         let list = try await live.client.get("/v1/devices", token: tokens.accessToken)
         let devices = try list.decode(DeviceListResponse.self).devices
@@ -35,7 +35,7 @@ struct DeviceTests {
     }
 
     @Test(arguments: Engine.all) func replayedSignatureIsRefused(engine: Engine) async throws {
-        let live = try LiveServer(engine)
+        let live = try TestServer(engine: engine)
         let (_, key, deviceID) = try await live.client.userWithDevice("alice")
         let challenge = try await live.client.challenge(deviceID)
         let signature = try sign(challenge.payload, with: key)
@@ -54,7 +54,7 @@ struct DeviceTests {
     }
 
     @Test(arguments: Engine.all) func signatureByAnotherDeviceIsRefused(engine: Engine) async throws {
-        let live = try LiveServer(engine)
+        let live = try TestServer(engine: engine)
         let (_, _, aliceDevice) = try await live.client.userWithDevice("alice")
         let (_, bobKey, _) = try await live.client.userWithDevice("bob")
         let challenge = try await live.client.challenge(aliceDevice)
@@ -65,7 +65,7 @@ struct DeviceTests {
     }
 
     @Test(arguments: Engine.all) func tamperedLoginPayloadIsRefused(engine: Engine) async throws {
-        let live = try LiveServer(engine)
+        let live = try TestServer(engine: engine)
         let (_, key, deviceID) = try await live.client.userWithDevice("alice")
         let challenge = try await live.client.challenge(deviceID)
         let original = try SigningPayload(parsing: challenge.payload)
@@ -78,7 +78,7 @@ struct DeviceTests {
     }
 
     @Test(arguments: Engine.all) func expiredAndReusedChallenges(engine: Engine) async throws {
-        let live = try LiveServer(engine)
+        let live = try TestServer(engine: engine)
         let (_, key, deviceID) = try await live.client.userWithDevice("alice")
         let challenge = try await live.client.challenge(deviceID)
         live.clock.advance(by: 61)
@@ -98,7 +98,7 @@ struct DeviceTests {
     @Test(arguments: Engine.all) func thirtyTwoConcurrentUsesOfOneChallengeGiveExactlyOneSuccess(
         engine: Engine
     ) async throws {
-        let live = try LiveServer(engine)
+        let live = try TestServer(engine: engine)
         let (_, key, deviceID) = try await live.client.userWithDevice("alice")
         let challenge = try await live.client.challenge(deviceID)
         let signature = try sign(challenge.payload, with: key)
@@ -118,7 +118,7 @@ struct DeviceTests {
     }
 
     @Test(arguments: Engine.all) func revokedDeviceCanNeitherLogInNorApprove(engine: Engine) async throws {
-        let live = try LiveServer(engine)
+        let live = try TestServer(engine: engine)
         let (_, key, deviceID) = try await live.client.userWithDevice("alice")
         let pending = try await live.client.challenge(deviceID)
         let deviceSession = try await live.client.deviceLogin(
@@ -161,7 +161,7 @@ struct DeviceTests {
     }
 
     @Test(arguments: Engine.all) func bindingNeedsARecentPasswordLogin(engine: Engine) async throws {
-        let live = try LiveServer(engine)
+        let live = try TestServer(engine: engine)
         let (_, key, deviceID) = try await live.client.userWithDevice("alice")
         let newKey = try P256SigningKey()
         let request = BindDeviceRequest(
@@ -188,9 +188,33 @@ struct DeviceTests {
         #expect(late.problem?.code == .stepUpRequired)
     }
 
+    /// `GET /v1/me` states the end of the window the server enforces, its own configured one.
+    @Test(arguments: Engine.all) func meStatesTheStepUpWindowTheServerEnforces(engine: Engine) async throws {
+        let live = try TestServer(engine: engine) { $0.stepUpWindow = 60 }
+        let (_, key, deviceID) = try await live.client.userWithDevice("alice")
+        let tokens = try await live.client.login("alice", clientID: "web")
+        let me = try await live.client.get("/v1/me", token: tokens.accessToken).decode(MeResponse.self)
+        #expect(me.stepUpExpiresAt == me.authTime.addingTimeInterval(60))
+        let request = BindDeviceRequest(
+            publicKey: try P256SigningKey().publicKey.spkiDER, name: "Phone", keyProtection: .software)
+        live.clock.advance(by: 59)
+        #expect(try await live.client.post("/v1/devices", request, token: tokens.accessToken).status == 201)
+        live.clock.advance(by: 1)
+        let late = try await live.client.post("/v1/devices", request, token: tokens.accessToken)
+        #expect(late.problem?.code == .stepUpRequired)
+
+        // A device-key session never may: no end to state.
+        let challenge = try await live.client.challenge(deviceID)
+        let deviceSession = try await live.client.deviceLogin(
+            challengeID: challenge.challengeID, signature: sign(challenge.payload, with: key)
+        ).decode(TokenResponse.self)
+        let byDevice = try await live.client.get("/v1/me", token: deviceSession.accessToken)
+        #expect(try byDevice.decode(MeResponse.self).stepUpExpiresAt == nil)
+    }
+
     @Test(arguments: Engine.all) func newKeyFromTheSameClientRevokesTheOldDevice(engine: Engine) async throws
     {
-        let live = try LiveServer(engine)
+        let live = try TestServer(engine: engine)
         let (tokens, oldKey, oldDevice) = try await live.client.userWithDevice("alice", clientID: "phone")
         let (_, newDevice) = try await live.client.bindDevice(tokens.accessToken)
         let devices = try await live.client.get("/v1/devices", token: tokens.accessToken)
@@ -211,7 +235,7 @@ struct DeviceTests {
     }
 
     @Test(arguments: Engine.all) func onlyP256SubjectPublicKeyInfoIsAccepted(engine: Engine) async throws {
-        let live = try LiveServer(engine)
+        let live = try TestServer(engine: engine)
         try await live.client.createAccount("alice")
         let tokens = try await live.client.login("alice")
         let key = try P256SigningKey()
@@ -226,7 +250,7 @@ struct DeviceTests {
     }
 
     @Test(arguments: Engine.all) func anotherUsersDeviceIsNotFound(engine: Engine) async throws {
-        let live = try LiveServer(engine)
+        let live = try TestServer(engine: engine)
         let (_, _, aliceDevice) = try await live.client.userWithDevice("alice")
         let (bob, _, _) = try await live.client.userWithDevice("bob")
         #expect(
@@ -235,5 +259,41 @@ struct DeviceTests {
             "/v1/approvals", CreateApprovalRequest(deviceID: aliceDevice, action: transfer()),
             token: bob.accessToken)
         #expect(approval.status == 404)
+    }
+}
+
+/// Enumerated values are snake_case on the wire like member names, and in storage, which holds
+/// the wire value.
+@Suite("snake_case enumerated values")
+struct SnakeCaseValueTests {
+    @Test(arguments: Engine.all) func keyProtectionIsSnakeCaseOnTheWire(engine: Engine) async throws {
+        let live = try TestServer(engine: engine)
+        try await live.client.createAccount("alice")
+        let tokens = try await live.client.login("alice")
+        let key = Base64URL.encode(try P256SigningKey().publicKey.spkiDER)
+        func bind(_ protection: String) async throws -> Reply {
+            let body = #"{"public_key":"\#(key)","name":"Phone","key_protection":"\#(protection)"}"#
+            return try await live.client.send(
+                "POST", "/v1/devices", body: Data(body.utf8), token: tokens.accessToken)
+        }
+        #expect(try await bind("secureEnclave").problem?.code == .invalidRequest)
+        #expect(try await bind("secure_enclave").status == 201)
+        let list = try await live.client.get("/v1/devices", token: tokens.accessToken)
+        #expect(list.text.contains(#""key_protection":"secure_enclave""#))
+        #expect(try list.decode(DeviceListResponse.self).devices.map(\.keyProtection) == [.secureEnclave])
+    }
+
+    /// Migration 5 rewrites the camelCase value servers stored before.
+    @Test(arguments: Engine.all) func migrationRewritesStoredValues(engine: Engine) async throws {
+        let old = try InProcessApplication(engine)
+        _ = try old.userWithDevice("alice")
+        // The database as an older server left it: the old spelling, migration 5 not applied.
+        try old.application.database.write { connection in
+            try connection.execute("UPDATE devices SET key_protection = 'secureEnclave'", [])
+            try connection.execute("DELETE FROM schema_migrations WHERE version = 5", [])
+        }
+        let upgraded = try Application(configuration: old.database.configuration)
+        let stored = try upgraded.database.read { try $0.query("SELECT key_protection FROM devices", []) }
+        #expect(stored.map(\.values) == [[.text("secure_enclave")]])
     }
 }

@@ -30,7 +30,7 @@ struct InputTests {
     @Test(arguments: Engine.all) func malformedUnknownAndMistypedBodiesGive400ProblemsNever500(engine: Engine)
         async throws
     {
-        let live = try LiveServer(engine)
+        let live = try TestServer(engine: engine)
         try await live.client.createAccount("alice")
         let token = try await live.client.login("alice").accessToken
         for route in Self.postRoutes {
@@ -54,7 +54,7 @@ struct InputTests {
     }
 
     @Test(arguments: Engine.all) func bodyOver64KiBIs413(engine: Engine) async throws {
-        let live = try LiveServer(engine)
+        let live = try TestServer(engine: engine)
         let padding = String(repeating: "a", count: 64 * 1024)
         let body = Data(#"{"username":"\#(padding)","password":"x"}"#.utf8)
         let reply = try await live.client.send("POST", "/v1/accounts", body: body)
@@ -67,7 +67,7 @@ struct InputTests {
     }
 
     @Test(arguments: Engine.all) func wrongContentTypeUnknownPathAndMethod(engine: Engine) async throws {
-        let live = try LiveServer(engine)
+        let live = try TestServer(engine: engine)
         let form = try await live.client.send(
             "POST", "/v1/accounts", body: Data("username=a".utf8),
             contentType: "application/x-www-form-urlencoded")
@@ -81,7 +81,7 @@ struct InputTests {
     }
 
     @Test(arguments: Engine.all) func auditLimitIsValidated(engine: Engine) async throws {
-        let live = try LiveServer(engine)
+        let live = try TestServer(engine: engine)
         try await live.client.createAccount("alice")
         let token = try await live.client.login("alice").accessToken
         #expect(try await live.client.get("/v1/audit?limit=0", token: token).status == 400)

@@ -135,7 +135,7 @@ struct PostgresTests {
             done.enter()
             Thread {
                 for _ in 0..<5 {
-                    let succeeded = try? storage.write { connection in
+                    let succeeded: Void? = try? storage.write { connection in
                         let value =
                             try connection.queryOne("SELECT value FROM counter WHERE id = 1", [])?.integer(0)
                             ?? 0
@@ -192,7 +192,7 @@ struct PostgresTests {
     }
 
     @Test func thePasswordIsNeverLogged() async throws {
-        let live = try LiveServer(.postgres)
+        let live = try TestServer(engine: .postgres)
         try await live.client.createAccount("alice")
         _ = try await live.client.login("alice")
         live.server.stop()
@@ -424,7 +424,8 @@ private actor AccountLoad {
             index += 1
             let username = "load-\(worker)-\(index)"
             let reply = try await client.post(
-                "/v1/accounts", CreateAccountRequest(username: username, password: Client.password))
+                "/v1/accounts",
+                CreateAccountRequest(username: try Username(username), password: Client.password))
             state.replies.append(reply)
             if reply.status == 201 { state.acknowledged.append(username) }
             // While the database is down the answers come at once: do not spin.

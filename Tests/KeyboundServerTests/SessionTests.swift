@@ -7,7 +7,7 @@ import Testing
 @Suite("Sessions and refresh tokens")
 struct SessionTests {
     @Test(arguments: Engine.all) func refreshRotatesAndReuseRevokesTheFamily(engine: Engine) async throws {
-        let live = try LiveServer(engine)
+        let live = try TestServer(engine: engine)
         try await live.client.createAccount("alice")
         let first = try await live.client.login("alice")
 
@@ -31,11 +31,11 @@ struct SessionTests {
 
         let audit = try await live.client.get(
             "/v1/audit", token: try await live.client.login("alice").accessToken)
-        #expect(try audit.decode(AuditListResponse.self).events.contains { $0.type == "refresh_reuse" })
+        #expect(try audit.decode(AuditListResponse.self).events.contains { $0.type == .refreshReuse })
     }
 
     @Test(arguments: Engine.all) func accessTokenExpires(engine: Engine) async throws {
-        let live = try LiveServer(engine)
+        let live = try TestServer(engine: engine)
         try await live.client.createAccount("alice")
         let tokens = try await live.client.login("alice")
         live.clock.advance(by: 15 * 60 + 1)
@@ -48,7 +48,7 @@ struct SessionTests {
     @Test(arguments: Engine.all) func newLoginFromSameClientEndsThePreviousSession(engine: Engine)
         async throws
     {
-        let live = try LiveServer(engine)
+        let live = try TestServer(engine: engine)
         try await live.client.createAccount("alice")
         let phone = try await live.client.login("alice", clientID: "phone")
         let laptop = try await live.client.login("alice", clientID: "laptop")
@@ -59,7 +59,7 @@ struct SessionTests {
     }
 
     @Test(arguments: Engine.all) func singleSessionEndsAllOtherSessions(engine: Engine) async throws {
-        let live = try LiveServer(engine) { $0.singleSession = true }
+        let live = try TestServer(engine: engine) { $0.singleSession = true }
         try await live.client.createAccount("alice")
         let phone = try await live.client.login("alice", clientID: "phone")
         let laptop = try await live.client.login("alice", clientID: "laptop")
@@ -68,7 +68,7 @@ struct SessionTests {
     }
 
     @Test(arguments: Engine.all) func badBearerHeaders(engine: Engine) async throws {
-        let live = try LiveServer(engine)
+        let live = try TestServer(engine: engine)
         for token in [nil, "nonsense", String(repeating: "A", count: 43)] as [String?] {
             let reply = try await live.client.get("/v1/me", token: token)
             #expect(reply.status == 401)

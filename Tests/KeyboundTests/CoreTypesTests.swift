@@ -75,7 +75,7 @@ import Testing
     @Test func promptsNeedAReason() {
         #expect(throws: KeyboundError.invalidInput) { try VerificationPrompt(reason: "  ") }
         #expect(throws: KeyboundError.invalidInput) {
-            try VerificationPrompt(reason: String(repeating: "x", count: 201))
+            try VerificationPrompt(reason: String(repeating: "x", count: 257))
         }
     }
 }

@@ -3,6 +3,10 @@ import Foundation
 /// Locks the app when it stays in the background longer than a grace period; coming back
 /// needs a verification; a session older than its validity needs a password login instead.
 ///
+/// Time is measured on a ``MonotonicClock``: setting the phone's clock back does not shorten
+/// the time in the background or the session's age, and an elapsed time that comes out
+/// negative anyway counts as "too long" (locked, or password required).
+///
 /// ```swift
 /// // scenePhase == .background:
 /// await appLock.didEnterBackground()
@@ -26,10 +30,10 @@ public actor AppLock {
     public let sessionValidity: TimeInterval
     private let verifier: any UserVerifier
     private let policy: AccessPolicy
-    private let clock: Clock
+    private let clock: MonotonicClock
     private let cache: SecretCache?
-    private var backgroundedAt: Date?
-    private var sessionStartedAt: Date?
+    private var backgroundedAt: TimeInterval?
+    private var sessionStartedAt: TimeInterval?
     /// The current state.
     public private(set) var state: State = .requiresPassword
 
@@ -40,12 +44,12 @@ public actor AppLock {
     ///   - gracePeriod: 0…3600 s in the background before locking.
     ///   - sessionValidity: how long after login verification alone may unlock (> 0).
     ///   - policy: what unlocking asks for (default: biometrics or passcode).
-    ///   - clock: time, for the grace period and the session's validity.
+    ///   - clock: measures time in the background and the session's age.
     ///   - cache: cleared whenever the app locks or goes to the background.
     /// - Throws: ``KeyboundError/invalidInput`` for durations out of range.
     public init(
         verifier: any UserVerifier, gracePeriod: TimeInterval = 30, sessionValidity: TimeInterval = 12 * 3600,
-        policy: AccessPolicy = .biometryOrPasscode, clock: Clock = .system, cache: SecretCache? = nil
+        policy: AccessPolicy = .biometryOrPasscode, clock: MonotonicClock = .live, cache: SecretCache? = nil
     ) throws {
         guard (0...3600).contains(gracePeriod) else {
             throw KeyboundError.invalidInput("gracePeriod must be 0…3600 s")
@@ -87,7 +91,7 @@ public actor AppLock {
         guard state != .requiresPassword else { return state }
         if sessionExpired() {
             state = .requiresPassword
-        } else if let backgroundedAt, clock.now().timeIntervalSince(backgroundedAt) > gracePeriod {
+        } else if let backgroundedAt, Self.exceeds(since: backgroundedAt, gracePeriod, now: clock.now()) {
             state = .locked
         }
         return state
@@ -114,7 +118,14 @@ public actor AppLock {
 
     private func sessionExpired() -> Bool {
         guard let sessionStartedAt else { return true }
-        return clock.now().timeIntervalSince(sessionStartedAt) > sessionValidity
+        return Self.exceeds(since: sessionStartedAt, sessionValidity, now: clock.now())
+    }
+
+    /// Whether more than `limit` seconds passed since `start`. A negative elapsed time cannot
+    /// happen on a monotonic clock; should it anyway, it counts as too long, never as "just now".
+    static func exceeds(since start: TimeInterval, _ limit: TimeInterval, now: TimeInterval) -> Bool {
+        let elapsed = now - start
+        return elapsed < 0 || elapsed > limit
     }
 }
 
@@ -123,17 +134,21 @@ public actor AppLock {
 public actor SecretCache {
     private struct Entry {
         let value: Data
-        let expiresAt: Date
+        let storedAt: TimeInterval
     }
 
     /// How long an entry lives (0…300 s, like a reuse window).
     public let lifetime: TimeInterval
-    private let clock: Clock
+    private let clock: MonotonicClock
     private var entries: [ItemName: Entry] = [:]
 
     /// An empty cache whose entries live `lifetime` seconds by `clock`.
+    /// - Parameters:
+    ///   - lifetime: how long an entry lives, 0…300 s (like a reuse window).
+    ///   - clock: measures an entry's age (setting the phone's clock back does not keep a secret
+    ///     longer).
     /// - Throws: ``KeyboundError/invalidInput`` outside 0…300 s.
-    public init(lifetime: TimeInterval = 60, clock: Clock = .system) throws {
+    public init(lifetime: TimeInterval = 60, clock: MonotonicClock = .live) throws {
         guard (0...AccessPolicy.maximumReuseDuration).contains(lifetime) else {
             throw KeyboundError.invalidInput("a cache lifetime is 0…300 s")
         }
@@ -143,13 +158,13 @@ public actor SecretCache {
 
     /// Keeps `value` for ``lifetime`` seconds.
     public func put(_ value: Data, for name: ItemName) {
-        entries[name] = Entry(value: value, expiresAt: clock.now().addingTimeInterval(lifetime))
+        entries[name] = Entry(value: value, storedAt: clock.now())
     }
 
     /// The value, if still fresh (an expired entry is dropped).
     public func value(for name: ItemName) -> Data? {
         guard let entry = entries[name] else { return nil }
-        guard entry.expiresAt > clock.now() else {
+        guard !AppLock.exceeds(since: entry.storedAt, lifetime, now: clock.now()) else {
             entries[name] = nil
             return nil
         }

@@ -39,8 +39,9 @@
         @Published public private(set) var offerPasscode = false
         /// Busy while a request or prompt is under way.
         @Published public private(set) var busy = false
-        /// The transfer waiting for approval, with the prompt text built from its payload.
-        @Published public private(set) var pendingApproval: TransactionApproval.Pending?
+        /// The transfer waiting for the user's confirmation: amount, asset and the whole
+        /// recipient as the payload the key will sign says them.
+        @Published public private(set) var pendingApproval: PendingApproval?
 
         private let client: KeyboundClient
         private let login: BiometricLogin
@@ -153,7 +154,7 @@
         // MARK: Approval
 
         /// Asks the server for a transfer approval; ``pendingApproval`` then holds what the
-        /// payload itself says (amount, asset, recipient), which is what the prompt shows.
+        /// payload itself says (amount, asset, whole recipient), for the confirmation screen.
         public func requestTransfer(amount: String, asset: String, to recipient: String) async {
             await run {
                 let approvals = try await self.approvals()
@@ -162,12 +163,14 @@
             }
         }
 
-        /// Verifies afresh (the prompt is the payload's own text), signs the exact payload bytes
-        /// inside the Secure Enclave and confirms with the server.
-        public func approvePending() async {
+        /// The user tapped "Send" on the confirmation screen that shows ``pendingApproval``: only
+        /// now may the key sign. Verifies afresh (Face ID shows the prompt's text only after a
+        /// failed match: the confirmation screen is what the user reads), signs the exact payload
+        /// bytes inside the Secure Enclave and confirms with the server.
+        public func confirmPendingApproval() async {
             guard let pending = pendingApproval else { return }
             await run {
-                let response = try await self.approvals().approve(pending)
+                let response = try await self.approvals().approve(pending.confirm())
                 self.pendingApproval = nil
                 self.message = response.status == .approved ? "Approved." : "The server did not approve it."
             }

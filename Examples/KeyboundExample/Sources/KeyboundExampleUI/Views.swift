@@ -137,8 +137,10 @@
         }
     }
 
-    /// A transfer: the server issues the payload, the screen and the system prompt show what
-    /// the payload says, and a fresh verification signs it.
+    /// A transfer: the server issues the payload, this screen shows what the payload says —
+    /// amount, asset and the whole recipient — and only its "Send" button lets a fresh
+    /// verification sign it. (With Face ID the system prompt's text appears only after a failed
+    /// match: this screen is what the user reads.)
     struct ApprovalView: View {
         @ObservedObject var model: AppModel
         @State private var amount = "0.5"
@@ -160,11 +162,16 @@
                     .disabled(amount.isEmpty || asset.isEmpty || recipient.isEmpty || model.busy)
                 }
                 if let pending = model.pendingApproval {
-                    Section("Approve") {
-                        // Built from the payload the device will sign, not from the fields above.
-                        Text(pending.promptText).font(.headline)
-                        Button("Approve with \(model.biometryName)") { [model] in
-                            Task { await model.approvePending() }
+                    Section("Confirm") {
+                        // Parsed from the payload the device will sign, not from the fields above.
+                        LabeledContent("Amount", value: "\(pending.amount) \(pending.asset)")
+                        VStack(alignment: .leading) {
+                            Text("To")
+                            // The whole recipient, in groups of four: never shortened.
+                            Text(pending.groupedRecipient).font(.body.monospaced()).textSelection(.enabled)
+                        }
+                        Button("Send with \(model.biometryName)") { [model] in
+                            Task { await model.confirmPendingApproval() }
                         }
                         .disabled(model.busy)
                     }

@@ -1,0 +1,110 @@
+import Foundation
+import KeyboundWebAuthn
+import Testing
+
+@Suite("CBOR")
+struct CBORTests {
+    static func bytes(_ hex: String) throws -> Data {
+        try #require(Data(hex: hex.replacingOccurrences(of: " ", with: "")))
+    }
+
+    @Test("decodes every item kind WebAuthn uses, and encodes it back to the same bytes")
+    func roundTrip() throws {
+        let cases: [(String, CBOR)] = [
+            ("00", .unsigned(0)),
+            ("17", .unsigned(23)),
+            ("1818", .unsigned(24)),
+            ("190100", .unsigned(256)),
+            ("1a00010000", .unsigned(65536)),
+            ("1b0000000100000000", .unsigned(1 << 32)),
+            ("1bffffffffffffffff", .unsigned(.max)),
+            ("20", .integer(-1)),
+            ("390100", .integer(-257)),
+            ("3bffffffffffffffff", .negative(.max)),
+            ("40", .bytes(Data())),
+            ("4401020304", .bytes(Data([1, 2, 3, 4]))),
+            ("6449455446", .text("IETF")),
+            ("62c3bc", .text("ü")),
+            ("80", .array([])),
+            ("820102", .array([.unsigned(1), .unsigned(2)])),
+            ("f4", .bool(false)),
+            ("f5", .bool(true)),
+            ("f6", .null),
+            ("a201020320", .map([(.unsigned(1), .unsigned(2)), (.unsigned(3), .integer(-1))])),
+        ]
+        for (hex, value) in cases {
+            let data = try Self.bytes(hex)
+            #expect(try CBOR(decoding: data) == value, "\(hex)")
+            #expect(value.encoded() == data, "\(hex)")
+        }
+        #expect(CBOR.unsigned(.max).integerValue == nil)
+        #expect(CBOR.negative(.max).integerValue == nil)
+        #expect(CBOR.integer(.min).integerValue == .min)
+    }
+
+    @Test("the encoder sorts map keys as CTAP2 requires: major type, then length, then bytes")
+    func canonicalKeyOrder() throws {
+        let map = CBOR.map([
+            (.text("aa"), .null), (.integer(-1), .null), (.text("b"), .null), (.unsigned(24), .null),
+            (.unsigned(3), .null), (.integer(-3), .null), (.unsigned(1), .null),
+        ])
+        let encoded = map.encoded()
+        // 1, 3, 24, -1, -3, "b", "aa"
+        #expect(encoded == (try Self.bytes("a7 01f6 03f6 1818f6 20f6 22f6 6162f6 626161f6")))
+        let decoded = try CBOR(decoding: encoded)
+        #expect(
+            decoded.mapValue?.entries.map(\.key) == [1, 3, 24, -1, -3].map(CBOR.integer) + [
+                .text("b"), .text("aa"),
+            ])
+        #expect(decoded.mapValue?[integer: -3] == .null)
+    }
+
+    @Test(
+        "refuses what WebAuthn's CBOR never holds",
+        arguments: [
+            ("5f4101ff", "indefinite byte string"),
+            ("9fff", "indefinite array"),
+            ("bfff", "indefinite map"),
+            ("1805", "24 in one byte is 5: not the shortest form"),
+            ("190010", "16 in two bytes"),
+            ("1a0000ffff", "65535 in four bytes"),
+            ("1b00000000ffffffff", "a 32-bit value in eight bytes"),
+            ("5801ff", "a one-byte length in the long form"),
+            ("1c", "reserved additional information 28"),
+            ("c0 6161", "a tag"),
+            ("f90000", "a half float"),
+            ("fb3ff0000000000000", "a double"),
+            ("f7", "undefined"),
+            ("f820", "a one-byte simple value"),
+            ("a2 0101 0102", "duplicate keys"),
+            ("a2 0300 0100", "keys out of order"),
+            ("a2 6162f6 01f6", "text key before an integer key"),
+            ("a1 4101 00", "a byte-string key"),
+            ("a1 80 00", "an array key"),
+            ("62 c328", "invalid UTF-8"),
+            ("63 eda080", "a UTF-8 surrogate"),
+            ("4201", "a truncated byte string"),
+            ("8201", "a truncated array"),
+            ("19 01", "a truncated argument"),
+            ("", "nothing"),
+            ("0101", "bytes after the item"),
+            ("5b ffffffffffffffff", "a byte string longer than the input"),
+            ("9b ffffffffffffffff", "an array longer than the input"),
+            ("bb 00000000ffffffff 00", "a map longer than the input"),
+            ("7a ffffffff", "a text longer than the input"),
+        ])
+    func refuses(hex: String, reason: String) throws {
+        let data = try Self.bytes(hex)
+        expectRefusal(.malformedCBOR, reason) { try CBOR(decoding: data) }
+    }
+
+    @Test("nesting is limited to maximumDepth, however deep the input claims to go")
+    func depth() throws {
+        let deepest = Data(repeating: 0x81, count: CBOR.maximumDepth) + Data([0x00])
+        _ = try CBOR(decoding: deepest)
+        let tooDeep = Data(repeating: 0x81, count: CBOR.maximumDepth + 1) + Data([0x00])
+        expectRefusal(.malformedCBOR) { try CBOR(decoding: tooDeep) }
+        // A hundred thousand levels stop at the limit: no stack overflow.
+        expectRefusal(.malformedCBOR) { try CBOR(decoding: Data(repeating: 0xA1, count: 100_000)) }
+    }
+}
