@@ -84,6 +84,11 @@ final class PostgresDatabase: Database {
             "statement_timeout=\(limits.statementTimeout)", "lock_timeout=\(limits.lockTimeout)",
             // A transaction left open by a stuck client must not hold its locks for long.
             "idle_in_transaction_session_timeout=\(max(limits.statementTimeout, 30_000))",
+            // Every query of ours is an indexed lookup. On a small table the planner would rather
+            // scan it whole, and under SERIALIZABLE a whole-table scan locks the whole table
+            // against concurrent writers: logins of different users would abort each other
+            // (PostgreSQL's documentation, "Serializable Isolation Level", advises index scans).
+            "enable_seqscan=off",
         ]
         var parameters: [(String, String)] = [
             ("connect_timeout", String(max(2, limits.connectTimeout))),
