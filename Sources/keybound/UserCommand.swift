@@ -3,6 +3,14 @@ import KeyboundServer
 
 /// `keybound user`: account administration on the server's database, for operators.
 enum UserCommand {
+    /// The options: the one table that parsing and help both use.
+    static let options: [Option] = [
+        .value(
+            "db", "URL", "sqlite:PATH or postgres://USER@HOST:PORT/DB", variable: "KEYBOUND_DB",
+            default: "sqlite:keybound.sqlite"),
+        .help,
+    ]
+
     static let usage = """
         keybound user — create accounts on the server's database
 
@@ -19,9 +27,9 @@ enum UserCommand {
         running meanwhile. Prints the new user id.
 
         options:
-          --db URL   sqlite:PATH or postgres://USER@HOST:PORT/DB (password: KEYBOUND_DB_PASSWORD
-                     or PGPASSWORD)    KEYBOUND_DB (sqlite:keybound.sqlite)
-          --help     print this help
+        \(Option.help(options))
+
+        The PostgreSQL password comes from KEYBOUND_DB_PASSWORD or PGPASSWORD.
 
         exit status: 0 created, 1 refused (taken, invalid, database error), 2 usage
         """
@@ -30,14 +38,14 @@ enum UserCommand {
     private static let inputLimit = 4096 + 2
 
     static func run(_ raw: [String]) -> Int32 {
-        var arguments: Arguments
+        let arguments: Arguments
         do {
-            arguments = try Arguments(raw, flagNames: ["help"])
+            arguments = try Arguments(raw, options: options, command: "keybound user")
         } catch {
             printError("keybound user: \(error)")
             return 2
         }
-        if arguments.flag("help") {
+        if arguments.isSet("help") {
             print(usage)
             return 0
         }
@@ -47,14 +55,13 @@ enum UserCommand {
         let username: String
         do {
             let environment = ProcessInfo.processInfo.environment
-            if let url = arguments.option("db") ?? environment["KEYBOUND_DB"] {
+            if let url = arguments.value("db") ?? environment["KEYBOUND_DB"] {
                 if let problem = Configuration.databaseURLProblem(url) {
                     throw UsageError("--db: \(problem)")
                 }
                 configuration.databaseURL = url
             }
             configuration.databasePassword = ServeCommand.databasePassword(environment)
-            try arguments.finish()
             guard arguments.positionals.first == "add" else {
                 throw UsageError("the only command is 'add' (keybound user add NAME)")
             }

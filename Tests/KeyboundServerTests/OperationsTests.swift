@@ -160,7 +160,44 @@ struct OperationsTests {
         var configuration = live.server.configuration
         configuration.port = try #require(live.server.port)
         let second = try Server(configuration: configuration)
-        #expect(throws: ServerError.self) { try second.start() }
+        let error = #expect(throws: ServerError.self) { try second.start() }
+        #expect(error?.kind == .addressInUse, "\(String(describing: error))")
+        #expect(throws: ServerError.self) { try live.server.start() }
+    }
+
+    /// Each start failure says which one it is, so an operator (or a supervisor) can act on it.
+    @Test func startFailuresAreTyped() throws {
+        let directory = try TemporaryDirectory()
+        func kind(_ adjust: (inout Configuration) -> Void) -> ServerError.Kind? {
+            var configuration = Configuration.testing(databasePath: directory.path("typed.sqlite"))
+            adjust(&configuration)
+            do {
+                try Server(configuration: configuration).start()
+                return nil
+            } catch let error as ServerError {
+                return error.kind
+            } catch {
+                return nil
+            }
+        }
+        #expect(kind { $0.databaseURL = "mysql://db" } == .invalidConfiguration)
+        #expect(
+            kind { $0.databaseURL = "sqlite:" + directory.path("missing/folder/db.sqlite") }
+                == .databaseUnreachable)
+        #expect(kind { $0.host = "not-an-address" } == .cannotListen)
+        #expect(kind { $0.tlsKeyPath = directory.path("absent.pem") } == .tls)
+
+        // A database that a newer server migrated.
+        let path = directory.path("newer.sqlite")
+        _ = try Server(configuration: .testing(databasePath: path))
+        try openDatabase(url: "sqlite:" + path, connections: 1, synchronous: .normal).write { connection in
+            try connection.execute("INSERT INTO schema_migrations (version, applied_at) VALUES (999, 0)", [])
+        }
+        let error = #expect(throws: ServerError.self) {
+            try Server(configuration: .testing(databasePath: path))
+        }
+        #expect(error?.kind == .schemaTooNew)
+        #expect(error?.description.contains("999") == true)
     }
 
     @Test func listensOnIPv6Loopback() throws {

@@ -93,6 +93,32 @@ struct ProcessTests {
         #expect(status == 0)
         #expect(help.contains("--listen HOST:PORT"))
         #expect(help.contains("KEYBOUND_DB"))
+        // The help is generated from the option table: every option line's summary and variable
+        // start in the same columns, across all sections.
+        let optionLines = help.split(separator: "\n").filter { $0.hasPrefix("  --") }
+        #expect(optionLines.count >= 25)
+        func column(_ line: Substring, of pattern: String) -> Int? {
+            line.range(of: pattern).map { line.distance(from: line.startIndex, to: $0.lowerBound) }
+        }
+        // The summary starts after the synopsis's padding (the first run of two or more spaces).
+        let summaryColumns = Set(
+            optionLines.compactMap { line -> Int? in
+                guard let gap = line.dropFirst(2).range(of: "  ") else { return nil }
+                let start = line[gap.lowerBound...].firstIndex { $0 != " " } ?? line.endIndex
+                return line.distance(from: line.startIndex, to: start)
+            })
+        #expect(summaryColumns.count == 1, "\(summaryColumns)")
+        let variableColumns = Set(optionLines.compactMap { column($0, of: "KEYBOUND_") })
+        #expect(variableColumns.count == 1, "\(variableColumns)")
+        // Every option the help names is one the parser accepts.
+        for line in optionLines {
+            let flag = String(line.dropFirst(2).prefix { $0 != " " })
+            if flag != "--help" {
+                #expect(
+                    try run(["serve", flag] + (line.contains("\(flag) ") ? [""] : []) + ["--help"]).0 == 0,
+                    "\(flag)")
+            }
+        }
         #expect(try run(["serve", "--bogus", "1"]).0 == 2)
         #expect(try run(["serve", "--argon2-memory", "1024"]).0 == 2)
         #expect(try run(["serve", "--listen", "nonsense"]).0 == 2)

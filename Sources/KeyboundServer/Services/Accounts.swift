@@ -198,7 +198,7 @@ public struct AccountAdministration: Sendable {
         do {
             application = try Application(configuration: configuration)
         } catch {
-            throw ServerError("cannot open the database: \(error)")
+            throw ServerError.opening(error)
         }
     }
 
@@ -210,9 +210,9 @@ public struct AccountAdministration: Sendable {
         do {
             return try application.addAccount(username: username, password: password)
         } catch let error as APIError {
-            throw ServerError(error.detail)
+            throw ServerError(.accountRefused, error.detail)
         } catch {
-            throw ServerError("cannot create the account: \(error)")
+            throw ServerError(.databaseUnreachable, "cannot create the account: \(error)")
         }
     }
 }
