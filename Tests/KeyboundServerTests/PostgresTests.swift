@@ -156,6 +156,28 @@ struct PostgresTests {
         #expect(value == Int64(acknowledged.withLock { $0 }))
     }
 
+    @Test func aPipelinedBulkLoadCommitsAllOrNothing() throws {
+        let (storage, database) = try storage()
+        defer { withExtendedLifetime(database) {} }
+        try storage.write { try $0.execute("CREATE TABLE t (v BIGINT PRIMARY KEY)", []) }
+        // More rows than one batch of answers, so several batches are read.
+        try storage.bulkWrite { connection in
+            for value in 0..<1200 {
+                try connection.execute("INSERT INTO t (v) VALUES (?)", [.integer(Int64(value))])
+            }
+        }
+        #expect(try storage.read { try $0.queryOne("SELECT COUNT(*) FROM t", [])?.integer(0) } == 1200)
+        // A duplicate key in the middle: the load fails and none of it stays.
+        #expect(throws: DatabaseError.self) {
+            try storage.bulkWrite { connection in
+                for value in [5000, 5001, 7, 5002] {
+                    try connection.execute("INSERT INTO t (v) VALUES (?)", [.integer(Int64(value))])
+                }
+            }
+        }
+        #expect(try storage.read { try $0.queryOne("SELECT COUNT(*) FROM t", [])?.integer(0) } == 1200)
+    }
+
     @Test func slowStatementsEndInBusyOrUnavailableAndThePoolRecovers() throws {
         var limits = PostgresDatabase.Limits()
         limits.statementTimeout = 200

@@ -59,6 +59,13 @@ final class PostgresConnection: SQLConnection, @unchecked Sendable {
     private(set) var transactionFailure: PostgresFailure?
     /// True once the connection cannot be trusted: lost, timed out, or in an unknown state.
     private(set) var isBroken = false
+    /// Inside ``pipelined(_:)``: commands are sent without waiting for their answers.
+    private var isPipelined = false
+    /// Commands sent in the pipeline whose answers have not been read yet.
+    private var queued = 0
+    /// Answers are read after this many pipelined commands: few enough that their answers fit
+    /// in the socket buffers, so that neither side blocks writing while the other does too.
+    private static let pipelineDepth = 500
 
     /// Opens a connection.
     /// - Parameters:
@@ -130,6 +137,61 @@ final class PostgresConnection: SQLConnection, @unchecked Sendable {
         }
         guard let answer else { throw lost() }
         return answer
+    }
+
+    /// Sends a command. Outside a pipeline it waits for the result (which the caller clears);
+    /// inside ``pipelined(_:)`` it returns nil, and the answer is read with the next batch.
+    private func perform(_ send: () -> Int32) throws -> OpaquePointer? {
+        guard isPipelined else { return try roundTrip(send) }
+        guard !isBroken, send() == 1 else { throw lost() }
+        queued += 1
+        if queued >= Self.pipelineDepth { try readPipeline() }
+        return nil
+    }
+
+    /// Reads the answers of every pipelined command up to a sync point it sends now.
+    /// - Throws: the first failure among them (the ones after it did not run).
+    private func readPipeline() throws {
+        guard PQpipelineSync(handle) == 1 else { throw lost() }
+        let deadline = DispatchTime.now().uptimeNanoseconds + UInt64(responseTimeout * 1e9)
+        var failure: PostgresFailure?
+        while true {
+            try waitUntilReady(deadline: deadline)
+            // nil ends one command's results; the sync point ends the batch.
+            guard let result = PQgetResult(handle) else { continue }
+            let status = PQresultStatus(result)
+            if failure == nil && (status == PGRES_FATAL_ERROR || status == PGRES_PIPELINE_ABORTED) {
+                failure = PostgresFailure(
+                    sqlState: kb_pq_sqlstate(result).map { String(cString: $0) },
+                    message: kb_pq_primary_message(result).map { String(cString: $0) }
+                        ?? Self.firstLine(PQresultErrorMessage(result)))
+            }
+            PQclear(result)
+            if status == PGRES_PIPELINE_SYNC { break }
+        }
+        queued = 0
+        if let failure {
+            if transactionFailure == nil { transactionFailure = failure }
+            throw failure
+        }
+    }
+
+    /// Runs `body` with its statements pipelined (libpq's pipeline mode): each is sent without
+    /// waiting for its answer, and the answers are checked in batches. For bulk loads inside a
+    /// transaction (the bench's seeding): ``execute(_:_:)`` returns 0, a failure surfaces with
+    /// its batch, and ``query(_:_:)`` is refused. A connection whose pipeline failed is broken.
+    func pipelined(_ body: () throws -> Void) throws {
+        guard !isBroken, PQenterPipelineMode(handle) == 1 else { throw lost() }
+        isPipelined = true
+        defer { isPipelined = false }
+        do {
+            try body()
+            try readPipeline()
+        } catch {
+            isBroken = true
+            throw error
+        }
+        guard PQexitPipelineMode(handle) == 1 else { throw lost() }
     }
 
     /// Waits until libpq has a whole result, reading the socket as data arrives.
@@ -207,13 +269,16 @@ final class PostgresConnection: SQLConnection, @unchecked Sendable {
         if let known = statements[sql] { return known }
         let (text, count) = Self.numberPlaceholders(sql)
         let name = "kb\(statements.count + 1)"
-        PQclear(try roundTrip { PQsendPrepare(handle, name, text, Int32(count), nil) })
+        if let result = try perform({ PQsendPrepare(handle, name, text, Int32(count), nil) }) {
+            PQclear(result)
+        }
         statements[sql] = (name, count)
         return (name, count)
     }
 
-    /// Runs a prepared statement with text-format parameters; the caller clears the result.
-    private func run(_ sql: String, _ parameters: [SQLValue]) throws -> OpaquePointer {
+    /// Runs a prepared statement with text-format parameters; the caller clears the result
+    /// (nil in a pipeline).
+    private func run(_ sql: String, _ parameters: [SQLValue]) throws -> OpaquePointer? {
         let statement = try prepared(sql)
         guard statement.parameters == parameters.count else {
             throw PostgresFailure(
@@ -229,7 +294,7 @@ final class PostgresConnection: SQLConnection, @unchecked Sendable {
         }
         defer { for pointer in values { free(pointer) } }
         return try values.map { UnsafePointer($0) }.withUnsafeBufferPointer { pointers in
-            try roundTrip {
+            try perform {
                 PQsendQueryPrepared(
                     handle, statement.name, Int32(pointers.count), pointers.baseAddress, nil, nil, 0)
             }
@@ -237,7 +302,10 @@ final class PostgresConnection: SQLConnection, @unchecked Sendable {
     }
 
     func query(_ sql: String, _ parameters: [SQLValue]) throws -> [SQLRow] {
-        let result = try run(sql, parameters)
+        guard !isPipelined else {
+            throw PostgresFailure(sqlState: "0A000", message: "no queries inside a pipelined bulk load")
+        }
+        guard let result = try run(sql, parameters) else { return [] }
         defer { PQclear(result) }
         let columns = PQnfields(result)
         // Integer columns (int8, int4, int2) come back as integers, booleans as 0 or 1,
@@ -271,7 +339,7 @@ final class PostgresConnection: SQLConnection, @unchecked Sendable {
 
     @discardableResult
     func execute(_ sql: String, _ parameters: [SQLValue]) throws -> Int {
-        let result = try run(sql, parameters)
+        guard let result = try run(sql, parameters) else { return 0 }
         defer { PQclear(result) }
         return Int(String(cString: PQcmdTuples(result))) ?? 0
     }
@@ -305,10 +373,5 @@ final class PostgresConnection: SQLConnection, @unchecked Sendable {
     /// Rolls back the current transaction; a connection that cannot do so is marked broken.
     func rollback() {
         if (try? command("ROLLBACK")) == nil { isBroken = true }
-    }
-
-    /// Runs a statement outside any transaction (`CREATE DATABASE` cannot run inside one).
-    func executeOutsideTransaction(_ text: String) throws {
-        _ = try command(text)
     }
 }

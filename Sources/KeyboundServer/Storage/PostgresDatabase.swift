@@ -179,7 +179,14 @@ final class PostgresDatabase: Database {
         }
     }
 
-    private func transaction<T>(_ kind: Kind, _ body: (any SQLConnection) throws -> T) throws -> T {
+    /// Runs `body` as one write transaction whose statements are pipelined (see
+    /// ``PostgresConnection/pipelined(_:)``): for bulk loads, where waiting for each INSERT's answer
+    /// would cost a round trip per row. Nothing of it is committed if any statement fails.
+    func bulkWrite(_ body: (any SQLConnection) throws -> Void) throws {
+        try transaction(.write) { connection in try connection.pipelined { try body(connection) } }
+    }
+
+    private func transaction<T>(_ kind: Kind, _ body: (PostgresConnection) throws -> T) throws -> T {
         var attempt = 0
         while true {
             attempt += 1
