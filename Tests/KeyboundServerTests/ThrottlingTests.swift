@@ -319,28 +319,31 @@ struct ThrottlingTests {
         }
     }
 
-    @Test func userAddCreatesAccountsForOperators() async throws {
+    @Test(arguments: Engine.all) func userAddCreatesAccountsForOperators(engine: Engine) async throws {
         let directory = try TemporaryDirectory()
-        let database = directory.path("keybound.sqlite")
+        let testDatabase = try TestDatabase(engine, in: directory)
         func userAdd(_ arguments: [String], password: String) throws -> (
             status: Int32, stdout: String, stderr: String
         ) {
-            try runKeybound(["user"] + arguments, input: password, in: directory)
+            try runKeybound(
+                ["user"] + arguments, input: password, in: directory,
+                environment: testDatabase.password.map { ["KEYBOUND_DB_PASSWORD": $0] } ?? [:])
         }
+        let url = testDatabase.url
         let created = try userAdd(
-            ["add", "Alice", "--db", "sqlite:" + database], password: Client.password + "\n")
+            ["add", "Alice", "--db", url], password: Client.password + "\n")
         #expect(created.status == 0, "\(created.stderr)")
         let userID = created.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
         #expect(userID.hasPrefix("usr_"))
-        let taken = try userAdd(["add", "alice", "--db", "sqlite:" + database], password: "another password")
+        let taken = try userAdd(["add", "alice", "--db", url], password: "another password")
         #expect(taken.status == 1)
         #expect(taken.stderr.contains("taken"))
-        #expect(try userAdd(["add", "bob", "--db", "sqlite:" + database], password: "short").status == 1)
-        #expect(try userAdd(["add", "--db", "sqlite:" + database], password: Client.password).status == 2)
-        #expect(try userAdd(["remove", "alice", "--db", "sqlite:" + database], password: "").status == 2)
+        #expect(try userAdd(["add", "bob", "--db", url], password: "short").status == 1)
+        #expect(try userAdd(["add", "--db", url], password: Client.password).status == 2)
+        #expect(try userAdd(["remove", "alice", "--db", url], password: "").status == 2)
 
         // The account logs in on a server where nobody can sign up.
-        var configuration = Configuration.testing(databasePath: database)
+        var configuration = testDatabase.configuration
         configuration.registration = .closed
         let server = try Server(configuration: configuration)
         try server.start()
@@ -359,12 +362,14 @@ struct ThrottlingTests {
 }
 
 /// Runs `keybound ARGUMENTS` with `input` on standard input; a child that outlives 30 s is stopped.
-private func runKeybound(_ arguments: [String], input: String, in directory: TemporaryDirectory) throws -> (
-    status: Int32, stdout: String, stderr: String
-) {
+private func runKeybound(
+    _ arguments: [String], input: String, in directory: TemporaryDirectory,
+    environment: [String: String] = [:]
+) throws -> (status: Int32, stdout: String, stderr: String) {
     let child = try ChildProcess(
-        try KeyboundExecutable.url(), arguments, input: Data(input.utf8), workingDirectory: directory.url,
-        files: directory.url, name: UUID().uuidString)
+        try KeyboundExecutable.url(), arguments, input: Data(input.utf8),
+        environment: ProcessInfo.processInfo.environment.merging(environment) { $1 },
+        workingDirectory: directory.url, files: directory.url, name: UUID().uuidString)
     let exited = DispatchSemaphore(value: 0)
     child.process.terminationHandler = { _ in exited.signal() }
     try child.process.run()
