@@ -59,6 +59,11 @@ final class PostgresConnection: SQLConnection, @unchecked Sendable {
     private(set) var transactionFailure: PostgresFailure?
     /// True once the connection cannot be trusted: lost, timed out, or in an unknown state.
     private(set) var isBroken = false
+    /// The `BEGIN` of the current transaction while not yet sent: it goes out with the
+    /// transaction's first statement, in one round trip.
+    private var pendingBegin: String?
+    /// Whether PostgreSQL has started the current transaction (its `BEGIN` was answered).
+    private(set) var transactionStarted = false
     /// Inside ``pipelined(_:)``: commands are sent without waiting for their answers.
     private var isPipelined = false
     /// Commands sent in the pipeline whose answers have not been read yet.
@@ -115,14 +120,8 @@ final class PostgresConnection: SQLConnection, @unchecked Sendable {
         while true {
             try waitUntilReady(deadline: deadline)
             guard let result = PQgetResult(handle) else { break }
-            let status = PQresultStatus(result)
-            if status == PGRES_FATAL_ERROR || status == PGRES_NONFATAL_ERROR || status == PGRES_BAD_RESPONSE {
-                if failure == nil {
-                    failure = PostgresFailure(
-                        sqlState: kb_pq_sqlstate(result).map { String(cString: $0) },
-                        message: kb_pq_primary_message(result).map { String(cString: $0) }
-                            ?? Self.firstLine(PQresultErrorMessage(result)))
-                }
+            if let error = Self.failure(of: result) {
+                if failure == nil { failure = error }
                 PQclear(result)
             } else {
                 if let answer { PQclear(answer) }
@@ -132,8 +131,7 @@ final class PostgresConnection: SQLConnection, @unchecked Sendable {
         if PQstatus(handle) != CONNECTION_OK { isBroken = true }
         if let failure {
             if let answer { PQclear(answer) }
-            if transactionFailure == nil { transactionFailure = failure }
-            throw failure
+            throw record(failure)
         }
         guard let answer else { throw lost() }
         return answer
@@ -142,11 +140,64 @@ final class PostgresConnection: SQLConnection, @unchecked Sendable {
     /// Sends a command. Outside a pipeline it waits for the result (which the caller clears);
     /// inside ``pipelined(_:)`` it returns nil, and the answer is read with the next batch.
     private func perform(_ send: () -> Int32) throws -> OpaquePointer? {
+        if let begin = pendingBegin {
+            pendingBegin = nil
+            return try beginWith(begin, send)
+        }
         guard isPipelined else { return try roundTrip(send) }
         guard !isBroken, send() == 1 else { throw lost() }
         queued += 1
         if queued >= Self.pipelineDepth { try readPipeline() }
         return nil
+    }
+
+    /// Sends `begin` and the command `send` sends in one pipeline, so that starting a
+    /// transaction costs no round trip of its own.
+    /// - Returns: the command's result, which the caller clears.
+    private func beginWith(_ begin: String, _ send: () -> Int32) throws -> OpaquePointer {
+        guard !isBroken, PQenterPipelineMode(handle) == 1 else { throw lost() }
+        guard PQsendQueryParams(handle, begin, 0, nil, nil, nil, nil, 0) == 1, send() == 1,
+            PQpipelineSync(handle) == 1
+        else { throw lost() }
+        let deadline = DispatchTime.now().uptimeNanoseconds + UInt64(responseTimeout * 1e9)
+        var results: [OpaquePointer] = []
+        defer { for result in results { PQclear(result) } }
+        while true {
+            try waitUntilReady(deadline: deadline)
+            guard let result = PQgetResult(handle) else { continue }
+            if PQresultStatus(result) == PGRES_PIPELINE_SYNC {
+                PQclear(result)
+                break
+            }
+            results.append(result)
+        }
+        guard PQexitPipelineMode(handle) == 1 else { throw lost() }
+        if PQstatus(handle) != CONNECTION_OK { isBroken = true }
+        // The BEGIN's answer, then the command's (aborted when the BEGIN failed).
+        guard results.count == 2 else { throw lost() }
+        if let failure = Self.failure(of: results[0]) { throw record(failure) }
+        transactionStarted = true
+        if let failure = Self.failure(of: results[1]) { throw record(failure) }
+        return results.removeLast()
+    }
+
+    /// The failure a result reports, or nil when it reports success.
+    private static func failure(of result: OpaquePointer) -> PostgresFailure? {
+        let status = PQresultStatus(result)
+        guard
+            status == PGRES_FATAL_ERROR || status == PGRES_NONFATAL_ERROR || status == PGRES_BAD_RESPONSE
+                || status == PGRES_PIPELINE_ABORTED
+        else { return nil }
+        return PostgresFailure(
+            sqlState: kb_pq_sqlstate(result).map { String(cString: $0) },
+            message: kb_pq_primary_message(result).map { String(cString: $0) }
+                ?? firstLine(PQresultErrorMessage(result)))
+    }
+
+    /// Remembers the first failure of the transaction, and returns `failure`.
+    private func record(_ failure: PostgresFailure) -> PostgresFailure {
+        if transactionFailure == nil { transactionFailure = failure }
+        return failure
     }
 
     /// Reads the answers of every pipelined command up to a sync point it sends now.
@@ -160,20 +211,12 @@ final class PostgresConnection: SQLConnection, @unchecked Sendable {
             // nil ends one command's results; the sync point ends the batch.
             guard let result = PQgetResult(handle) else { continue }
             let status = PQresultStatus(result)
-            if failure == nil && (status == PGRES_FATAL_ERROR || status == PGRES_PIPELINE_ABORTED) {
-                failure = PostgresFailure(
-                    sqlState: kb_pq_sqlstate(result).map { String(cString: $0) },
-                    message: kb_pq_primary_message(result).map { String(cString: $0) }
-                        ?? Self.firstLine(PQresultErrorMessage(result)))
-            }
+            if failure == nil { failure = Self.failure(of: result) }
             PQclear(result)
             if status == PGRES_PIPELINE_SYNC { break }
         }
         queued = 0
-        if let failure {
-            if transactionFailure == nil { transactionFailure = failure }
-            throw failure
-        }
+        if let failure { throw record(failure) }
     }
 
     /// Runs `body` with its statements pipelined (libpq's pipeline mode): each is sent without
@@ -181,6 +224,11 @@ final class PostgresConnection: SQLConnection, @unchecked Sendable {
     /// transaction (the bench's seeding): ``execute(_:_:)`` returns 0, a failure surfaces with
     /// its batch, and ``query(_:_:)`` is refused. A connection whose pipeline failed is broken.
     func pipelined(_ body: () throws -> Void) throws {
+        if let begin = pendingBegin {
+            pendingBegin = nil
+            _ = try command(begin)
+            transactionStarted = true
+        }
         guard !isBroken, PQenterPipelineMode(handle) == 1 else { throw lost() }
         isPipelined = true
         defer { isPipelined = false }
@@ -353,17 +401,23 @@ final class PostgresConnection: SQLConnection, @unchecked Sendable {
         return String(cString: PQcmdStatus(result))
     }
 
-    /// Starts a transaction with `statement` (`BEGIN ISOLATION LEVEL …`).
-    func begin(_ statement: String) throws {
+    /// Starts a transaction with `statement` (`BEGIN ISOLATION LEVEL …`). It is sent with the
+    /// transaction's first statement (see ``transactionStarted``).
+    func begin(_ statement: String) {
         transactionFailure = nil
-        _ = try command(statement)
+        transactionStarted = false
+        pendingBegin = statement
     }
 
     /// Commits. A COMMIT that PostgreSQL answered with ROLLBACK (the transaction had failed)
-    /// throws that failure.
+    /// throws that failure. A transaction that ran no statement has nothing to commit.
     /// - Throws: ``PostgresFailure``. Without SQLSTATE, the outcome is unknown: the COMMIT may
     ///   or may not have taken effect, and nobody may be told that it did.
     func commit() throws {
+        if pendingBegin != nil {
+            pendingBegin = nil
+            return
+        }
         let tag = try command("COMMIT")
         guard tag == "COMMIT" else {
             throw transactionFailure ?? PostgresFailure(sqlState: "25P02", message: "transaction rolled back")
@@ -372,6 +426,10 @@ final class PostgresConnection: SQLConnection, @unchecked Sendable {
 
     /// Rolls back the current transaction; a connection that cannot do so is marked broken.
     func rollback() {
-        if (try? command("ROLLBACK")) == nil { isBroken = true }
+        if pendingBegin != nil {
+            pendingBegin = nil
+            return
+        }
+        if !isBroken && (try? command("ROLLBACK")) == nil { isBroken = true }
     }
 }

@@ -192,22 +192,19 @@ final class PostgresDatabase: Database {
             attempt += 1
             let connection = try checkout()
             defer { checkin(connection) }
-            do {
-                try connection.begin(kind.begin)
-            } catch let failure as PostgresFailure {
-                // Nothing has run yet. A pooled connection whose server went away (restarted, or
-                // the connection was cut while idle) is replaced by a new one.
-                if connection.isBroken && attempt < limits.attempts {
-                    dropIdleConnections()
-                    continue
-                }
-                throw failure.databaseError
-            }
+            connection.begin(kind.begin)
             let result: T
             do {
                 result = try body(connection)
             } catch {
                 connection.rollback()
+                // Lost before PostgreSQL started the transaction: nothing ran. A pooled connection
+                // whose server went away (restarted, or the connection was cut while idle) is
+                // replaced by a new one.
+                if connection.isBroken && !connection.transactionStarted && attempt < limits.attempts {
+                    dropIdleConnections()
+                    continue
+                }
                 // The first failure inside the transaction decides, even if the body caught it.
                 let failure = connection.transactionFailure ?? (error as? PostgresFailure)
                 if let failure, failure.isRetryable, !connection.isBroken {
