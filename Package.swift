@@ -67,7 +67,9 @@ let package = Package(
         .testTarget(name: "KeyboundTests", dependencies: ["Keybound", "KeyboundWire", "KeyboundApple"]),
         .testTarget(
             name: "KeyboundEmulatorTests",
-            dependencies: ["KeyboundEmulator", "KeyboundCrypto", "KeyboundWebAuthn", "KeyboundWire"]),
+            dependencies: [
+                "KeyboundEmulator", "KeyboundCrypto", "KeyboundWebAuthn", "KeyboundWire", "KeyboundTestSupport",
+            ]),
         .testTarget(name: "KeyboundWireTests", dependencies: ["KeyboundWire"]),
         .testTarget(
             name: "KeyboundWebAuthnTests",
@@ -78,8 +80,12 @@ let package = Package(
             dependencies: [
                 "KeyboundServer", "KeyboundWire", "KeyboundCrypto", "KeyboundTestSupport", "keybound",
             ]),
-        // Finds the `keybound` binary SwiftPM built beside the test bundle, for subprocess tests.
-        .target(name: "KeyboundTestSupport", path: "Tests/KeyboundTestSupport"),
+        // What several test targets share, kept out of the products' API: the `keybound` binary
+        // SwiftPM built beside the test bundle, child processes, a manual clock for SDK and
+        // server, and `expectKeyboundError`.
+        .target(
+            name: "KeyboundTestSupport", dependencies: ["Keybound", "KeyboundServer"],
+            path: "Tests/KeyboundTestSupport"),
         // Runs the real `keybound` binary as a subprocess; depending on it makes SwiftPM build it first.
         .testTarget(
             name: "KeyboundCLITests",

@@ -245,7 +245,8 @@ enum Seed {
                         insertDevice,
                         [
                             .text(deviceIDs[index]), .text(userIDs[index]), .text("filler-phone"),
-                            .text("phone"), .text("secureEnclave"), .text(key), .integer(now),
+                            .text("phone"), .text(KeyProtection.secureEnclave.rawValue), .text(key),
+                            .integer(now),
                         ])
                 }
             }

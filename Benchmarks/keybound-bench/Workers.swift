@@ -26,12 +26,14 @@ final class DeviceLoginWorker: LoadWorker, @unchecked Sendable {
         try expect(
             connection.send(
                 "POST", "/v1/accounts",
-                body: CreateAccountRequest(username: username, password: password).jsonData),
+                body: CreateAccountRequest(username: try Username(username), password: password).jsonData),
             201, "create account")
         let login = try connection.send(
             "POST", "/v1/sessions/password",
-            body: PasswordLoginRequest(username: username, password: password, clientID: "bench-phone")
-                .jsonData)
+            body: PasswordLoginRequest(
+                username: try Username(username), password: password, clientID: "bench-phone"
+            )
+            .jsonData)
         try expect(login, 200, "password login")
         accessToken = try TokenResponse(jsonData: login.body).accessToken
         key = try P256SigningKey()
@@ -86,7 +88,11 @@ final class PasswordLoginWorker: LoadWorker, @unchecked Sendable {
 
     init(port: UInt16, username: String, password: String) throws {
         connection = try HTTPConnection(port: port)
-        body = PasswordLoginRequest(username: username, password: password, clientID: "bench-web").jsonData
+        body =
+            PasswordLoginRequest(
+                username: try Username(username), password: password, clientID: "bench-web"
+            )
+            .jsonData
     }
 
     func step() throws -> Bool {

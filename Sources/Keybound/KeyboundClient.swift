@@ -86,20 +86,26 @@ public actor KeyboundClient {
     // MARK: - Accounts and sessions
 
     /// Creates an account. Returns its user id.
+    /// - Throws: ``KeyboundError/invalidInput`` for a username outside the grammar of ``Username``
+    ///   (checked here, before anything is sent).
     public func createAccount(username: String, password: String) async throws -> String {
-        let response: CreateAccountResponse = try await send(
-            "POST", "/v1/accounts", CreateAccountRequest(username: username, password: password))
+        let request = CreateAccountRequest(
+            username: try KeyboundError.validating { try Username(username) }, password: password)
+        let response: CreateAccountResponse = try await send("POST", "/v1/accounts", request)
         return response.userID
     }
 
     /// Logs in with a password and holds the new session.
+    /// - Throws: ``KeyboundError/invalidInput`` for a username or client id outside the grammar
+    ///   of ``Username`` or ``ClientID`` (checked here, before anything is sent).
     @discardableResult
     public func loginWithPassword(username: String, password: String, clientID: String) async throws
         -> Session
     {
-        let tokens: TokenResponse = try await send(
-            "POST", "/v1/sessions/password",
-            PasswordLoginRequest(username: username, password: password, clientID: clientID))
+        let request = PasswordLoginRequest(
+            username: try KeyboundError.validating { try Username(username) }, password: password,
+            clientID: try KeyboundError.validating { try ClientID(clientID) })
+        let tokens: TokenResponse = try await send("POST", "/v1/sessions/password", request)
         return await adopt(tokens)
     }
 
@@ -132,7 +138,8 @@ public actor KeyboundClient {
 
     // MARK: - Devices and device login
 
-    /// Registers a device public key (needs a password login in the last 5 minutes).
+    /// Registers a device public key. Needs a password login within the server's step-up window
+    /// (``MeResponse/stepUpExpiresAt`` says until when).
     public func bindDevice(publicKey: Data, name: String, keyProtection: KeyProtection) async throws -> String
     {
         let response: BindDeviceResponse = try await authorized(
@@ -255,7 +262,7 @@ public actor KeyboundClient {
         let token = try await accessToken(forceRefresh: false)
         do {
             return try await send(method, path, body, bearer: token)
-        } catch let error as KeyboundError where error.serverCode == ProblemCode.tokenInvalid.rawValue {
+        } catch let error as KeyboundError where error.serverCode == .tokenInvalid {
             // The server no longer takes this token (expired by its clock): refresh once, retry once.
             guard let current = session else { throw KeyboundError(.sessionExpired, message: error.message) }
             let fresh = current.accessToken == token ? try await refreshOnce(replacing: current) : current
@@ -309,7 +316,7 @@ public actor KeyboundClient {
         switch code {
         case .throttled:
             return KeyboundError(
-                .throttled, native: .httpStatus(status), message: problem?.detail, serverCode: code.rawValue,
+                .throttled, native: .httpStatus(status), message: problem?.detail, serverCode: code,
                 retryAfter: seconds)
         case .invalidCredentials, .stepUpRequired, .tokenInvalid: recovery = .usePassword
         case .deviceRevoked, .deviceSuspended: recovery = .usePassword
@@ -318,18 +325,13 @@ public actor KeyboundClient {
         }
         return KeyboundError(
             .server, native: .httpStatus(status), message: problem?.detail ?? "HTTP \(status)",
-            serverCode: code.rawValue, retryAfter: seconds, recovery: recovery)
+            serverCode: code, retryAfter: seconds, recovery: recovery)
     }
 
+    /// A server id as a path segment: only what the server's id grammar allows ever goes there.
     private func pathSegment(_ id: String) throws -> String {
-        guard !id.isEmpty,
-            id.utf8.allSatisfy({ byte in
-                (byte >= 0x30 && byte <= 0x39) || (byte >= 0x41 && byte <= 0x5A)
-                    || (byte >= 0x61 && byte <= 0x7A)
-                    || byte == UInt8(ascii: "-") || byte == UInt8(ascii: "_")
-            })
-        else {
-            throw KeyboundError.invalidInput("an id is letters, digits, - and _")
+        guard Grammar.isIdentifier(id) else {
+            throw KeyboundError.invalidInput("an id is 1-64 letters, digits, - and _")
         }
         return id
     }

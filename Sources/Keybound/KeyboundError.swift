@@ -120,8 +120,9 @@ public struct KeyboundError: Error, Sendable, Hashable, CustomStringConvertible 
     public let native: NativeCode?
     /// A human-readable detail for logs (never a secret).
     public let message: String?
-    /// The server's problem code (`invalid_credentials`, `challenge_used`, …) for ``Code/server``.
-    public let serverCode: String?
+    /// The server's problem code (``ProblemCode/invalidCredentials``, ``ProblemCode/challengeUsed``,
+    /// …) for ``Code/server`` and ``Code/throttled``, and the refusal behind a ``Code/sessionExpired``.
+    public let serverCode: ProblemCode?
     /// Seconds to wait before retrying, when the server said so.
     public let retryAfter: Int?
     /// What the app should do next.
@@ -129,7 +130,7 @@ public struct KeyboundError: Error, Sendable, Hashable, CustomStringConvertible 
 
     /// Creates an error. The recovery defaults to the one the error table assigns to the code.
     public init(
-        _ code: Code, native: NativeCode? = nil, message: String? = nil, serverCode: String? = nil,
+        _ code: Code, native: NativeCode? = nil, message: String? = nil, serverCode: ProblemCode? = nil,
         retryAfter: Int? = nil, recovery: Recovery? = nil
     ) {
         self.code = code
@@ -225,5 +226,14 @@ public struct KeyboundError: Error, Sendable, Hashable, CustomStringConvertible 
     /// An ``Code/invalidInput`` error naming what was wrong.
     public static func invalidInput(_ message: String) -> KeyboundError {
         KeyboundError(.invalidInput, message: message)
+    }
+
+    /// `make`'s value, made by a KeyboundWire type that checks a grammar (``Username``,
+    /// ``ClientID``); its refusal becomes ``Code/invalidInput``, as every SDK failure is a
+    /// `KeyboundError`.
+    static func validating<T>(_ make: () throws -> T) throws -> T {
+        do { return try make() } catch let error as WireError {
+            throw KeyboundError.invalidInput(error.detail)
+        }
     }
 }

@@ -29,7 +29,9 @@
         /// - Returns: its key id, the 32 bytes Apple gives as base64.
         public func generateKey() async throws -> Data {
             try Self.ensureSupported()
-            let keyID = try await Self.mapping { try await DCAppAttestService.shared.generateKey() }
+            let keyID: String = try await Self.call {
+                DCAppAttestService.shared.generateKey(completionHandler: $0)
+            }
             guard let bytes = Data(base64Encoded: keyID) else {
                 throw KeyboundError(.unexpected, message: "App Attest returned a key id that is not base64")
             }
@@ -40,9 +42,9 @@
         public func attestKey(_ keyID: Data, clientData: Data) async throws -> Data {
             try Self.ensureSupported()
             let hash = Data(SHA256.hash(data: clientData))
-            return try await Self.mapping {
-                try await DCAppAttestService.shared.attestKey(
-                    keyID.base64EncodedString(), clientDataHash: hash)
+            return try await Self.call {
+                DCAppAttestService.shared.attestKey(
+                    keyID.base64EncodedString(), clientDataHash: hash, completionHandler: $0)
             }
         }
 
@@ -50,9 +52,9 @@
         public func generateAssertion(_ keyID: Data, clientData: Data) async throws -> Data {
             try Self.ensureSupported()
             let hash = Data(SHA256.hash(data: clientData))
-            return try await Self.mapping {
-                try await DCAppAttestService.shared.generateAssertion(
-                    keyID.base64EncodedString(), clientDataHash: hash)
+            return try await Self.call {
+                DCAppAttestService.shared.generateAssertion(
+                    keyID.base64EncodedString(), clientDataHash: hash, completionHandler: $0)
             }
         }
 
@@ -62,16 +64,24 @@
             }
         }
 
-        /// Runs a DeviceCheck call, turning its `NSError` into the ``KeyboundError`` of the table.
-        private static func mapping<Value: Sendable>(_ call: () async throws -> Value) async throws -> Value {
-            do {
-                return try await call()
-            } catch let error as KeyboundError {
-                throw error
-            } catch {
-                let native = error as NSError
-                throw KeyboundError(
-                    nativeDomain: native.domain, code: native.code, message: native.localizedDescription)
+        /// Runs a DeviceCheck call and waits for its completion handler, turning its `NSError` into
+        /// the ``KeyboundError`` of the table. (The completion handlers, not their imported `async`
+        /// forms: the compiler the SDK check runs with crashes lowering those.)
+        private static func call<Value: Sendable>(
+            _ start: (@escaping @Sendable (Value?, (any Error)?) -> Void) -> Void
+        ) async throws -> Value {
+            try await withCheckedThrowingContinuation { continuation in
+                start { value, error in
+                    if let value {
+                        continuation.resume(returning: value)
+                        return
+                    }
+                    let native = (error ?? KeyboundError.unexpected) as NSError
+                    continuation.resume(
+                        throwing: KeyboundError(
+                            nativeDomain: native.domain, code: native.code,
+                            message: native.localizedDescription))
+                }
             }
         }
     }

@@ -38,9 +38,11 @@
         ///
         /// - Throws: ``KeyboundError/notSupported`` when the server does not offer ES256 (-7), the
         ///   only algorithm Apple's passkeys use; otherwise what the sheet reports.
-        /// - Important: `excludedCredentialIDs` is not passed on: the API that takes it is newer
+        /// - Important: `excludeCredentials` is not passed on: the API that takes it is newer
         ///   than iOS 17.0 and macOS 14.0; the server still refuses a credential it already has.
-        public func createCredential(_ options: PasskeyCreationOptions) async throws -> PasskeyRegistration {
+        public func createCredential(_ options: PasskeyCreationOptions) async throws
+            -> PasskeyRegistrationCredential
+        {
             guard options.algorithms.contains(-7) else {
                 throw KeyboundError(
                     .notSupported, message: "Apple's passkeys are ES256 (-7), which was not offered")
@@ -53,7 +55,8 @@
         }
 
         /// Signs the challenge with a passkey the user picks in the system sheet.
-        public func getAssertion(_ options: PasskeyRequestOptions) async throws -> PasskeyAssertion {
+        public func getAssertion(_ options: PasskeyRequestOptions) async throws -> PasskeyAssertionCredential
+        {
             guard case .assertion(let assertion) = try await perform(.assertion(options)) else {
                 throw KeyboundError(
                     .unexpected, message: "the sheet returned a registration for an assertion")
@@ -86,8 +89,8 @@
         }
 
         enum Outcome: Sendable {
-            case registration(PasskeyRegistration)
-            case assertion(PasskeyAssertion)
+            case registration(PasskeyRegistrationCredential)
+            case assertion(PasskeyAssertionCredential)
         }
 
         private let ceremony: Ceremony
@@ -111,7 +114,7 @@
             switch ceremony {
             case .registration(let options):
                 provider = ASAuthorizationPlatformPublicKeyCredentialProvider(
-                    relyingPartyIdentifier: options.relyingPartyID)
+                    relyingPartyIdentifier: options.rpID)
                 let registration = provider.createCredentialRegistrationRequest(
                     challenge: options.challenge, name: options.userName, userID: options.userID)
                 registration.displayName = options.userDisplayName
@@ -120,10 +123,10 @@
                 request = registration
             case .assertion(let options):
                 provider = ASAuthorizationPlatformPublicKeyCredentialProvider(
-                    relyingPartyIdentifier: options.relyingPartyID)
+                    relyingPartyIdentifier: options.rpID)
                 let assertion = provider.createCredentialAssertionRequest(challenge: options.challenge)
-                assertion.allowedCredentials = options.allowedCredentialIDs.map {
-                    ASAuthorizationPlatformPublicKeyCredentialDescriptor(credentialID: $0)
+                assertion.allowedCredentials = options.allowCredentials.map {
+                    ASAuthorizationPlatformPublicKeyCredentialDescriptor(credentialID: $0.id)
                 }
                 assertion.userVerificationPreference = Self.preference(options.userVerification)
                 request = assertion
@@ -166,66 +169,62 @@
                         .unexpected, message: "the new passkey came without an attestation object")
                 }
                 return .registration(
-                    PasskeyRegistration(
+                    PasskeyRegistrationCredential(
                         credentialID: registration.credentialID,
-                        clientDataJSON: registration.rawClientDataJSON,
-                        attestationObject: attestationObject, transports: ["internal", "hybrid"],
-                        attachment: Self.attachment(of: registration)))
+                        clientDataJSON: registration.rawClientDataJSON, attestationObject: attestationObject,
+                        authenticatorAttachment: Self.attachment(of: registration)))
             case let assertion as ASAuthorizationPlatformPublicKeyCredentialAssertion:
                 return .assertion(
-                    PasskeyAssertion(
+                    PasskeyAssertionCredential(
                         credentialID: assertion.credentialID, clientDataJSON: assertion.rawClientDataJSON,
                         authenticatorData: assertion.rawAuthenticatorData, signature: assertion.signature,
-                        userHandle: assertion.userID, attachment: Self.attachment(of: assertion)))
+                        userHandle: assertion.userID, authenticatorAttachment: Self.attachment(of: assertion))
+                )
             default:
                 throw KeyboundError(.unexpected, message: "the sheet returned \(type(of: credential))")
             }
         }
 
-        private static func preference(_ requirement: PasskeyUserVerification)
+        /// WebAuthn's `userVerification` text; an unknown value gets the default, `preferred`.
+        private static func preference(_ requirement: String)
             -> ASAuthorizationPublicKeyCredentialUserVerificationPreference
         {
             switch requirement {
-            case .required: .required
-            case .preferred: .preferred
-            case .discouraged: .discouraged
+            case "required": .required
+            case "discouraged": .discouraged
+            default: .preferred
             }
         }
 
-        private static func attestation(_ preference: String)
+        private static func attestation(_ conveyance: AttestationConveyance)
             -> ASAuthorizationPublicKeyCredentialAttestationKind
         {
-            switch preference {
-            case "direct": .direct
-            case "indirect": .indirect
-            case "enterprise": .enterprise
-            default: .none
+            switch conveyance {
+            case .direct: .direct
+            case .indirect: .indirect
+            case .none: .none
             }
         }
 
-        /// Platform or cross-platform; the property exists from iOS 16.6 and macOS 13.5, before
+        /// `platform` or `cross-platform`; the property exists from iOS 16.6 and macOS 13.5, before
         /// which the platform provider only used this device.
         private static func attachment(
             of registration: ASAuthorizationPlatformPublicKeyCredentialRegistration
-        )
-            -> PasskeyAttachment
-        {
+        ) -> String {
             if #available(iOS 16.6, macOS 13.5, *) { return attachment(registration.attachment) }
-            return .platform
+            return "platform"
         }
 
         private static func attachment(of assertion: ASAuthorizationPlatformPublicKeyCredentialAssertion)
-            -> PasskeyAttachment
+            -> String
         {
             if #available(iOS 16.6, macOS 13.5, *) { return attachment(assertion.attachment) }
-            return .platform
+            return "platform"
         }
 
         @available(iOS 16.6, macOS 13.5, *)
-        private static func attachment(_ attachment: ASAuthorizationPublicKeyCredentialAttachment)
-            -> PasskeyAttachment
-        {
-            attachment == .crossPlatform ? .crossPlatform : .platform
+        private static func attachment(_ attachment: ASAuthorizationPublicKeyCredentialAttachment) -> String {
+            attachment == .crossPlatform ? "cross-platform" : "platform"
         }
     }
 

@@ -125,18 +125,21 @@ public actor EmulatedPasskeyAuthenticator: PasskeyAuthenticator {
     /// - Throws: ``KeyboundError``: `notSupported` when ES256 (-7) is not offered,
     ///   `duplicateItem` when it holds an excluded credential, and whatever the device's prompt
     ///   throws (`userCancel`, `biometryLockout`, `authenticationFailed`, …).
-    public func createCredential(_ options: PasskeyCreationOptions) async throws -> PasskeyRegistration {
+    public func createCredential(_ options: PasskeyCreationOptions) async throws
+        -> PasskeyRegistrationCredential
+    {
         guard options.algorithms.contains(Self.es256) else {
             throw KeyboundError(
                 .notSupported, message: "the platform authenticator makes ES256 (-7) keys only")
         }
-        let existing = try await passkeys().filter { $0.relyingPartyID == options.relyingPartyID }
-        if existing.contains(where: { options.excludedCredentialIDs.contains($0.credentialID) }) {
+        let existing = try await passkeys().filter { $0.relyingPartyID == options.rpID }
+        let excluded = options.excludeCredentials.map(\.id)
+        if existing.contains(where: { excluded.contains($0.credentialID) }) {
             throw KeyboundError(
                 .duplicateItem, message: "this device already holds a passkey for that account")
         }
         _ = try await device.verify(
-            settings.policy, prompt: prompt("Create a passkey for \(options.relyingPartyName)"))
+            settings.policy, prompt: prompt("Create a passkey for \(options.rpName)"))
 
         let credentialID = random.bytes(16)
         let publicKey: P256PublicKey
@@ -152,20 +155,20 @@ public actor EmulatedPasskeyAuthenticator: PasskeyAuthenticator {
             try await forget(replaced)
         }
         let stored = StoredPasskey(
-            credentialID: credentialID, relyingPartyID: options.relyingPartyID, userHandle: options.userID,
+            credentialID: credentialID, relyingPartyID: options.rpID, userHandle: options.userID,
             userName: options.userName, signCount: 0)
         try await save(try await passkeys() + [stored])
 
         let clientData = clientDataJSON(
-            "webauthn.create", options.challenge, relyingPartyID: options.relyingPartyID)
+            "webauthn.create", options.challenge, relyingPartyID: options.rpID)
         let authenticatorData = try AuthenticatorData(
-            rpIdHash: Digest.sha256(Data(options.relyingPartyID.utf8)), flags: flags, signCount: 0,
+            rpIdHash: Digest.sha256(Data(options.rpID.utf8)), flags: flags, signCount: 0,
             attestedCredential: (Data(count: 16), credentialID, CredentialPublicKey(publicKey)))
         let attestation = AttestationObject(
             format: "none", statement: CBORMap([]), authenticatorData: authenticatorData)
-        return PasskeyRegistration(
+        return PasskeyRegistrationCredential(
             credentialID: credentialID, clientDataJSON: clientData, attestationObject: attestation.encoded(),
-            transports: ["internal", "hybrid"], attachment: .platform)
+            authenticatorAttachment: "platform")
     }
 
     /// Signs the challenge with the newest passkey of the relying party that the options allow,
@@ -174,15 +177,14 @@ public actor EmulatedPasskeyAuthenticator: PasskeyAuthenticator {
     /// - Throws: ``KeyboundError``: `itemNotFound` when it holds no such passkey, `invalidated`
     ///   when an enrollment change destroyed it (its record is removed too), and whatever the
     ///   device's prompt throws.
-    public func getAssertion(_ options: PasskeyRequestOptions) async throws -> PasskeyAssertion {
+    public func getAssertion(_ options: PasskeyRequestOptions) async throws -> PasskeyAssertionCredential {
+        let allowed = options.allowCredentials.map(\.id)
         let candidates = try await passkeys().filter {
-            $0.relyingPartyID == options.relyingPartyID
-                && (options.allowedCredentialIDs.isEmpty
-                    || options.allowedCredentialIDs.contains($0.credentialID))
+            $0.relyingPartyID == options.rpID && (allowed.isEmpty || allowed.contains($0.credentialID))
         }
         guard var passkey = candidates.last else {
             throw KeyboundError(
-                .itemNotFound, message: "no passkey for \(options.relyingPartyID) on this device")
+                .itemNotFound, message: "no passkey for \(options.rpID) on this device")
         }
         let name = try keyName(passkey.credentialID)
         // Known dead before any prompt, as the device's own keys are.
@@ -197,23 +199,23 @@ public actor EmulatedPasskeyAuthenticator: PasskeyAuthenticator {
             throw KeyboundError(.itemNotFound, message: "the passkey's key is gone")
         }
         let verification = try await device.verify(
-            settings.policy, prompt: prompt("Sign in to \(options.relyingPartyID)"))
+            settings.policy, prompt: prompt("Sign in to \(options.rpID)"))
 
         if settings.signCounter == .incrementing { passkey.signCount += 1 }
         let authenticatorData = try AuthenticatorData(
-            rpIdHash: Digest.sha256(Data(options.relyingPartyID.utf8)), flags: flags,
+            rpIdHash: Digest.sha256(Data(options.rpID.utf8)), flags: flags,
             signCount: passkey.signCount)
         let clientData = clientDataJSON(
-            "webauthn.get", options.challenge, relyingPartyID: options.relyingPartyID)
+            "webauthn.get", options.challenge, relyingPartyID: options.rpID)
         let signature = try await keys.sign(
             authenticatorData.rawValue + Digest.sha256(clientData), with: name, verification: verification)
         let counted = passkey
         try await save(try await passkeys().map { $0.credentialID == counted.credentialID ? counted : $0 })
-        return PasskeyAssertion(
+        return PasskeyAssertionCredential(
             credentialID: passkey.credentialID, clientDataJSON: clientData,
             authenticatorData: authenticatorData.rawValue, signature: signature,
             userHandle: passkey.userHandle,
-            attachment: .platform)
+            authenticatorAttachment: "platform")
     }
 
     /// Deletes a passkey and its key (the user removed it in Settings › Passwords).

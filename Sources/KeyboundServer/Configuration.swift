@@ -111,7 +111,7 @@ public struct Configuration: Sendable {
 
     /// Where the JSON-lines log goes (standard error).
     public var log: LogSink = .standardError
-    /// The clock (tests inject a ``ManualClock``).
+    /// The clock (tests inject one that moves only when they say).
     public var clock: ServerClock = .system
 
     /// The defaults: loopback port 8420, `sqlite:keybound.sqlite`, OWASP Argon2id.

@@ -14,7 +14,7 @@ openapi: 3.1.0
 info:
   title: Keybound Server API
   version: 1.0.0
-  description: 'Biometric login and transaction approval. JSON over HTTP/1.1. Errors are application/problem+json (RFC 9457) with a stable code. Request bodies are decoded strictly: unknown members, wrong types and malformed JSON give 400; bodies over 64 KiB give 413 (a declared Content-Length over the limit is answered at once, before any of the body is read). A non-empty body must be sent as Content-Type: application/json (parameters such as charset allowed), else 415. Prometheus metrics (GET /metrics) are not served on this port, only on the server''s separate --metrics-listen address. Binary values are base64url without padding. Signing payloads are compact UTF-8 JSON with members in this order: {"keybound":1,"purpose":"login"|"approve","server":<server id>,"device":<device id>,"challenge":<base64url of 32 random bytes>,"expires":<RFC 3339>[,"action":{"type":"transfer","amount":<decimal string>,"asset":<code>,"to":<recipient>}]}. The device signs the exact bytes (ECDSA P-256, SHA-256, DER).'
+  description: 'Biometric login and transaction approval. JSON over HTTP/1.1. Errors are application/problem+json (RFC 9457) with a stable code. Request bodies are decoded strictly: unknown members, wrong types and malformed JSON give 400; bodies over 64 KiB give 413 (a declared Content-Length over the limit is answered at once, before any of the body is read). A non-empty body must be sent as Content-Type: application/json (parameters such as charset allowed), else 415. Member names and enumerated values are snake_case (key_protection: secure_enclave). Prometheus metrics (GET /metrics) are not served on this port, only on the server''s separate --metrics-listen address. Binary values are base64url without padding. Signing payloads are compact UTF-8 JSON with members in this order: {"keybound":1,"purpose":"login"|"approve","server":<server id>,"device":<device id>,"challenge":<base64url of 32 random bytes>,"expires":<RFC 3339>[,"action":{"type":"transfer","amount":<decimal string>,"asset":<code>,"to":<recipient>}]}. The device signs the exact bytes (ECDSA P-256, SHA-256, DER).'
 servers:
   - url: http://127.0.0.1:8420
 security: []
@@ -198,7 +198,7 @@ paths:
     post:
       operationId: bindDevice
       summary: Bind a device key
-      description: Registers a P-256 public key. Needs a session opened by password login within the last 5 minutes (else 403 step_up_required). A new key from the same client_id revokes the previous device of that client (and its sessions). A user has at most --max-devices active devices (default 10; a replaced device does not count); one more gives 409 device_limit_reached.
+      description: Registers a P-256 public key. Needs a session opened by password login within the server's step-up window (5 minutes by default; GET /v1/me gives its end as step_up_expires_at), else 403 step_up_required. A new key from the same client_id revokes the previous device of that client (and its sessions). A user has at most --max-devices active devices (default 10; a replaced device does not count); one more gives 409 device_limit_reached.
       security:
         - bearer: []
       requestBody:
@@ -717,6 +717,7 @@ components:
         - session_id
         - auth_method
         - auth_time
+        - step_up_expires_at
       properties:
         user_id:
           $ref: '#/components/schemas/Id'
@@ -731,6 +732,12 @@ components:
             - device
         auth_time:
           $ref: '#/components/schemas/Timestamp'
+        step_up_expires_at:
+          type:
+            - string
+            - 'null'
+          pattern: ^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z$
+          description: Until when this session may bind a device (auth_time plus the server's step-up window) for a session opened by password login; null for a device-key session, which never may. RFC 3339 UTC timestamp, whole seconds.
     BindDeviceRequest:
       type: object
       additionalProperties: false
@@ -749,7 +756,7 @@ components:
         key_protection:
           type: string
           enum:
-            - secureEnclave
+            - secure_enclave
             - software
             - emulator
     BindDeviceResponse:
@@ -778,7 +785,7 @@ components:
         key_protection:
           type: string
           enum:
-            - secureEnclave
+            - secure_enclave
             - software
             - emulator
         status:
@@ -965,6 +972,7 @@ components:
             - login_failed
             - lockout
             - account_ceiling
+            - address_lockout
             - logout
             - refresh_reuse
             - device_bound

@@ -1,10 +1,58 @@
 import Foundation
 
-/// A failure to start the server: bad configuration, an unusable database, a busy port.
+/// A failure to start the server or to administer its database, typed so that an operator (or
+/// the supervisor that restarts the process) can tell which one it is: ``kind`` says what to
+/// fix, ``description`` says it in words.
 public struct ServerError: Error, Sendable, CustomStringConvertible {
+    /// Which failure it is. New kinds may be added: compare with the static values.
+    public struct Kind: Hashable, Sendable, CustomStringConvertible {
+        /// The kind's name, as ``ServerError/description`` starts with it.
+        public let description: String
+
+        /// Another process listens on the address (EADDRINUSE): stop it or pick another port.
+        public static let addressInUse = Kind(description: "addressInUse")
+        /// The listen address cannot be used (not a numeric address, not on this host).
+        public static let cannotListen = Kind(description: "cannotListen")
+        /// The TLS certificate or key is missing, unreadable or unusable.
+        public static let tls = Kind(description: "tls")
+        /// The database cannot be opened or reached (path, permissions, server down).
+        public static let databaseUnreachable = Kind(description: "databaseUnreachable")
+        /// The database was migrated by a newer Keybound: run that version, or restore a backup.
+        public static let schemaTooNew = Kind(description: "schemaTooNew")
+        /// The configuration cannot work (an unsupported database URL, impossible parameters).
+        public static let invalidConfiguration = Kind(description: "invalidConfiguration")
+        /// ``Server/start()`` on a server that is already running.
+        public static let alreadyRunning = Kind(description: "alreadyRunning")
+        /// An account an operator tried to create breaks the rules or its username is taken.
+        public static let accountRefused = Kind(description: "accountRefused")
+    }
+
+    /// Which failure it is.
+    public let kind: Kind
     /// What went wrong, for the operator.
     public let description: String
-    init(_ description: String) { self.description = description }
+
+    init(_ kind: Kind, _ detail: String) {
+        self.kind = kind
+        description = detail
+    }
+
+    /// The failure of opening the database and building the application, by its cause.
+    static func opening(_ error: any Error) -> ServerError {
+        switch error {
+        case DatabaseError.schemaTooNew(let version):
+            ServerError(
+                .schemaTooNew,
+                "the database schema is version \(version), newer than this server knows "
+                    + "(\(Migrations.all.last?.version ?? 0)): run the Keybound that migrated it")
+        case DatabaseError.unsupportedURL(let url):
+            ServerError(.invalidConfiguration, "unsupported database URL \(url)")
+        case let error as DatabaseError:
+            ServerError(.databaseUnreachable, "cannot open the database: \(error)")
+        default:
+            ServerError(.invalidConfiguration, "cannot start: \(error)")
+        }
+    }
 }
 
 /// The Keybound API server.
@@ -37,7 +85,7 @@ public final class Server: Sendable {
         do {
             application = try Application(configuration: configuration)
         } catch {
-            throw ServerError("cannot start: \(error)")
+            throw ServerError.opening(error)
         }
         if !configuration.argon2.meetsOWASPMinimum {
             application.logger.log(.warning, "argon2id parameters are below the OWASP minimum (testing only)")
@@ -55,11 +103,11 @@ public final class Server: Sendable {
         case (let keyPath?, let certificatePath?):
             guard let key = try? String(contentsOfFile: keyPath, encoding: .utf8),
                 let certificate = try? String(contentsOfFile: certificatePath, encoding: .utf8)
-            else { throw ServerError("cannot read the TLS key or certificate file") }
+            else { throw ServerError(.tls, "cannot read the TLS key or certificate file") }
             tlsKey = key
             tlsCertificate = certificate
         default:
-            throw ServerError("TLS needs both a certificate and a key")
+            throw ServerError(.tls, "TLS needs both a certificate and a key")
         }
         let options = HTTPDaemonOptions(
             host: configuration.host, port: configuration.port, threads: configuration.workerThreads,
@@ -69,7 +117,7 @@ public final class Server: Sendable {
             perClientConnectionLimit: configuration.perIPConnectionLimit,
             bodyLimit: configuration.bodyLimit, tlsKeyPEM: tlsKey, tlsCertificatePEM: tlsCertificate)
         try listeners.withLock { current in
-            guard current == nil else { throw ServerError("the server is already running") }
+            guard current == nil else { throw ServerError(.alreadyRunning, "the server is already running") }
             do {
                 let api = try HTTPDaemon(options: options) { [application] request in
                     application.handle(request)
@@ -87,8 +135,8 @@ public final class Server: Sendable {
                     }
                 }
                 current = (api, metrics)
-            } catch {
-                throw ServerError("\(error)")
+            } catch let error as HTTPDaemonError {
+                throw ServerError(error.kind, error.description)
             }
         }
         let timer = DispatchSource.makeTimerSource(queue: .global(qos: .utility))

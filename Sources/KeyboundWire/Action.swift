@@ -33,36 +33,44 @@ public enum ApprovalAction: Sendable, Hashable {
     /// Send `amount` of `asset` to `to`.
     case transfer(TransferAction)
 
+    /// The JSON member names of an action object, in the order they are written (and signed).
+    package enum Member: String, MemberName { case type, amount, asset, to }
+
+    /// The action types, as the `type` member names them.
+    private enum Kind: String { case transfer }
+
     /// The action type name on the wire.
     public var type: String {
         switch self {
-        case .transfer: "transfer"
+        case .transfer: Kind.transfer.rawValue
         }
     }
 
     /// The action as a JSON object: `{"type":"transfer","amount":…,"asset":…,"to":…}`.
-    public var json: JSONValue {
+    package var json: JSONValue {
+        var object = JSONObjectBuilder<Member>()
+        object.add(.type, type)
         switch self {
         case .transfer(let transfer):
-            var object = JSONObjectBuilder()
-            object.add("type", "transfer")
-            object.add("amount", transfer.amount.text)
-            object.add("asset", transfer.asset)
-            object.add("to", transfer.to)
-            return object.value
+            object.add(.amount, transfer.amount.text)
+            object.add(.asset, transfer.asset)
+            object.add(.to, transfer.to)
         }
+        return object.value
     }
 
     /// Reads an action object strictly.
     /// - Throws: ``WireError`` for unknown members, a wrong type or an unknown action type.
-    public init(json: JSONValue, path: String = "action") throws(WireFailure) {
-        let reader = try JSONReader(json, allowed: ["type", "amount", "asset", "to"], path: path)
-        let type = try reader.string("type")
-        guard type == "transfer" else { throw WireError(.invalidRequest, "unknown action type") }
-        self = .transfer(
-            try TransferAction(
-                amount: DecimalAmount(reader.string("amount")), asset: reader.string("asset"),
-                to: reader.string("to")))
+    package init(json: JSONValue, path: String = "action") throws(WireFailure) {
+        let reader = try JSONReader<Member>(json, path: path)
+        switch Kind(rawValue: try reader.string(.type)) {
+        case .transfer:
+            self = .transfer(
+                try TransferAction(
+                    amount: DecimalAmount(reader.string(.amount)), asset: reader.string(.asset),
+                    to: reader.string(.to)))
+        case nil: throw WireError(.invalidRequest, "unknown action type")
+        }
     }
 }
 
@@ -82,14 +90,9 @@ public struct TransferAction: Sendable, Hashable {
             (1...16).contains(asset.utf8.count)
             && asset.utf8.allSatisfy { ($0 >= 0x41 && $0 <= 0x5A) || ($0 >= 0x30 && $0 <= 0x39) }
         guard assetOK else { throw WireError(.invalidRequest, "asset must be 1-16 of A-Z and 0-9") }
-        let recipientOK =
-            (1...128).contains(to.utf8.count)
-            && to.utf8.allSatisfy {
-                ($0 >= 0x41 && $0 <= 0x5A) || ($0 >= 0x61 && $0 <= 0x7A) || ($0 >= 0x30 && $0 <= 0x39)
-                    || $0 == UInt8(ascii: ".") || $0 == UInt8(ascii: "_") || $0 == UInt8(ascii: ":")
-                    || $0 == UInt8(ascii: "-")
-            }
-        guard recipientOK else { throw WireError(.invalidRequest, "to must be 1-128 of A-Z a-z 0-9 . _ : -") }
+        guard Grammar.isPlainName(to) else {
+            throw WireError(.invalidRequest, "to must be 1-128 of A-Z a-z 0-9 . _ : -")
+        }
         self.amount = amount
         self.asset = asset
         self.to = to

@@ -4,7 +4,7 @@ import Foundation
 ///
 /// A direct byte-level codec: it runs on every request (tokens, payloads, signatures), where
 /// going through Foundation's base64 plus string replacements cost about 6 % of server CPU.
-public enum Base64URL {
+package enum Base64URL {
     private static let alphabet = Array(
         "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
 
@@ -16,7 +16,7 @@ public enum Base64URL {
     }()
 
     /// Encodes `data` as base64url without padding.
-    public static func encode(_ data: Data) -> String {
+    package static func encode(_ data: Data) -> String {
         var out = [UInt8]()
         out.reserveCapacity((data.count * 4 + 2) / 3)
         data.withUnsafeBytes { (bytes: UnsafeRawBufferPointer) in
@@ -48,7 +48,7 @@ public enum Base64URL {
 
     /// Decodes strict base64url without padding; nil for any other alphabet, padding, a length
     /// that cannot occur, or non-canonical trailing bits.
-    public static func decode(_ text: String) -> Data? {
+    package static func decode(_ text: String) -> Data? {
         let input = Array(text.utf8)
         guard input.count % 4 != 1 else { return nil }
         var out = Data(capacity: input.count * 3 / 4)
@@ -72,9 +72,9 @@ public enum Base64URL {
 }
 
 /// Lower-case hexadecimal, for ids and token hashes.
-public enum Hex {
+package enum Hex {
     /// Encodes `data` as lower-case hexadecimal.
-    public static func encode(_ data: Data) -> String {
+    package static func encode(_ data: Data) -> String {
         let digits = Array("0123456789abcdef".utf8)
         var out = [UInt8]()
         out.reserveCapacity(data.count * 2)

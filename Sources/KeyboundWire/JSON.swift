@@ -2,37 +2,30 @@ import Foundation
 
 /// A JSON value as it appears on the wire. Objects keep their member order, numbers keep their
 /// exact text, so nothing is lost or reordered between parsing and writing.
-public enum JSONValue: Sendable, Equatable {
-    /// `null`.
+package enum JSONValue: Sendable, Equatable {
     case null
-    /// `true` or `false`.
     case bool(Bool)
     /// The number's exact text as it appeared (validated against the JSON grammar).
     case number(String)
-    /// A string, unescaped.
     case string(String)
-    /// An array, in order.
     case array([JSONValue])
-    /// An object's members in order (parsing refuses duplicate names).
     case object([JSONMember])
 
     /// A number value from an integer.
-    public static func integer(_ value: Int) -> JSONValue { .number(String(value)) }
+    package static func integer(_ value: Int) -> JSONValue { .number(String(value)) }
 }
 
 /// One member of a JSON object.
-public struct JSONMember: Sendable, Equatable {
+package struct JSONMember: Sendable, Equatable {
     /// The member name.
-    public var name: String
+    package var name: String
     /// The member value.
-    public var value: JSONValue
+    package var value: JSONValue
 
-    /// A member named `name`.
-    ///
     /// - Parameters:
     ///   - name: the member name.
     ///   - value: the member value.
-    public init(_ name: String, _ value: JSONValue) {
+    package init(_ name: String, _ value: JSONValue) {
         self.name = name
         self.value = value
     }
@@ -42,13 +35,13 @@ public struct JSONMember: Sendable, Equatable {
 ///
 /// Parsing rejects duplicate member names, trailing data, invalid escapes, unpaired surrogates,
 /// control characters in strings, and nesting deeper than ``maximumDepth``.
-public enum JSON {
+package enum JSON {
     /// The deepest nesting accepted by ``parse(_:)``.
-    public static let maximumDepth = 32
+    package static let maximumDepth = 32
 
     /// Parses one JSON value that fills `data` (whitespace around it allowed).
     /// - Throws: ``WireError`` with code `invalid_request` when `data` is not valid JSON.
-    public static func parse(_ data: Data) throws(WireFailure) -> JSONValue {
+    package static func parse(_ data: Data) throws(WireFailure) -> JSONValue {
         var parser = Parser(bytes: [UInt8](data))
         parser.skipWhitespace()
         let value = try parser.value(depth: 0)
@@ -60,17 +53,10 @@ public enum JSON {
     }
 
     /// Writes `value` as compact JSON (no whitespace), members in their order.
-    public static func serialize(_ value: JSONValue) -> Data {
+    package static func serialize(_ value: JSONValue) -> Data {
         var out = ""
         write(value, to: &out)
         return Data(out.utf8)
-    }
-
-    /// The JSON string literal for `string`, quotes included, escaped as RFC 8259 requires.
-    public static func quote(_ string: String) -> String {
-        var out = ""
-        writeString(string, to: &out)
-        return out
     }
 
     private static func write(_ value: JSONValue, to out: inout String) {

@@ -1,8 +1,18 @@
 import Foundation
 
-/// Reads the members of one JSON object strictly: members outside the allowed set are rejected,
-/// every accessor checks the type. Used by every ``WireMessage`` decoder.
-public struct JSONReader: Sendable {
+/// The member names of one JSON object, each spelled once: a `String` enum whose cases are the
+/// members in the order they are written. The strict reader takes its allowed set from it and
+/// the builder its names, so a message cannot read a member it does not write.
+///
+/// ```swift
+/// enum Member: String, MemberName { case deviceID = "device_id", name }
+/// ```
+package protocol MemberName: RawRepresentable, CaseIterable, Sendable where RawValue == String {}
+
+/// Reads the members of one JSON object strictly: a member outside `Member` is rejected (a
+/// duplicate member was already rejected by ``JSON/parse(_:)``), every accessor checks the type.
+/// Used by every ``WireMessage`` decoder.
+package struct JSONReader<Member: MemberName>: Sendable {
     private let members: [String: JSONValue]
     private let path: String
 
@@ -10,19 +20,21 @@ public struct JSONReader: Sendable {
     ///
     /// - Parameters:
     ///   - value: the value that must be an object.
-    ///   - allowed: the member names the message defines; any other member is an error.
     ///   - path: where this object sits, for error messages (`""` for the top level).
     /// - Throws: ``WireError`` (`invalid_request` if not an object, `unknown_member`).
-    public init(_ value: JSONValue, allowed: Set<String>, path: String = "") throws(WireFailure) {
+    package init(_ value: JSONValue, path: String = "") throws(WireFailure) {
         guard case .object(let list) = value else {
             throw WireError(.invalidRequest, "\(path.isEmpty ? "the body" : path) must be a JSON object")
         }
         var members: [String: JSONValue] = [:]
         for member in list {
-            guard allowed.contains(member.name) else {
+            guard Member(rawValue: member.name) != nil else {
                 throw WireError(.unknownMember, "unknown member \"\(Self.join(path, member.name))\"")
             }
-            members[member.name] = member.value
+            // JSON.parse rejects duplicates; a value built in code must not slip one past either.
+            guard members.updateValue(member.value, forKey: member.name) == nil else {
+                throw WireError(.invalidRequest, "duplicate member \"\(Self.join(path, member.name))\"")
+            }
         }
         self.members = members
         self.path = path
@@ -32,109 +44,146 @@ public struct JSONReader: Sendable {
         path.isEmpty ? name : path + "." + name
     }
 
-    private func missing(_ name: String) -> WireError {
-        WireError(.invalidRequest, "missing member \"\(Self.join(path, name))\"")
+    private func missing(_ member: Member) -> WireError {
+        WireError(.invalidRequest, "missing member \"\(Self.join(path, member.rawValue))\"")
     }
 
-    private func wrongType(_ name: String, _ type: String) -> WireError {
-        WireError(.invalidRequest, "member \"\(Self.join(path, name))\" must be \(type)")
+    private func wrongType(_ member: Member, _ type: String) -> WireError {
+        WireError(.invalidRequest, "member \"\(Self.join(path, member.rawValue))\" must be \(type)")
     }
 
     /// Whether the member is present (and not null).
-    public func has(_ name: String) -> Bool {
-        if let value = members[name], value != .null { return true }
+    package func has(_ member: Member) -> Bool {
+        if let value = members[member.rawValue], value != .null { return true }
         return false
     }
 
     /// The raw value of a required member.
-    public func value(_ name: String) throws(WireFailure) -> JSONValue {
-        guard let value = members[name] else { throw missing(name) }
+    package func value(_ member: Member) throws(WireFailure) -> JSONValue {
+        guard let value = members[member.rawValue] else { throw missing(member) }
         return value
     }
 
     /// A required string member.
-    public func string(_ name: String) throws(WireFailure) -> String {
-        guard let value = members[name] else { throw missing(name) }
-        guard case .string(let text) = value else { throw wrongType(name, "a string") }
+    package func string(_ member: Member) throws(WireFailure) -> String {
+        guard case .string(let text) = try value(member) else { throw wrongType(member, "a string") }
         return text
     }
 
     /// An optional string member (absent or null gives nil).
-    public func optionalString(_ name: String) throws(WireFailure) -> String? {
-        guard let value = members[name], value != .null else { return nil }
-        guard case .string(let text) = value else { throw wrongType(name, "a string") }
-        return text
+    package func optionalString(_ member: Member) throws(WireFailure) -> String? {
+        guard has(member) else { return nil }
+        return try string(member)
     }
 
     /// A required integer member (no fraction, no exponent, fits in `Int`).
-    public func integer(_ name: String) throws(WireFailure) -> Int {
-        guard let value = members[name] else { throw missing(name) }
-        guard case .number(let text) = value, let number = Int(text) else {
-            throw wrongType(name, "an integer")
+    package func integer(_ member: Member) throws(WireFailure) -> Int {
+        guard case .number(let text) = try value(member), let number = Int(text) else {
+            throw wrongType(member, "an integer")
         }
         return number
     }
 
-    /// A required boolean member.
-    public func bool(_ name: String) throws(WireFailure) -> Bool {
-        guard let value = members[name] else { throw missing(name) }
-        guard case .bool(let flag) = value else { throw wrongType(name, "a boolean") }
-        return flag
-    }
-
     /// A required member holding base64url (no padding) binary data.
-    public func bytes(_ name: String) throws(WireFailure) -> Data {
-        let text = try string(name)
-        guard let data = Base64URL.decode(text) else { throw wrongType(name, "base64url without padding") }
+    package func bytes(_ member: Member) throws(WireFailure) -> Data {
+        guard let data = Base64URL.decode(try string(member)) else {
+            throw wrongType(member, "base64url without padding")
+        }
         return data
     }
 
     /// A required array member.
-    public func array(_ name: String) throws(WireFailure) -> [JSONValue] {
-        guard let value = members[name] else { throw missing(name) }
-        guard case .array(let items) = value else { throw wrongType(name, "an array") }
+    package func array(_ member: Member) throws(WireFailure) -> [JSONValue] {
+        guard case .array(let items) = try value(member) else { throw wrongType(member, "an array") }
         return items
     }
 
-    /// A required nested object member, read with its own allowed set.
-    public func object(_ name: String, allowed: Set<String>) throws(WireFailure) -> JSONReader {
-        guard let value = members[name] else { throw missing(name) }
-        guard case .object = value else { throw wrongType(name, "an object") }
-        return try JSONReader(value, allowed: allowed, path: Self.join(path, name))
+    /// A required RFC 3339 timestamp member.
+    package func timestamp(_ member: Member) throws(WireFailure) -> Date {
+        guard let date = Timestamp.parse(try string(member)) else {
+            throw wrongType(member, "an RFC 3339 UTC timestamp")
+        }
+        return date
+    }
+
+    /// An optional RFC 3339 timestamp member (absent or null gives nil).
+    package func optionalTimestamp(_ member: Member) throws(WireFailure) -> Date? {
+        guard has(member) else { return nil }
+        return try timestamp(member)
     }
 
     /// A required string member from a closed set of values.
-    public func enumeration<T: RawRepresentable>(_ name: String, as type: T.Type) throws(WireFailure) -> T
+    package func enumeration<T: RawRepresentable>(_ member: Member, as type: T.Type) throws(WireFailure) -> T
     where T.RawValue == String {
-        let text = try string(name)
-        guard let value = T(rawValue: text) else {
-            throw WireError(.invalidRequest, "member \"\(Self.join(path, name))\" has an unknown value")
+        guard let value = T(rawValue: try string(member)) else {
+            throw WireError(
+                .invalidRequest, "member \"\(Self.join(path, member.rawValue))\" has an unknown value")
         }
         return value
     }
+
+    /// A required string member from a set a newer peer may extend: any string is accepted.
+    package func vocabulary<T: OpenVocabulary>(_ member: Member, as type: T.Type) throws(WireFailure) -> T {
+        T(rawValue: try string(member))
+    }
+
+    /// An optional string member from a set a newer peer may extend (absent or null gives nil).
+    package func optionalVocabulary<T: OpenVocabulary>(_ member: Member, as type: T.Type) throws(WireFailure)
+        -> T?
+    {
+        try optionalString(member).map(T.init(rawValue:))
+    }
 }
 
-/// Builds JSON objects member by member in a fixed order.
-public struct JSONObjectBuilder: Sendable {
+/// Builds one JSON object member by member, in the order they are added, with the names of
+/// `Member` (the same enumeration the message's reader uses).
+package struct JSONObjectBuilder<Member: MemberName>: Sendable {
     private var members: [JSONMember] = []
 
     /// An empty object.
-    public init() {}
+    package init() {}
 
     /// Appends a member.
-    public mutating func add(_ name: String, _ value: JSONValue) { members.append(JSONMember(name, value)) }
+    package mutating func add(_ member: Member, _ value: JSONValue) {
+        members.append(JSONMember(member.rawValue, value))
+    }
 
     /// Appends a string member.
-    public mutating func add(_ name: String, _ value: String) { add(name, .string(value)) }
+    package mutating func add(_ member: Member, _ value: String) { add(member, .string(value)) }
 
     /// Appends an integer member.
-    public mutating func add(_ name: String, _ value: Int) { add(name, .integer(value)) }
+    package mutating func add(_ member: Member, _ value: Int) { add(member, .integer(value)) }
 
-    /// Appends a string member when `value` is not nil.
-    public mutating func addIfPresent(_ name: String, _ value: String?) {
-        if let value { add(name, .string(value)) }
+    /// Appends binary data as base64url without padding.
+    package mutating func add(_ member: Member, _ value: Data) {
+        add(member, .string(Base64URL.encode(value)))
+    }
+
+    /// Appends an RFC 3339 timestamp.
+    package mutating func add(_ member: Member, _ value: Date) {
+        add(member, .string(Timestamp.format(value)))
+    }
+
+    /// Appends a string member, or null when `value` is nil (the member is always present).
+    package mutating func add(_ member: Member, _ value: String?) {
+        add(member, value.map { .string($0) } ?? .null)
+    }
+
+    /// Appends an RFC 3339 timestamp, or null when `value` is nil (the member is always present).
+    package mutating func add(_ member: Member, _ value: Date?) {
+        add(member, value.map { .string(Timestamp.format($0)) } ?? .null)
+    }
+
+    /// Appends a value's wire text.
+    package mutating func add<T: RawRepresentable>(_ member: Member, _ value: T) where T.RawValue == String {
+        add(member, .string(value.rawValue))
+    }
+
+    /// Appends a value's wire text, or null when `value` is nil (the member is always present).
+    package mutating func add<T: RawRepresentable>(_ member: Member, _ value: T?) where T.RawValue == String {
+        add(member, value.map { .string($0.rawValue) } ?? .null)
     }
 
     /// The object.
-    public var value: JSONValue { .object(members) }
+    package var value: JSONValue { .object(members) }
 }

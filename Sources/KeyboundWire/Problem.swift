@@ -1,11 +1,10 @@
-/// A stable problem code, the `code` member of every error response. New codes may be added.
-public struct ProblemCode: RawRepresentable, Sendable, Hashable, CustomStringConvertible {
+/// A stable problem code, the `code` member of every error response. Open (``OpenVocabulary``):
+/// a newer server may add codes; they decode with their text.
+public struct ProblemCode: OpenVocabulary {
     /// The code as it appears on the wire.
     public let rawValue: String
     /// A code from its wire text (unknown codes are kept as they are).
     public init(rawValue: String) { self.rawValue = rawValue }
-    /// The code as it appears on the wire.
-    public var description: String { rawValue }
 
     /// Malformed JSON, a missing member, a wrong type, or a value outside its grammar (400).
     public static let invalidRequest = ProblemCode(rawValue: "invalid_request")
@@ -34,7 +33,8 @@ public struct ProblemCode: RawRepresentable, Sendable, Hashable, CustomStringCon
     public static let deviceSuspended = ProblemCode(rawValue: "device_suspended")
     /// The public key is not a P-256 SubjectPublicKeyInfo (400).
     public static let invalidPublicKey = ProblemCode(rawValue: "invalid_public_key")
-    /// The operation needs a password login within the last 5 minutes (403).
+    /// The operation needs a password login within the server's step-up window (403; see
+    /// ``MeResponse/stepUpExpiresAt``).
     public static let stepUpRequired = ProblemCode(rawValue: "step_up_required")
     /// No such resource for this caller (404).
     public static let notFound = ProblemCode(rawValue: "not_found")
@@ -50,32 +50,43 @@ public struct ProblemCode: RawRepresentable, Sendable, Hashable, CustomStringCon
     public static let unavailable = ProblemCode(rawValue: "unavailable")
     /// An unexpected server error (500); never caused by client input.
     public static let `internal` = ProblemCode(rawValue: "internal")
+
+    /// Every code this version's server sends, in the order of docs/openapi.yaml
+    /// (``deviceSuspended`` is not among them).
+    public static let known: [ProblemCode] = [
+        .invalidRequest, .unknownMember, .bodyTooLarge, .unsupportedMediaType, .invalidCredentials,
+        .throttled,
+        .tokenInvalid, .challengeExpired, .challengeUsed, .signatureInvalid, .deviceRevoked,
+        .invalidPublicKey,
+        .stepUpRequired, .notFound, .methodNotAllowed, .usernameTaken, .deviceLimitReached,
+        .registrationClosed, .unavailable, .internal,
+    ]
 }
 
 /// An error response body, `application/problem+json` (RFC 9457).
-public struct Problem: WireMessage, Hashable {
+package struct Problem: WireMessage, Hashable {
+    /// The JSON member names, in the order they are written.
+    package enum Member: String, MemberName { case type, title, status, code, detail }
     /// The media type of problem bodies.
-    public static let mediaType = "application/problem+json"
+    package static let mediaType = "application/problem+json"
 
     /// A URI naming the problem type: `urn:keybound:problem:<code>`.
-    public let type: String
+    package let type: String
     /// A short summary of the problem type.
-    public let title: String
+    package let title: String
     /// The HTTP status.
-    public let status: Int
+    package let status: Int
     /// The stable code.
-    public let code: ProblemCode
+    package let code: ProblemCode
     /// What happened, for a human; never a secret.
-    public let detail: String
+    package let detail: String
 
-    /// A problem whose `type` is made from `code`.
-    ///
     /// - Parameters:
     ///   - status: the HTTP status.
     ///   - code: the stable code (also names the type).
     ///   - title: a short summary.
     ///   - detail: what happened.
-    public init(status: Int, code: ProblemCode, title: String, detail: String) {
+    package init(status: Int, code: ProblemCode, title: String, detail: String) {
         self.type = "urn:keybound:problem:" + code.rawValue
         self.title = title
         self.status = status
@@ -83,26 +94,22 @@ public struct Problem: WireMessage, Hashable {
         self.detail = detail
     }
 
-    /// Decodes the body strictly: `type`, `title`, `status`, `code` and `detail` required, no other
-    /// member.
-    /// - Throws: ``WireError``: `unknown_member` for any other member, else `invalid_request`.
-    public init(json: JSONValue) throws(WireFailure) {
-        let reader = try JSONReader(json, allowed: ["type", "title", "status", "code", "detail"])
-        type = try reader.string("type")
-        title = try reader.string("title")
-        status = try reader.integer("status")
-        code = ProblemCode(rawValue: try reader.string("code"))
-        detail = try reader.string("detail")
+    package init(json: JSONValue) throws(WireFailure) {
+        let reader = try JSONReader<Member>(json)
+        type = try reader.string(.type)
+        title = try reader.string(.title)
+        status = try reader.integer(.status)
+        code = try reader.vocabulary(.code, as: ProblemCode.self)
+        detail = try reader.string(.detail)
     }
 
-    /// The body as sent: `type`, `title`, `status`, `code` and `detail`, in this order.
-    public var json: JSONValue {
-        var object = JSONObjectBuilder()
-        object.add("type", type)
-        object.add("title", title)
-        object.add("status", status)
-        object.add("code", code.rawValue)
-        object.add("detail", detail)
+    package var json: JSONValue {
+        var object = JSONObjectBuilder<Member>()
+        object.add(.type, type)
+        object.add(.title, title)
+        object.add(.status, status)
+        object.add(.code, code)
+        object.add(.detail, detail)
         return object.value
     }
 }

@@ -19,6 +19,11 @@ public struct SigningPayload: Sendable, Hashable {
         case approve
     }
 
+    /// The JSON member names in the signing order; `action` only for `approve`.
+    package enum Member: String, MemberName {
+        case keybound, purpose, server, device, challenge, expires, action
+    }
+
     /// The payload format version (always 1).
     public static let version = 1
     /// The length of the random challenge.
@@ -63,15 +68,15 @@ public struct SigningPayload: Sendable, Hashable {
 
     /// The canonical bytes, assembled member by member (never through a key-ordering encoder).
     public var bytes: Data {
-        var text = "{\"keybound\":\(Self.version),\"purpose\":\(JSON.quote(purpose.rawValue))"
-        text += ",\"server\":\(JSON.quote(server)),\"device\":\(JSON.quote(device))"
-        text += ",\"challenge\":\(JSON.quote(Base64URL.encode(challenge)))"
-        text += ",\"expires\":\(JSON.quote(Timestamp.format(expires)))"
-        if let action {
-            text += ",\"action\":" + String(decoding: JSON.serialize(action.json), as: UTF8.self)
-        }
-        text += "}"
-        return Data(text.utf8)
+        var object = JSONObjectBuilder<Member>()
+        object.add(.keybound, Self.version)
+        object.add(.purpose, purpose)
+        object.add(.server, server)
+        object.add(.device, device)
+        object.add(.challenge, challenge)
+        object.add(.expires, expires)
+        if let action { object.add(.action, action.json) }
+        return JSON.serialize(object.value)
     }
 
     /// Parses payload bytes and accepts them only if they are exactly the canonical encoding.
@@ -83,23 +88,20 @@ public struct SigningPayload: Sendable, Hashable {
             throw WireError(.invalidRequest, "payload is not an object")
         }
         let names = members.map(\.name)
-        let expected = ["keybound", "purpose", "server", "device", "challenge", "expires"]
-        guard names == expected || names == expected + ["action"] else {
+        let order = Member.allCases.map(\.rawValue)
+        guard names == order || names == Array(order.dropLast()) else {
             throw WireError(.invalidRequest, "payload members are not in the signing order")
         }
-        let reader = try JSONReader(value, allowed: Set(expected + ["action"]))
-        guard try reader.integer("keybound") == Self.version else {
+        let reader = try JSONReader<Member>(value)
+        guard try reader.integer(.keybound) == Self.version else {
             throw WireError(.invalidRequest, "unsupported payload version")
         }
-        guard let expires = Timestamp.parse(try reader.string("expires")) else {
-            throw WireError(.invalidRequest, "expires is not an RFC 3339 UTC timestamp")
-        }
         let action: ApprovalAction? =
-            reader.has("action") ? try ApprovalAction(json: reader.value("action")) : nil
+            reader.has(.action) ? try ApprovalAction(json: reader.value(.action)) : nil
         try self.init(
-            purpose: reader.enumeration("purpose", as: Purpose.self), server: reader.string("server"),
-            device: reader.string("device"), challenge: reader.bytes("challenge"), expires: expires,
-            action: action)
+            purpose: reader.enumeration(.purpose, as: Purpose.self), server: reader.string(.server),
+            device: reader.string(.device), challenge: reader.bytes(.challenge),
+            expires: reader.timestamp(.expires), action: action)
         guard bytes == data else { throw WireError(.invalidRequest, "payload is not in canonical form") }
     }
 }

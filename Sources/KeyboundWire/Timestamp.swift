@@ -2,14 +2,14 @@ import Foundation
 
 /// RFC 3339 timestamps in the one form the wire uses: UTC, whole seconds,
 /// `YYYY-MM-DDTHH:MM:SSZ`. Formatting and parsing are locale-free and exact.
-public enum Timestamp {
+package enum Timestamp {
     /// Formats `date` (fractions of a second are dropped, toward the past).
-    public static func format(_ date: Date) -> String {
+    package static func format(_ date: Date) -> String {
         format(unixSeconds: Int64(date.timeIntervalSince1970.rounded(.down)))
     }
 
     /// Formats seconds since 1970-01-01T00:00:00Z.
-    public static func format(unixSeconds: Int64) -> String {
+    package static func format(unixSeconds: Int64) -> String {
         let days = unixSeconds >= 0 ? unixSeconds / 86_400 : (unixSeconds - 86_399) / 86_400
         let secondsOfDay = unixSeconds - days * 86_400
         let (year, month, day) = civil(fromDays: days)
@@ -21,13 +21,13 @@ public enum Timestamp {
     }
 
     /// Parses exactly `YYYY-MM-DDTHH:MM:SSZ`; nil for anything else or an impossible date.
-    public static func parse(_ text: String) -> Date? {
+    package static func parse(_ text: String) -> Date? {
         guard let seconds = parseUnixSeconds(text) else { return nil }
         return Date(timeIntervalSince1970: TimeInterval(seconds))
     }
 
     /// Parses exactly `YYYY-MM-DDTHH:MM:SSZ` to seconds since 1970.
-    public static func parseUnixSeconds(_ text: String) -> Int64? {
+    package static func parseUnixSeconds(_ text: String) -> Int64? {
         let bytes = Array(text.utf8)
         guard bytes.count == 20, bytes[4] == UInt8(ascii: "-"), bytes[7] == UInt8(ascii: "-"),
             bytes[10] == UInt8(ascii: "T"), bytes[13] == UInt8(ascii: ":"), bytes[16] == UInt8(ascii: ":"),

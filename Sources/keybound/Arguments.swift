@@ -8,7 +8,7 @@ struct UsageError: Error, CustomStringConvertible {
 }
 
 /// One option of a command. A command's table of these is the single source of both its
-/// parsing (``Arguments/init(_:options:)`` accepts exactly these) and its `--help`
+/// parsing (``Arguments/init(_:options:command:)`` accepts exactly these) and its `--help`
 /// (``Option/help(_:)``).
 struct Option {
     /// The name without its dashes: `policy` for `--policy`.
@@ -19,17 +19,27 @@ struct Option {
     let summary: String
     /// Whether the command needs it (parsing refuses the command line without it).
     let isRequired: Bool
+    /// The environment variable that sets it when the flag is absent (`KEYBOUND_DB`), if any.
+    var variable: String?
+    /// The default as help shows it, if the option has one worth stating.
+    var defaultText: String?
 
     /// An option that takes a value: `--name VALUE`.
-    static func value(_ name: String, _ placeholder: String, _ summary: String, required: Bool = false)
-        -> Option
-    {
-        Option(name: name, value: placeholder, summary: summary, isRequired: required)
+    /// - Parameters:
+    ///   - variable: the environment variable that sets it when the flag is absent.
+    ///   - defaultText: the default, for help.
+    static func value(
+        _ name: String, _ placeholder: String, _ summary: String, required: Bool = false,
+        variable: String? = nil, default defaultText: String? = nil
+    ) -> Option {
+        Option(
+            name: name, value: placeholder, summary: summary, isRequired: required, variable: variable,
+            defaultText: defaultText)
     }
 
-    /// A boolean option: `--name`.
-    static func flag(_ name: String, _ summary: String) -> Option {
-        Option(name: name, value: nil, summary: summary, isRequired: false)
+    /// A boolean option: `--name` (or its environment variable set to 1, true or yes).
+    static func flag(_ name: String, _ summary: String, variable: String? = nil) -> Option {
+        Option(name: name, value: nil, summary: summary, isRequired: false, variable: variable)
     }
 
     /// `--help`, which every command has.
@@ -41,21 +51,43 @@ struct Option {
     /// How a command's synopsis shows it: optional ones in brackets.
     var usage: String { isRequired ? synopsis : "[\(synopsis)]" }
 
-    /// The options' help lines, aligned in two columns.
+    /// The options' help lines, aligned in columns: synopsis, summary, and (when any option has
+    /// one) the environment variable with the default.
     static func help(_ options: [Option], indent: Int = 2) -> String {
-        columns(options.map { ($0.synopsis, $0.summary) }, indent: indent)
+        let withVariables = options.contains { $0.variable != nil }
+        return columns(
+            options.map { option in
+                var row = [option.synopsis, option.summary]
+                if withVariables {
+                    row.append(
+                        [option.variable, option.defaultText.map { "(\($0))" }].compactMap { $0 }
+                            .joined(separator: " "))
+                }
+                return row
+            }, indent: indent)
     }
 }
 
-/// Rows of two columns, the second one aligned (help text is generated, never hand-aligned).
-func columns(_ rows: [(String, String)], indent: Int) -> String {
-    let width = rows.map(\.0.count).max() ?? 0
+/// Rows of columns, every column but the last aligned (help text is generated, never
+/// hand-aligned). Empty trailing cells add no spacing.
+func columns(_ rows: [[String]], indent: Int) -> String {
+    let count = rows.map(\.count).max() ?? 0
+    let widths = (0..<count).map { column in rows.map { column < $0.count ? $0[column].count : 0 }.max() ?? 0
+    }
     let margin = String(repeating: " ", count: indent)
-    return rows.map { left, right in
-        right.isEmpty
-            ? margin + left
-            : margin + left + String(repeating: " ", count: width - left.count + 3) + right
+    return rows.map { row in
+        let cells = Array(row.reversed().drop { $0.isEmpty }.reversed())
+        return margin
+            + cells.enumerated().map { column, cell in
+                column == cells.count - 1
+                    ? cell : cell + String(repeating: " ", count: widths[column] - cell.count + 3)
+            }.joined()
     }.joined(separator: "\n")
+}
+
+/// `columns` for rows of two.
+func columns(_ rows: [(String, String)], indent: Int) -> String {
+    columns(rows.map { [$0.0, $0.1] }, indent: indent)
 }
 
 /// Parsed command-line arguments in the swift-argument-parser spirit: `--name value`,
@@ -64,7 +96,6 @@ struct Arguments {
     private var options: [String: [String]] = [:]
     private var flags: Set<String> = []
     private(set) var positionals: [String] = []
-    private var consumed: Set<String> = []
 
     /// Parses `raw` against a command's option table: an option that is not in it, or a
     /// required one that is missing (unless `--help` asks for the help), is a usage error at
@@ -83,15 +114,6 @@ struct Arguments {
         if !isSet("help"), let missing = table.first(where: { $0.isRequired && value($0.name) == nil }) {
             throw UsageError("\(missing.synopsis) is required (see \(command) --help)")
         }
-    }
-
-    /// Parses `raw`, taking every `--name` that is not in `flagNames` to have a value. Options
-    /// nobody asks about are reported by ``finish()``.
-    /// - Parameters:
-    ///   - raw: the arguments after the subcommand name.
-    ///   - flagNames: the boolean options this command knows (they take no value).
-    init(_ raw: [String], flagNames: Set<String> = []) throws {
-        try self.init(raw) { !flagNames.contains($0) }
     }
 
     /// - Parameter takesValue: whether `--name` takes a value; throws for an unknown option.
@@ -132,33 +154,10 @@ struct Arguments {
     func value(_ name: String) -> String? { options[name]?.last }
 
     /// Every value given for a repeatable `--name`, in order.
-    mutating func options(_ name: String) -> [String] {
-        consumed.insert(name)
-        return options[name] ?? []
-    }
+    func values(_ name: String) -> [String] { options[name] ?? [] }
 
     /// Whether the boolean `--name` was given.
     func isSet(_ name: String) -> Bool { flags.contains(name) }
-
-    /// ``value(_:)``, noting that `--name` was asked about (for ``finish()``).
-    mutating func option(_ name: String) -> String? {
-        consumed.insert(name)
-        return value(name)
-    }
-
-    /// ``isSet(_:)``, noting that `--name` was asked about (for ``finish()``).
-    mutating func flag(_ name: String) -> Bool {
-        consumed.insert(name)
-        return isSet(name)
-    }
-
-    /// Throws a usage error for any option nobody asked about (arguments parsed without a table).
-    func finish() throws {
-        let unknown = Set(options.keys).union(flags).subtracting(consumed)
-        if let name = unknown.sorted().first {
-            throw UsageError("unknown option --\(name) (see --help)")
-        }
-    }
 }
 
 /// Writes to standard error.

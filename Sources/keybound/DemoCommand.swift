@@ -258,8 +258,7 @@ struct DemoStory {
             "The user confirms on the app's screen; Face ID matches (a fresh verification), the key "
                 + "signs the exact payload bytes", "approved")
 
-        try await expectError(.server, "An attacker replays the same signature", serverCode: "challenge_used")
-        {
+        try await expectError(.server, "An attacker replays the same signature", serverCode: .challengeUsed) {
             _ = try await login.client.confirmApproval(pending.approvalID, signature: signature)
         }
 
@@ -276,7 +275,7 @@ struct DemoStory {
         )
         try await expectError(
             .server, "The tampered payload's signature is sent for the 0.5 ETH approval",
-            serverCode: "signature_invalid"
+            serverCode: .signatureInvalid
         ) {
             _ = try await login.client.confirmApproval(second.approvalID, signature: tamperedSignature)
         }
@@ -329,7 +328,7 @@ struct DemoStory {
             "Log in with the password and turn Face ID on again",
             "new key bound as device \(newDeviceID.prefix(8))…")
         try await expectError(
-            .server, "The old device key asks for a login challenge", serverCode: "device_revoked"
+            .server, "The old device key asks for a login challenge", serverCode: .deviceRevoked
         ) {
             _ = try await keyLogin.client.loginChallenge(deviceID: oldDeviceID)
         }
@@ -382,7 +381,7 @@ struct DemoStory {
     /// Runs `body`, which must fail with `expected`; narrates the refusal.
     private func expectError(
         _ expected: KeyboundError, _ action: String, recovery: KeyboundError.Recovery? = nil,
-        serverCode: String? = nil,
+        serverCode: ProblemCode? = nil,
         _ body: () async throws -> Void
     ) async throws {
         do {
@@ -394,7 +393,8 @@ struct DemoStory {
             if let serverCode, error.serverCode != serverCode {
                 throw DemoFailure(
                     description:
-                        "\(action): server said \(error.serverCode ?? "nothing"), expected \(serverCode)")
+                        "\(action): server said \(error.serverCode?.rawValue ?? "nothing"), expected \(serverCode)"
+                )
             }
             var outcome = "refused: \(error.code)"
             if let code = error.serverCode { outcome += " (\(code))" }

@@ -235,6 +235,9 @@ enum DeviceCommand {
     struct Output {
         let json: Bool
 
+        /// The members of `--json`'s `"error"` object.
+        enum ErrorMember: String, MemberName { case code, native, recovery, message }
+
         func success(_ result: Result) {
             if json {
                 printJSON(
@@ -248,11 +251,11 @@ enum DeviceCommand {
 
         func failure(_ error: KeyboundError) {
             if json {
-                var object = JSONObjectBuilder()
-                object.add("code", error.code.rawValue)
-                if let native = error.native { object.add("native", native.value) }
-                object.add("recovery", error.recovery.rawValue)
-                object.addIfPresent("message", error.message)
+                var object = JSONObjectBuilder<ErrorMember>()
+                object.add(.code, error.code.rawValue)
+                if let native = error.native { object.add(.native, native.value) }
+                object.add(.recovery, error.recovery.rawValue)
+                object.add(.message, error.message)
                 printJSON(.object([JSONMember("ok", .bool(false)), JSONMember("error", object.value)]))
             } else {
                 printError(

@@ -4,68 +4,143 @@ import KeyboundServer
 
 /// `keybound serve`: runs the HTTP API server until SIGTERM or SIGINT.
 enum ServeCommand {
-    static let usage = """
+    /// The options, in the groups `--help` shows: the one table that parsing and help both use.
+    static let sections: [(title: String, options: [Option])] = [
+        (
+            "options",
+            [
+                .value(
+                    "listen", "HOST:PORT", "numeric address and port", variable: "KEYBOUND_LISTEN",
+                    default: "127.0.0.1:8420"),
+                .value(
+                    "db", "URL", "sqlite:PATH", variable: "KEYBOUND_DB", default: "sqlite:keybound.sqlite"),
+                .value(
+                    "sqlite-synchronous", "MODE", "full (survives power loss) or normal (kill -9, faster)",
+                    variable: "KEYBOUND_SQLITE_SYNCHRONOUS", default: "full"),
+                .value(
+                    "server-id", "ID", "id written into signing payloads", variable: "KEYBOUND_SERVER_ID",
+                    default: "keybound"),
+                .value(
+                    "tls-cert", "FILE", "PEM certificate (with --tls-key: HTTPS)",
+                    variable: "KEYBOUND_TLS_CERT"),
+                .value("tls-key", "FILE", "PEM private key", variable: "KEYBOUND_TLS_KEY"),
+                .value(
+                    "workers", "N", "HTTP worker threads", variable: "KEYBOUND_WORKERS",
+                    default: "core count, min 2"),
+                .value(
+                    "argon2-memory", "KIB", "Argon2id memory, >= 19456", variable: "KEYBOUND_ARGON2_MEMORY",
+                    default: "19456"),
+                .value(
+                    "argon2-iterations", "N", "Argon2id passes, >= 2", variable: "KEYBOUND_ARGON2_ITERATIONS",
+                    default: "2"),
+            ]
+        ),
+        (
+            "sessions and devices",
+            [
+                .flag(
+                    "single-session", "any login ends the user's other sessions (variable: 1)",
+                    variable: "KEYBOUND_SINGLE_SESSION"),
+                .value(
+                    "access-token-ttl", "SEC", "access token lifetime", variable: "KEYBOUND_ACCESS_TOKEN_TTL",
+                    default: "900"),
+                .value(
+                    "refresh-token-ttl", "SEC", "refresh token lifetime",
+                    variable: "KEYBOUND_REFRESH_TOKEN_TTL",
+                    default: "2592000"),
+                .value(
+                    "session-max-age", "SEC", "session lifetime from its login",
+                    variable: "KEYBOUND_SESSION_MAX_AGE", default: "2592000"),
+                .value(
+                    "retention", "SEC", "keep ended sessions and expired approvals this long",
+                    variable: "KEYBOUND_RETENTION", default: "2592000"),
+                .value(
+                    "max-devices", "N", "active devices per user", variable: "KEYBOUND_MAX_DEVICES",
+                    default: "10"),
+            ]
+        ),
+        (
+            "connections (docs/server.md, \"Connections and limits\")",
+            [
+                .value(
+                    "body-limit", "BYTES", "largest request body", variable: "KEYBOUND_BODY_LIMIT",
+                    default: "65536"),
+                .value(
+                    "connection-timeout", "SEC", "idle connection timeout",
+                    variable: "KEYBOUND_CONNECTION_TIMEOUT", default: "30"),
+                .value(
+                    "request-timeout", "SEC", "a request must arrive whole in this time",
+                    variable: "KEYBOUND_REQUEST_TIMEOUT", default: "30"),
+                .value(
+                    "connection-limit", "N", "simultaneous connections",
+                    variable: "KEYBOUND_CONNECTION_LIMIT",
+                    default: "1024"),
+                .value(
+                    "per-ip-connection-limit", "N", "per IPv4 address or IPv6 /64, 0: no limit",
+                    variable: "KEYBOUND_PER_IP_CONNECTION_LIMIT", default: "64"),
+                .value(
+                    "metrics-listen", "HOST:PORT", "serve GET /metrics there, not on the API port",
+                    variable: "KEYBOUND_METRICS_LISTEN", default: "off"),
+            ]
+        ),
+        (
+            "throttling and sign-up (docs/server.md, \"Throttling\")",
+            [
+                .value(
+                    "registration", "MODE", "open, or closed (403; keybound user add)",
+                    variable: "KEYBOUND_REGISTRATION", default: "open"),
+                .value(
+                    "signup-limit", "N", "sign-ups per client address per hour, 0: off",
+                    variable: "KEYBOUND_SIGNUP_LIMIT", default: "10"),
+                .value(
+                    "address-failure-limit", "N", "failed logins per client address (15 min), 0: off",
+                    variable: "KEYBOUND_ADDRESS_FAILURE_LIMIT", default: "20"),
+                .value(
+                    "trusted-proxy", "CIDR", "a proxy whose X-Forwarded-For counts; repeatable",
+                    variable: "KEYBOUND_TRUSTED_PROXY", default: "none; variable: comma-separated"),
+                .help,
+            ]
+        ),
+    ]
+
+    /// Every option of `keybound serve`.
+    static var options: [Option] { sections.flatMap(\.options) }
+
+    static var usage: String {
+        """
         keybound serve — run the Keybound HTTP API server
 
         usage: keybound serve [options]
 
-        Every option can also be set by an environment variable; the flag wins.
+        Every option can also be set by the environment variable shown beside it; the flag wins.
 
-        options:
-          --listen HOST:PORT        numeric address and port       KEYBOUND_LISTEN      (127.0.0.1:8420)
-          --db URL                  sqlite:PATH                    KEYBOUND_DB          (sqlite:keybound.sqlite)
-          --server-id ID            id written into signing payloads KEYBOUND_SERVER_ID (keybound)
-          --tls-cert FILE           PEM certificate (with --tls-key: HTTPS) KEYBOUND_TLS_CERT
-          --tls-key FILE            PEM private key                KEYBOUND_TLS_KEY
-          --single-session          any login ends the user's other sessions KEYBOUND_SINGLE_SESSION (=1)
-          --access-token-ttl SEC    access token lifetime          KEYBOUND_ACCESS_TOKEN_TTL  (900)
-          --refresh-token-ttl SEC   refresh token lifetime         KEYBOUND_REFRESH_TOKEN_TTL (2592000)
-          --session-max-age SEC     session lifetime from its login KEYBOUND_SESSION_MAX_AGE (2592000)
-          --retention SEC           keep ended sessions, expired approvals this long
-                                                                   KEYBOUND_RETENTION   (2592000)
-          --max-devices N           active devices per user        KEYBOUND_MAX_DEVICES (10)
-          --sqlite-synchronous M    full (survives power loss) or normal (survives kill -9, faster)
-                                                                   KEYBOUND_SQLITE_SYNCHRONOUS (full)
-          --workers N               HTTP worker threads            KEYBOUND_WORKERS     (core count, min 2)
-          --body-limit BYTES        largest request body           KEYBOUND_BODY_LIMIT  (65536)
-          --connection-timeout SEC  idle connection timeout        KEYBOUND_CONNECTION_TIMEOUT (30)
-          --request-timeout SEC     a request must arrive whole in this time, however it trickles
-                                                                   KEYBOUND_REQUEST_TIMEOUT (30)
-          --connection-limit N      simultaneous connections       KEYBOUND_CONNECTION_LIMIT (1024)
-          --per-ip-connection-limit N  connections per client IPv4 address or IPv6 /64, 0: no limit
-                                                                   KEYBOUND_PER_IP_CONNECTION_LIMIT (64)
-          --metrics-listen HOST:PORT  serve GET /metrics there (plain HTTP), not on the API port
-                                                                   KEYBOUND_METRICS_LISTEN (off)
-          --argon2-memory KIB       Argon2id memory, >= 19456      KEYBOUND_ARGON2_MEMORY (19456)
-          --argon2-iterations N     Argon2id passes, >= 2          KEYBOUND_ARGON2_ITERATIONS (2)
-
-        throttling and sign-up (see docs/server.md, "Throttling"):
-          --registration M          open (anyone signs up) or closed (403; operators run
-                                    keybound user add)             KEYBOUND_REGISTRATION (open)
-          --signup-limit N          sign-ups per client address per hour, 0 = off
-                                                                   KEYBOUND_SIGNUP_LIMIT (10)
-          --address-failure-limit N failed logins of any kind per client address (15 min) before
-                                    it is blocked, 0 = off         KEYBOUND_ADDRESS_FAILURE_LIMIT (20)
-          --trusted-proxy CIDR      a reverse proxy whose X-Forwarded-For/Forwarded names the
-                                    client; repeatable             KEYBOUND_TRUSTED_PROXY (comma-separated)
-          --help                    print this help
+        \(sectionedHelp)
 
         Logs are JSON lines on standard error. SIGTERM or SIGINT stops the server gracefully.
         """
+    }
+
+    /// The help lines of every option, aligned across all sections, under the sections' titles.
+    private static var sectionedHelp: String {
+        var lines = Option.help(options).split(separator: "\n", omittingEmptySubsequences: false)[...]
+        return sections.map { section in
+            defer { lines = lines.dropFirst(section.options.count) }
+            return ([section.title + ":"] + lines.prefix(section.options.count)).joined(separator: "\n")
+        }.joined(separator: "\n\n")
+    }
 
     static func run(_ arguments: [String]) async -> Int32 {
         let configuration: Configuration
         do {
-            var parsed = try Arguments(arguments, flagNames: ["help", "single-session"])
-            if parsed.flag("help") {
+            let parsed = try Arguments(arguments, options: options, command: "keybound serve")
+            if parsed.isSet("help") {
                 print(usage)
                 return 0
             }
-            configuration = try makeConfiguration(&parsed, environment: ProcessInfo.processInfo.environment)
-            try parsed.finish()
             guard parsed.positionals.isEmpty else {
                 throw UsageError("unexpected argument '\(parsed.positionals[0])' (see keybound serve --help)")
             }
+            configuration = try makeConfiguration(parsed, environment: ProcessInfo.processInfo.environment)
         } catch {
             printError("keybound serve: \(error)")
             return 2
@@ -84,85 +159,83 @@ enum ServeCommand {
     }
 
     /// Builds the configuration from flags, then `KEYBOUND_*` variables, then defaults.
-    static func makeConfiguration(_ arguments: inout Arguments, environment: [String: String]) throws
+    static func makeConfiguration(_ arguments: Arguments, environment: [String: String]) throws
         -> Configuration
     {
         var configuration = Configuration()
-        func value(_ flag: String, _ variable: String) -> String? {
-            arguments.option(flag) ?? environment[variable].flatMap { $0.isEmpty ? nil : $0 }
+        /// The flag's value, else its variable's (an empty variable counts as unset).
+        func value(_ name: String) -> String? {
+            let variable = options.first { $0.name == name }?.variable
+            return arguments.value(name)
+                ?? variable.flatMap { environment[$0] }.flatMap { $0.isEmpty ? nil : $0 }
         }
-        func integer(_ flag: String, _ variable: String, _ range: ClosedRange<Int>) throws -> Int? {
-            guard let text = value(flag, variable) else { return nil }
+        func integer(_ name: String, _ range: ClosedRange<Int>) throws -> Int? {
+            guard let text = value(name) else { return nil }
             guard let number = Int(text), range.contains(number) else {
                 throw UsageError(
-                    "--\(flag) must be an integer from \(range.lowerBound) to \(range.upperBound)")
+                    "--\(name) must be an integer from \(range.lowerBound) to \(range.upperBound)")
             }
             return number
         }
-        if let listen = value("listen", "KEYBOUND_LISTEN") {
+        if let listen = value("listen") {
             let address = try listenAddress(listen, flag: "listen")
             configuration.host = address.host
             configuration.port = address.port
         }
-        if let url = value("db", "KEYBOUND_DB") {
+        if let url = value("db") {
             guard url.hasPrefix("sqlite:"), url.count > "sqlite:".count else {
                 throw UsageError("--db must be sqlite:PATH, e.g. sqlite:/var/lib/keybound/keybound.sqlite")
             }
             configuration.databaseURL = url
         }
-        if let mode = value("sqlite-synchronous", "KEYBOUND_SQLITE_SYNCHRONOUS") {
+        if let mode = value("sqlite-synchronous") {
             guard let synchronous = SQLiteSynchronous(rawValue: mode) else {
                 throw UsageError("--sqlite-synchronous must be full or normal")
             }
             configuration.sqliteSynchronous = synchronous
         }
-        if let serverID = value("server-id", "KEYBOUND_SERVER_ID") { configuration.serverID = serverID }
-        configuration.tlsCertificatePath = value("tls-cert", "KEYBOUND_TLS_CERT")
-        configuration.tlsKeyPath = value("tls-key", "KEYBOUND_TLS_KEY")
+        if let serverID = value("server-id") { configuration.serverID = serverID }
+        configuration.tlsCertificatePath = value("tls-cert")
+        configuration.tlsKeyPath = value("tls-key")
         guard (configuration.tlsCertificatePath == nil) == (configuration.tlsKeyPath == nil) else {
             throw UsageError("--tls-cert and --tls-key go together")
         }
-        let singleSessionVariable = environment["KEYBOUND_SINGLE_SESSION"]?.lowercased()
         configuration.singleSession =
-            arguments.flag("single-session") || ["1", "true", "yes"].contains(singleSessionVariable ?? "")
-        if let ttl = try integer("access-token-ttl", "KEYBOUND_ACCESS_TOKEN_TTL", 60...86_400) {
-            configuration.accessTokenLifetime = ttl
-        }
-        if let ttl = try integer("refresh-token-ttl", "KEYBOUND_REFRESH_TOKEN_TTL", 300...31_536_000) {
+            arguments.isSet("single-session")
+            || ["1", "true", "yes"].contains(environment["KEYBOUND_SINGLE_SESSION"]?.lowercased() ?? "")
+        if let ttl = try integer("access-token-ttl", 60...86_400) { configuration.accessTokenLifetime = ttl }
+        if let ttl = try integer("refresh-token-ttl", 300...31_536_000) {
             configuration.refreshTokenLifetime = ttl
         }
-        if let age = try integer("session-max-age", "KEYBOUND_SESSION_MAX_AGE", 300...31_536_000) {
-            configuration.sessionMaxAge = age
-        }
-        if let retention = try integer("retention", "KEYBOUND_RETENTION", 0...315_360_000) {
-            configuration.retention = retention
-        }
-        if let devices = try integer("max-devices", "KEYBOUND_MAX_DEVICES", 1...1000) {
-            configuration.maxDevicesPerUser = devices
-        }
-        if let workers = try integer("workers", "KEYBOUND_WORKERS", 1...256) {
-            configuration.workerThreads = workers
-        }
-        if let limit = try integer("body-limit", "KEYBOUND_BODY_LIMIT", 1024...16_777_216) {
-            configuration.bodyLimit = limit
-        }
-        if let timeout = try integer("connection-timeout", "KEYBOUND_CONNECTION_TIMEOUT", 1...3600) {
+        if let age = try integer("session-max-age", 300...31_536_000) { configuration.sessionMaxAge = age }
+        if let retention = try integer("retention", 0...315_360_000) { configuration.retention = retention }
+        if let devices = try integer("max-devices", 1...1000) { configuration.maxDevicesPerUser = devices }
+        if let workers = try integer("workers", 1...256) { configuration.workerThreads = workers }
+        if let limit = try integer("body-limit", 1024...16_777_216) { configuration.bodyLimit = limit }
+        if let timeout = try integer("connection-timeout", 1...3600) {
             configuration.connectionTimeout = timeout
         }
-        // Throttling, registration and client addresses.
-        if let mode = value("registration", "KEYBOUND_REGISTRATION") {
+        if let timeout = try integer("request-timeout", 1...3600) { configuration.requestTimeout = timeout }
+        if let limit = try integer("connection-limit", 1...1_000_000) {
+            configuration.connectionLimit = limit
+        }
+        if let limit = try integer("per-ip-connection-limit", 0...1_000_000) {
+            configuration.perIPConnectionLimit = limit
+        }
+        if let listen = value("metrics-listen") {
+            configuration.metricsListen = try listenAddress(listen, flag: "metrics-listen")
+        }
+        if let mode = value("registration") {
             guard let registration = Registration(rawValue: mode) else {
                 throw UsageError("--registration must be open or closed")
             }
             configuration.registration = registration
         }
-        if let limit = try integer("signup-limit", "KEYBOUND_SIGNUP_LIMIT", 0...1_000_000) {
-            configuration.signupLimit = limit
-        }
-        if let limit = try integer("address-failure-limit", "KEYBOUND_ADDRESS_FAILURE_LIMIT", 0...1_000_000) {
+        if let limit = try integer("signup-limit", 0...1_000_000) { configuration.signupLimit = limit }
+        if let limit = try integer("address-failure-limit", 0...1_000_000) {
             configuration.addressFailureLimit = limit
         }
-        var proxies = arguments.options("trusted-proxy")
+        var proxies = arguments.values("trusted-proxy")
         if proxies.isEmpty, let variable = environment["KEYBOUND_TRUSTED_PROXY"] {
             proxies = variable.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
         }
@@ -174,25 +247,11 @@ enum ServeCommand {
             }
             return range
         }
-        if let timeout = try integer("request-timeout", "KEYBOUND_REQUEST_TIMEOUT", 1...3600) {
-            configuration.requestTimeout = timeout
-        }
-        if let limit = try integer("connection-limit", "KEYBOUND_CONNECTION_LIMIT", 1...1_000_000) {
-            configuration.connectionLimit = limit
-        }
-        if let limit = try integer(
-            "per-ip-connection-limit", "KEYBOUND_PER_IP_CONNECTION_LIMIT", 0...1_000_000)
-        {
-            configuration.perIPConnectionLimit = limit
-        }
-        if let listen = value("metrics-listen", "KEYBOUND_METRICS_LISTEN") {
-            configuration.metricsListen = try listenAddress(listen, flag: "metrics-listen")
-        }
         // Production never goes below OWASP's Argon2id minimum.
-        if let memory = try integer("argon2-memory", "KEYBOUND_ARGON2_MEMORY", 19_456...4_194_304) {
+        if let memory = try integer("argon2-memory", 19_456...4_194_304) {
             configuration.argon2.memoryKiB = memory
         }
-        if let iterations = try integer("argon2-iterations", "KEYBOUND_ARGON2_ITERATIONS", 2...64) {
+        if let iterations = try integer("argon2-iterations", 2...64) {
             configuration.argon2.iterations = iterations
         }
         return configuration

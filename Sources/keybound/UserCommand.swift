@@ -3,6 +3,11 @@ import KeyboundServer
 
 /// `keybound user`: account administration on the server's database, for operators.
 enum UserCommand {
+    /// The options: the one table that parsing and help both use.
+    static let options: [Option] = [
+        .value("db", "URL", "sqlite:PATH", variable: "KEYBOUND_DB", default: "sqlite:keybound.sqlite"), .help,
+    ]
+
     static let usage = """
         keybound user — create accounts on the server's database
 
@@ -19,8 +24,7 @@ enum UserCommand {
         running meanwhile. Prints the new user id.
 
         options:
-          --db URL   sqlite:PATH    KEYBOUND_DB (sqlite:keybound.sqlite)
-          --help     print this help
+        \(Option.help(options))
 
         exit status: 0 created, 1 refused (taken, invalid, database error), 2 usage
         """
@@ -29,14 +33,14 @@ enum UserCommand {
     private static let inputLimit = 4096 + 2
 
     static func run(_ raw: [String]) -> Int32 {
-        var arguments: Arguments
+        let arguments: Arguments
         do {
-            arguments = try Arguments(raw, flagNames: ["help"])
+            arguments = try Arguments(raw, options: options, command: "keybound user")
         } catch {
             printError("keybound user: \(error)")
             return 2
         }
-        if arguments.flag("help") {
+        if arguments.isSet("help") {
             print(usage)
             return 0
         }
@@ -45,13 +49,12 @@ enum UserCommand {
         configuration.workerThreads = 1
         let username: String
         do {
-            if let url = arguments.option("db") ?? ProcessInfo.processInfo.environment["KEYBOUND_DB"] {
+            if let url = arguments.value("db") ?? ProcessInfo.processInfo.environment["KEYBOUND_DB"] {
                 guard url.hasPrefix("sqlite:"), url.count > "sqlite:".count else {
                     throw UsageError("--db must be sqlite:PATH")
                 }
                 configuration.databaseURL = url
             }
-            try arguments.finish()
             guard arguments.positionals.first == "add" else {
                 throw UsageError("the only command is 'add' (keybound user add NAME)")
             }

@@ -2,6 +2,7 @@ import Foundation
 import Keybound
 import KeyboundEmulator
 import KeyboundServer
+import KeyboundTestSupport
 import KeyboundWire
 import Testing
 
@@ -67,7 +68,7 @@ struct ApprovalTests {
         #expect(decided.decidedAt != nil)
 
         // Replay of the same signature: the approval was used.
-        await expectKeyboundError(.server, serverCode: "challenge_used") {
+        await expectKeyboundError(.server, serverCode: .challengeUsed) {
             try await client.confirmApproval(pending.approvalID, signature: signature)
         }
 
@@ -82,14 +83,14 @@ struct ApprovalTests {
         #expect(tampered.promptText == "Send 50 ETH to \(Self.grouped)")
         await phone.present(.match)
         let tamperedSignature = try await bound.approvals.sign(tampered.confirm())
-        await expectKeyboundError(.server, serverCode: "signature_invalid") {
+        await expectKeyboundError(.server, serverCode: .signatureInvalid) {
             try await client.confirmApproval(second.approvalID, signature: tamperedSignature)
         }
         // The first confirmation decides: the approval is spent, even for an honest signature.
         #expect(try await client.approval(second.approvalID).status == .failed)
         await phone.present(.match)
         let honest = try await bound.approvals.sign(second.confirm())
-        await expectKeyboundError(.server, serverCode: "challenge_used") {
+        await expectKeyboundError(.server, serverCode: .challengeUsed) {
             try await client.confirmApproval(second.approvalID, signature: honest)
         }
 
@@ -98,13 +99,13 @@ struct ApprovalTests {
         let fourth = try await bound.approvals.request(try Self.transfer("0.5"))
         await phone.present(.match)
         let thirdSignature = try await bound.approvals.sign(third.confirm())
-        await expectKeyboundError(.server, serverCode: "signature_invalid") {
+        await expectKeyboundError(.server, serverCode: .signatureInvalid) {
             try await client.confirmApproval(fourth.approvalID, signature: thirdSignature)
         }
         // One flipped bit of a valid signature.
         var flipped = thirdSignature
         flipped[flipped.count - 1] ^= 0x01
-        await expectKeyboundError(.server, serverCode: "signature_invalid") {
+        await expectKeyboundError(.server, serverCode: .signatureInvalid) {
             try await client.confirmApproval(third.approvalID, signature: flipped)
         }
         #expect(try await client.approval(third.approvalID).status == .failed)

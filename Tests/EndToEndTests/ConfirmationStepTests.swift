@@ -126,7 +126,7 @@ struct ConfirmationStepTests {
             #expect(shows(altered), "the app shows what the altered bytes say: \(altered.promptText)")
             #expect(altered.action != action)
             await phone.present(.match)
-            await expectKeyboundError(.server, serverCode: "signature_invalid") {
+            await expectKeyboundError(.server, serverCode: .signatureInvalid) {
                 try await bound.approvals.approve(altered.confirm())
             }
             #expect(try await bound.app.client.approval(issued.approvalID).status == .failed)
@@ -138,7 +138,7 @@ struct ConfirmationStepTests {
             approvalID: issued.approvalID, payload: try alter(issued.payloadBytes, after: "\"challenge\":\""))
         #expect(altered.action == action)
         await phone.present(.match)
-        await expectKeyboundError(.server, serverCode: "signature_invalid") {
+        await expectKeyboundError(.server, serverCode: .signatureInvalid) {
             try await bound.approvals.approve(altered.confirm())
         }
     }

@@ -2,6 +2,7 @@ import Foundation
 import KeyboundCrypto
 import KeyboundEmulator
 import KeyboundServer
+import KeyboundTestSupport
 import KeyboundWire
 import Testing
 
@@ -76,7 +77,7 @@ struct DeviceKeyLoginTests {
         // A signature by another key (the attacker's own) for this device's challenge.
         let attackerKey = try P256SigningKey()
         let foreign = try attackerKey.signature(for: challenge.payload).derRepresentation
-        await expectKeyboundError(.server, serverCode: "signature_invalid") {
+        await expectKeyboundError(.server, serverCode: .signatureInvalid) {
             try await relaunched.client.loginWithDevice(
                 challengeID: challenge.challengeID, signature: foreign)
         }

@@ -2,6 +2,7 @@ import Foundation
 import Keybound
 import KeyboundEmulator
 import KeyboundServer
+import KeyboundTestSupport
 import KeyboundWire
 import Testing
 
@@ -63,7 +64,7 @@ struct EnrollmentChangeTests {
         #expect(devices.first { $0.deviceID == oldDeviceID }?.status == .revoked)
         #expect(devices.first { $0.deviceID == newDeviceID }?.status == .active)
         // The old device id is dead on the server: no challenge for it.
-        await expectKeyboundError(.server, recovery: .usePassword, serverCode: "device_revoked") {
+        await expectKeyboundError(.server, recovery: .usePassword, serverCode: .deviceRevoked) {
             try await keyAgain.client.loginChallenge(deviceID: oldDeviceID)
         }
         // The new key logs in with the new face.

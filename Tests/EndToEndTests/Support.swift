@@ -2,6 +2,7 @@ import Foundation
 import Keybound
 import KeyboundEmulator
 import KeyboundServer
+import KeyboundTestSupport
 import KeyboundWire
 import Testing
 
@@ -36,7 +37,7 @@ final class Backend: Sendable {
         var configuration = Configuration.testing(
             databasePath: directory.appendingPathComponent("keybound.sqlite").path)
         configuration.serverID = Self.serverID
-        configuration.clock = clock.clock
+        configuration.clock = clock.serverClock
         configuration.metricsListen = ListenAddress(host: "127.0.0.1", port: 0)
         adjust(&configuration)
         server = try Server(configuration: configuration)
@@ -77,7 +78,7 @@ final class Backend: Sendable {
     deinit { shutDown() }
 
     /// The clock the apps' clients read: the server's clock.
-    var clientClock: Keybound.Clock { Keybound.Clock { [clock] in clock.now } }
+    var clientClock: Keybound.Clock { clock.clock }
 
     /// The same manual clock as a ``MonotonicClock`` (seconds since 1970), for the app lock and
     /// the secret cache: "10 s later" moves both.
@@ -142,39 +143,6 @@ final class Backend: Sendable {
 /// A new emulated iPhone: Face ID, passcode 123456, one face enrolled.
 func makePhone(biometry: BiometryType = .faceID) throws -> EmulatedDevice {
     try EmulatedDevice(biometry: biometry, passcode: "123456", enrolledIdentities: 1)
-}
-
-/// Runs `body`, which must fail with a ``KeyboundError`` of `code` (and, when given, that
-/// recovery and server problem code). Returns the error.
-@discardableResult
-func expectKeyboundError<Result>(
-    _ code: KeyboundError.Code, recovery: KeyboundError.Recovery? = nil, serverCode: String? = nil,
-    _ comment: Comment? = nil, sourceLocation: SourceLocation = #_sourceLocation,
-    _ body: () async throws -> Result
-) async -> KeyboundError? {
-    let caught: KeyboundError
-    do {
-        let result = try await body()
-        Issue.record(
-            "expected \(code), got success: \(result). \(comment?.rawValue ?? "")",
-            sourceLocation: sourceLocation)
-        return nil
-    } catch let error as KeyboundError {
-        caught = error
-    } catch {
-        Issue.record(
-            "expected KeyboundError \(code), got \(type(of: error)): \(error). \(comment?.rawValue ?? "")",
-            sourceLocation: sourceLocation)
-        return nil
-    }
-    #expect(caught.code == code, "\(caught). \(comment?.rawValue ?? "")", sourceLocation: sourceLocation)
-    if let recovery {
-        #expect(caught.recovery == recovery, "\(caught)", sourceLocation: sourceLocation)
-    }
-    if let serverCode {
-        #expect(caught.serverCode == serverCode, "\(caught)", sourceLocation: sourceLocation)
-    }
-    return caught
 }
 
 // MARK: - A man in the middle

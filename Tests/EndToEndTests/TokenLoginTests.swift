@@ -2,6 +2,7 @@ import Foundation
 import Keybound
 import KeyboundEmulator
 import KeyboundServer
+import KeyboundTestSupport
 import KeyboundWire
 import Testing
 
@@ -70,7 +71,7 @@ struct TokenLoginTests {
         let sessionID = try await relaunched.client.me().sessionID
 
         // The attacker replays the old token: refused, and the server treats the reuse as theft.
-        await expectKeyboundError(.server, recovery: .usePassword, serverCode: "token_invalid") {
+        await expectKeyboundError(.server, recovery: .usePassword, serverCode: .tokenInvalid) {
             try await backend.client().resume(refreshToken: stolen)
         }
         // The family is dead: the user's own, newer session too. The client sees its access
@@ -84,7 +85,7 @@ struct TokenLoginTests {
         try await relaunched.loginWithPassword(username: "ada", password: Backend.password)
         let me = try await relaunched.client.me()
         #expect(me.sessionID != sessionID)
-        #expect(try await relaunched.client.audit().contains { $0.type == "refresh_reuse" })
+        #expect(try await relaunched.client.audit().contains { $0.type == .refreshReuse })
     }
 
     @Test func cancelIsSilentAndFallbackGoesToThePasswordPath() async throws {

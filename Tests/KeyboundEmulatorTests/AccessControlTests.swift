@@ -2,6 +2,7 @@ import Foundation
 import Keybound
 import KeyboundCrypto
 import KeyboundEmulator
+import KeyboundTestSupport
 import Testing
 
 /// Reuse windows, UI-gate bypass attempts, and the typed invalidation signal.
@@ -24,13 +25,11 @@ import Testing
         await device.present(.match, .match)
         let once = try await device.verify(.biometryCurrentSet, prompt: prompt)
         #expect(try await device.read("t", verification: once) == Data("v".utf8))
-        #expect(
-            await keyboundError { try await device.read("t", verification: once) } == .authenticationFailed)
+        await expectKeyboundError(.authenticationFailed) { try await device.read("t", verification: once) }
 
         let late = try await device.verify(.biometryCurrentSet, prompt: prompt)
-        time.advance(Verification.singleUseLifetime + 1)
-        #expect(
-            await keyboundError { try await device.read("t", verification: late) } == .authenticationFailed)
+        time.advance(by: Verification.singleUseLifetime + 1)
+        await expectKeyboundError(.authenticationFailed) { try await device.read("t", verification: late) }
     }
 
     @Test func aReusableVerificationWorksWithinItsWindowOnly() async throws {
@@ -42,12 +41,12 @@ import Testing
         for _ in 0..<3 {
             #expect(try await device.read("t", verification: verification) == Data("v".utf8))
         }
-        time.advance(299)
+        time.advance(by: 299)
         #expect(try await device.read("t", verification: verification) == Data("v".utf8))
-        time.advance(2)
-        #expect(
-            await keyboundError { try await device.read("t", verification: verification) }
-                == .authenticationFailed)
+        time.advance(by: 2)
+        await expectKeyboundError(.authenticationFailed) {
+            try await device.read("t", verification: verification)
+        }
     }
 
     @Test func aVerificationForAnotherPolicyDoesNotUnlockBiometricMaterial() async throws {
@@ -58,18 +57,17 @@ import Testing
         await device.present(.passcode("123456"))
         let byPasscode = try await device.verify(
             try AccessPolicy.devicePasscode.reusing(for: 60), prompt: prompt)
-        #expect(
-            await keyboundError { try await device.read("t", verification: byPasscode) }
-                == .authenticationFailed)
-        #expect(
-            await keyboundError { try await device.sign(Data(), with: "k", verification: byPasscode) }
-                == .authenticationFailed)
+        await expectKeyboundError(.authenticationFailed) {
+            try await device.read("t", verification: byPasscode)
+        }
+        await expectKeyboundError(.authenticationFailed) {
+            try await device.sign(Data(), with: "k", verification: byPasscode)
+        }
         // And a biometric verification does not open a passcode-only item.
         try await device.store(Data("p".utf8), as: "p", policy: .devicePasscode, verification: nil)
         await device.present(.match)
         let byFace = try await device.verify(.biometryAny, prompt: prompt)
-        #expect(
-            await keyboundError { try await device.read("p", verification: byFace) } == .authenticationFailed)
+        await expectKeyboundError(.authenticationFailed) { try await device.read("p", verification: byFace) }
     }
 
     @Test func noVerificationPolicyReadsWithoutPrompt() async throws {
@@ -88,12 +86,12 @@ import Testing
     @Test func updateNeedsTheSameVerificationAsRead() async throws {
         let (device, _) = try makeDevice()
         try await device.store(Data("1".utf8), as: "t", policy: .biometryCurrentSet, verification: nil)
-        #expect(
-            await keyboundError { try await device.update(Data("2".utf8), as: "t", verification: nil) }
-                == .authenticationFailed)
-        #expect(
-            await keyboundError { try await device.update(Data("2".utf8), as: "none", verification: nil) }
-                == .itemNotFound)
+        await expectKeyboundError(.authenticationFailed) {
+            try await device.update(Data("2".utf8), as: "t", verification: nil)
+        }
+        await expectKeyboundError(.itemNotFound) {
+            try await device.update(Data("2".utf8), as: "none", verification: nil)
+        }
         await device.present(.match, .match)
         try await device.update(
             Data("2".utf8), as: "t",
@@ -109,19 +107,15 @@ import Testing
         let policy = try AccessPolicy(constraints: [.applicationPassword])
         let right = try VerificationPrompt(reason: "Unlock", applicationPassword: "correct horse")
         let wrong = try VerificationPrompt(reason: "Unlock", applicationPassword: "battery staple")
-        #expect(
-            await keyboundError {
-                try await device.store(Data("x".utf8), as: "a", policy: policy, verification: nil)
-            }
-                == .authenticationFailed)
+        await expectKeyboundError(.authenticationFailed) {
+            try await device.store(Data("x".utf8), as: "a", policy: policy, verification: nil)
+        }
         try await device.store(
             Data("x".utf8), as: "a", policy: policy,
             verification: try await device.verify(policy, prompt: right))
-        #expect(
-            await keyboundError {
-                try await device.read("a", verification: try await device.verify(policy, prompt: wrong))
-            }
-                == .authenticationFailed)
+        await expectKeyboundError(.authenticationFailed) {
+            try await device.read("a", verification: try await device.verify(policy, prompt: wrong))
+        }
         #expect(
             try await device.read("a", verification: try await device.verify(policy, prompt: right))
                 == Data("x".utf8))
@@ -131,9 +125,9 @@ import Testing
         let (device, _) = try makeDevice()
         _ = try await device.createKey("seal", policy: .biometryCurrentSet)
         let sealed = try await device.encrypt(Data("large secret".utf8), for: "seal")
-        #expect(
-            await keyboundError { try await device.decrypt(sealed, with: "seal", verification: nil) }
-                == .authenticationFailed)
+        await expectKeyboundError(.authenticationFailed) {
+            try await device.decrypt(sealed, with: "seal", verification: nil)
+        }
         await device.present(.match, .match)
         let verification = try await device.verify(.biometryCurrentSet, prompt: prompt)
         #expect(
@@ -142,9 +136,9 @@ import Testing
         var tampered = sealed
         tampered[tampered.count - 1] ^= 1
         let again = try await device.verify(.biometryCurrentSet, prompt: prompt)
-        #expect(
-            await keyboundError { try await device.decrypt(tampered, with: "seal", verification: again) }
-                == .invalidInput)
+        await expectKeyboundError(.invalidInput) {
+            try await device.decrypt(tampered, with: "seal", verification: again)
+        }
     }
 
     // The typed invalidation signal through ProtectedStore / ProtectedKeys.
@@ -164,13 +158,14 @@ import Testing
         #expect(try await store.status("refresh") == .invalidated)
         await device.present(.match)
         let verification = try await device.verify(.biometryCurrentSet, prompt: prompt)
-        let error = await keyboundError { try await store.read("refresh", verification: verification) }
-        #expect(error == .invalidated)
+        let error = await expectKeyboundError(.invalidated) {
+            try await store.read("refresh", verification: verification)
+        }
         #expect(error?.recovery == .reenroll)
         // The dead material and its marker are gone: now it reads as never stored.
         #expect(try await store.status("refresh") == .absent)
-        #expect(await keyboundError { try await store.read("refresh", verification: nil) } == .itemNotFound)
-        #expect(await keyboundError { try await store.read("never", verification: nil) } == .itemNotFound)
+        await expectKeyboundError(.itemNotFound) { try await store.read("refresh", verification: nil) }
+        await expectKeyboundError(.itemNotFound) { try await store.read("never", verification: nil) }
     }
 
     @Test func passcodeRemovalIsReportedAsInvalidated() async throws {
@@ -178,7 +173,7 @@ import Testing
         let store = ProtectedStore(store: device, verifier: device)
         try await store.store(Data("t".utf8), as: "t", policy: .devicePasscode)
         await device.removePasscode()
-        #expect(await keyboundError { try await store.read("t", verification: nil) } == .invalidated)
+        await expectKeyboundError(.invalidated) { try await store.read("t", verification: nil) }
     }
 
     @Test func deliberateDeleteIsNotInvalidation() async throws {
@@ -188,7 +183,7 @@ import Testing
         try await store.delete("t")
         try await device.enroll()
         #expect(try await store.status("t") == .absent)
-        #expect(await keyboundError { try await store.read("t", verification: nil) } == .itemNotFound)
+        await expectKeyboundError(.itemNotFound) { try await store.read("t", verification: nil) }
     }
 
     @Test func protectedKeysReportInvalidationAfterEnrollmentChange() async throws {
@@ -201,10 +196,9 @@ import Testing
         #expect(try await keys.status("device-key") == .invalidated)
         await device.present(.match)
         let verification = try await device.verify(.biometryCurrentSet, prompt: prompt)
-        #expect(
-            await keyboundError {
-                try await keys.sign(Data(), with: "device-key", verification: verification)
-            } == .invalidated)
+        await expectKeyboundError(.invalidated) {
+            try await keys.sign(Data(), with: "device-key", verification: verification)
+        }
         #expect(try await keys.status("device-key") == .absent)
     }
 
@@ -215,33 +209,33 @@ import Testing
         let (device, _) = try makeDevice()
         for outcome in [PresentationOutcome.userCancel, .systemCancel, .appCancel] {
             await device.present(outcome)
-            record(await keyboundError { try await device.verify(.biometryCurrentSet, prompt: prompt) })
+            record(await expectKeyboundError { try await device.verify(.biometryCurrentSet, prompt: prompt) })
         }
         // Face ID: two failed matches, then the fallback button; then twice more and a retry
         // (authenticationFailed); the fifth failed match locks out.
         await device.present(.noMatch, .noMatch, .userFallback)
-        record(await keyboundError { try await device.verify(.biometryCurrentSet, prompt: prompt) })
+        record(await expectKeyboundError { try await device.verify(.biometryCurrentSet, prompt: prompt) })
         await device.present(.noMatch, .noMatch, .match)
-        record(await keyboundError { try await device.verify(.biometryCurrentSet, prompt: prompt) })
+        record(await expectKeyboundError { try await device.verify(.biometryCurrentSet, prompt: prompt) })
         await device.present(.noMatch)
-        record(await keyboundError { try await device.verify(.biometryCurrentSet, prompt: prompt) })
-        record(await keyboundError { try await device.read("missing", verification: nil) })
+        record(await expectKeyboundError { try await device.verify(.biometryCurrentSet, prompt: prompt) })
+        record(await expectKeyboundError { try await device.read("missing", verification: nil) })
         await device.lock()
-        record(await keyboundError { try await device.read("missing-but-locked", verification: nil) })
-        record(await keyboundError { try await device.verify(.biometryCurrentSet, prompt: prompt) })
+        record(await expectKeyboundError { try await device.read("missing-but-locked", verification: nil) })
+        record(await expectKeyboundError { try await device.verify(.biometryCurrentSet, prompt: prompt) })
         let (noSensor, _) = try makeDevice(biometry: .none, enrolled: 0)
-        record(await keyboundError { try await noSensor.verify(.biometryAny, prompt: prompt) })
+        record(await expectKeyboundError { try await noSensor.verify(.biometryAny, prompt: prompt) })
         let (unenrolled, _) = try makeDevice(enrolled: 0)
-        record(await keyboundError { try await unenrolled.verify(.biometryAny, prompt: prompt) })
+        record(await expectKeyboundError { try await unenrolled.verify(.biometryAny, prompt: prompt) })
         let (noPasscode, _) = try makeDevice(passcode: nil)
-        record(await keyboundError { try await noPasscode.verify(.devicePasscode, prompt: prompt) })
+        record(await expectKeyboundError { try await noPasscode.verify(.devicePasscode, prompt: prompt) })
         let (changing, _) = try makeDevice()
         let store = ProtectedStore(store: changing, verifier: changing)
         try await store.store(Data(), as: "x", policy: .biometryCurrentSet)
         try await changing.enroll()
-        record(await keyboundError { try await store.read("x", verification: nil) })
+        record(await expectKeyboundError { try await store.read("x", verification: nil) })
         let badName = "not a valid name!"
-        record(await keyboundError { try ItemName(badName) })
+        record(await expectKeyboundError { try ItemName(badName) })
 
         let expected: Set<KeyboundError.Code> = [
             .userCancel, .systemCancel, .appCancel, .userFallback, .authenticationFailed, .biometryLockout,
@@ -263,11 +257,12 @@ import Testing
         let reusable = try await device.verify(
             try AccessPolicy.biometryCurrentSet.reusing(for: 300), prompt: prompt)
         // The clock is set back an hour: neither verification can be shown to be fresh.
-        time.advance(-3600)
+        time.advance(by: -3600)
         #expect(
-            await keyboundError { try await device.read("t", verification: single) } == .authenticationFailed)
+            await expectKeyboundError { try await device.read("t", verification: single) }
+                == .authenticationFailed)
         #expect(
-            await keyboundError { try await device.read("t", verification: reusable) }
+            await expectKeyboundError { try await device.read("t", verification: reusable) }
                 == .authenticationFailed)
     }
 
@@ -277,11 +272,12 @@ import Testing
         await device.present(.match, .match)
         #expect(Verification.singleUseLifetime == 30)
         let onTime = try await device.verify(.biometryCurrentSet, prompt: prompt)
-        time.advance(30)
+        time.advance(by: 30)
         #expect(try await device.read("t", verification: onTime) == Data("v".utf8))
         let late = try await device.verify(.biometryCurrentSet, prompt: prompt)
-        time.advance(30.5)
+        time.advance(by: 30.5)
         #expect(
-            await keyboundError { try await device.read("t", verification: late) } == .authenticationFailed)
+            await expectKeyboundError { try await device.read("t", verification: late) }
+                == .authenticationFailed)
     }
 }

@@ -2,6 +2,7 @@ import Foundation
 import Keybound
 import KeyboundCrypto
 import KeyboundEmulator
+import KeyboundTestSupport
 import KeyboundWebAuthn
 import Testing
 
@@ -36,7 +37,7 @@ struct AppAttestServiceTests {
         let keyID = try await service.generateKey()
         let attestation = try await service.attestKey(keyID, clientData: clientData)
         let key = try verifier(authority).verifyAttestation(
-            attestation, keyId: keyID, clientDataHash: Digest.sha256(clientData), at: time.clock.now())
+            attestation, keyId: keyID, clientDataHash: Digest.sha256(clientData), at: time.now)
         #expect(key.appId == Self.appID && key.keyId == keyID)
         // The attested key is a key of the device's secure element.
         let keys = await device.snapshot().keys
@@ -75,7 +76,7 @@ struct AppAttestServiceTests {
         let keyID = try await service.generateKey()
         let attestation = try await service.attestKey(keyID, clientData: clientData)
         let hash = Digest.sha256(clientData)
-        let now = time.clock.now()
+        let now = time.now
         #expect(throws: WebAuthnError.rpIdMismatch) {
             try verifier(authority, appIDs: ["TEAMID1234.com.other.app"]).verifyAttestation(
                 attestation, keyId: keyID, clientDataHash: hash, at: now)
@@ -121,15 +122,13 @@ struct AppAttestServiceTests {
     func keyLifecycle() async throws {
         let (service, _, _, _) = try make()
         let keyID = try await service.generateKey()
-        #expect(
-            await keyboundError { try await service.generateAssertion(keyID, clientData: clientData) }
-                == .invalidated)
+        await expectKeyboundError(.invalidated) {
+            try await service.generateAssertion(keyID, clientData: clientData)
+        }
         _ = try await service.attestKey(keyID, clientData: clientData)
-        #expect(
-            await keyboundError { try await service.attestKey(keyID, clientData: clientData) } == .invalidated
-        )
-        #expect(
-            await keyboundError { try await service.attestKey(Data(count: 32), clientData: clientData) }
-                == .invalidated)
+        await expectKeyboundError(.invalidated) { try await service.attestKey(keyID, clientData: clientData) }
+        await expectKeyboundError(.invalidated) {
+            try await service.attestKey(Data(count: 32), clientData: clientData)
+        }
     }
 }

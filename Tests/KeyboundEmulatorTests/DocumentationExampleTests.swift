@@ -1,11 +1,12 @@
 import Foundation
 import Keybound
 import KeyboundEmulator
+import KeyboundTestSupport
 import Testing
 
 /// The examples of the DocC article "Testing with the emulator"
 /// (Sources/Keybound/Keybound.docc/TestingWithTheEmulator.md), verbatim, so the article cannot
-/// rot. The article's `ManualClock` is this target's (Support.swift), which has the same shape.
+/// rot. The article's `ManualClock` is KeyboundTestSupport's, which has the same shape.
 @Suite struct DocumentationExampleTests {
     @Test func theTokenNeedsAFace() async throws {
         let device = try EmulatedDevice(biometry: .faceID)
@@ -83,7 +84,7 @@ import Testing
         _ = try await store.read("pin", verification: verification)
         _ = try await store.read("pin", verification: verification)  // within 60 s: no new prompt
 
-        time.advance(61)
+        time.advance(by: 61)
         await #expect(throws: KeyboundError.authenticationFailed) {
             try await store.read("pin", verification: verification)
         }

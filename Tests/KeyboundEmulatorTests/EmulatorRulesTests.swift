@@ -2,6 +2,7 @@ import Foundation
 import Keybound
 import KeyboundCrypto
 import KeyboundEmulator
+import KeyboundTestSupport
 import Testing
 
 /// docs/design.md, "The emulator", rule by rule.
@@ -38,8 +39,9 @@ import Testing
         await device.present(.match)
         let verification = try await device.verify(.biometryCurrentSet, prompt: prompt)
         #expect(verification.factors == [.biometry])
-        let error = await keyboundError { try await device.verify(.biometryCurrentSet, prompt: prompt) }
-        #expect(error == .userCancel)
+        let error = await expectKeyboundError(.userCancel) {
+            try await device.verify(.biometryCurrentSet, prompt: prompt)
+        }
         #expect(error?.native == .laError(-2))
         #expect(error?.recovery == .silent)
     }
@@ -55,10 +57,10 @@ import Testing
         for (outcome, expected, native, recovery) in cases {
             // Touch ID shows the fallback button after the first failed match.
             await device.present(.noMatch, outcome)
-            let error = await keyboundError { try await device.verify(.biometryCurrentSet, prompt: prompt) }
-            #expect(error == expected, "\(outcome)")
+            let error = await expectKeyboundError(expected.code, recovery: recovery, "\(outcome)") {
+                try await device.verify(.biometryCurrentSet, prompt: prompt)
+            }
             #expect(error?.native == .laError(native), "\(outcome)")
-            #expect(error?.recovery == recovery, "\(outcome)")
         }
     }
 
@@ -67,8 +69,9 @@ import Testing
     @Test func touchIDFailsAnEvaluationAfterThreeNonMatches() async throws {
         let (device, _) = try makeDevice(biometry: .touchID)
         await device.present(.noMatch, .noMatch, .noMatch, .match)
-        let error = await keyboundError { try await device.verify(.biometryCurrentSet, prompt: prompt) }
-        #expect(error == .authenticationFailed)
+        let error = await expectKeyboundError(.authenticationFailed) {
+            try await device.verify(.biometryCurrentSet, prompt: prompt)
+        }
         #expect(error?.native == .laError(-1))
         #expect(await device.snapshot().queuedOutcomes == 1)  // the match was not consumed
         #expect(await device.snapshot().consecutiveFailedMatches == 3)
@@ -81,12 +84,14 @@ import Testing
         #expect(try await device.verify(.biometryCurrentSet, prompt: prompt).factors == [.biometry])
         await device.present(.userFallback)
         #expect(
-            await keyboundError { try await device.verify(.biometryCurrentSet, prompt: prompt) }
+            await expectKeyboundError { try await device.verify(.biometryCurrentSet, prompt: prompt) }
                 == .userCancel)
         // After one, and after two, it is there.
         for failures in 1...2 {
             await device.present(Array(repeating: .noMatch, count: failures) + [.userFallback])
-            let error = await keyboundError { try await device.verify(.biometryCurrentSet, prompt: prompt) }
+            let error = await expectKeyboundError {
+                try await device.verify(.biometryCurrentSet, prompt: prompt)
+            }
             #expect(error == .userFallback, "after \(failures) failed matches")
             #expect(error?.native == .laError(-3))
         }
@@ -100,7 +105,7 @@ import Testing
         #expect(await device.snapshot().queuedOutcomes == 0)
         // After two, the fallback button is there.
         await device.present(.noMatch, .noMatch, .userFallback)
-        let error = await keyboundError { try await device.verify(.biometryCurrentSet, prompt: prompt) }
+        let error = await expectKeyboundError { try await device.verify(.biometryCurrentSet, prompt: prompt) }
         #expect(error == .userFallback)
         #expect(error?.native == .laError(-3))
         #expect(error?.recovery == .usePassword)
@@ -119,7 +124,7 @@ import Testing
     {
         let (device, _) = try makeDevice(biometry: .faceID)
         await device.present(.noMatch, .noMatch, next, .match)
-        let error = await keyboundError { try await device.verify(.biometryCurrentSet, prompt: prompt) }
+        let error = await expectKeyboundError { try await device.verify(.biometryCurrentSet, prompt: prompt) }
         #expect(error == expected)
         #expect(await device.snapshot().queuedOutcomes == 1, "the deciding outcome is consumed, no more")
         #expect(await device.snapshot().consecutiveFailedMatches == 2, "the decision is no match attempt")
@@ -128,9 +133,9 @@ import Testing
     @Test func faceIDWithNothingQueuedAfterTwoNonMatchesIsACancel() async throws {
         let (device, _) = try makeDevice(biometry: .faceID)
         await device.present(.noMatch, .noMatch)
-        #expect(
-            await keyboundError { try await device.verify(.biometryCurrentSet, prompt: prompt) }
-                == .userCancel)
+        await expectKeyboundError(.userCancel) {
+            try await device.verify(.biometryCurrentSet, prompt: prompt)
+        }
     }
 
     @Test func faceIDFallbackGoesToThePasscodeWhenThePolicyAcceptsIt() async throws {
@@ -141,25 +146,26 @@ import Testing
         #expect(try await device.verify(.biometryOrPasscode, prompt: prompt).factors == [.passcode])
         await device.present(.noMatch, .noMatch, .userCancel)
         #expect(
-            await keyboundError { try await device.verify(.biometryOrPasscode, prompt: prompt) }
+            await expectKeyboundError { try await device.verify(.biometryOrPasscode, prompt: prompt) }
                 == .userCancel)
     }
 
     @Test func fiveFailedMatchesAcrossEvaluationsLockBiometryUntilThePasscode() async throws {
         let (device, _) = try makeDevice(biometry: .touchID)
         await device.present(.noMatch, .noMatch, .noMatch)
-        _ = await keyboundError { try await device.verify(.biometryCurrentSet, prompt: prompt) }
+        await expectKeyboundError { try await device.verify(.biometryCurrentSet, prompt: prompt) }
         await device.present(.noMatch, .noMatch)
-        let lockout = await keyboundError { try await device.verify(.biometryCurrentSet, prompt: prompt) }
-        #expect(lockout == .biometryLockout)
+        let lockout = await expectKeyboundError(.biometryLockout) {
+            try await device.verify(.biometryCurrentSet, prompt: prompt)
+        }
         #expect(lockout?.native == .laError(-8))
         #expect(lockout?.recovery == .usePasscode)
         #expect(await device.snapshot().isBiometryLockedOut)
         // Biometrics-only: even a match is not evaluated while locked out.
         await device.present(.match)
-        #expect(
-            await keyboundError { try await device.verify(.biometryCurrentSet, prompt: prompt) }
-                == .biometryLockout)
+        await expectKeyboundError(.biometryLockout) {
+            try await device.verify(.biometryCurrentSet, prompt: prompt)
+        }
         #expect(await device.availability().biometryError == .biometryLockout)
         // The passcode clears it.
         await device.present(.passcode("123456"))
@@ -173,12 +179,12 @@ import Testing
         let (device, _) = try makeDevice(biometry: .faceID)
         for _ in 0..<2 {
             await device.present(.noMatch, .noMatch)
-            _ = await keyboundError { try await device.verify(.biometryCurrentSet, prompt: prompt) }
+            await expectKeyboundError { try await device.verify(.biometryCurrentSet, prompt: prompt) }
         }
         await device.present(.noMatch)  // the fifth
-        #expect(
-            await keyboundError { try await device.verify(.biometryCurrentSet, prompt: prompt) }
-                == .biometryLockout)
+        await expectKeyboundError(.biometryLockout) {
+            try await device.verify(.biometryCurrentSet, prompt: prompt)
+        }
         await device.present(.passcode("000000"), .passcode("123456"))
         let verification = try await device.verify(.biometryOrPasscode, prompt: prompt)
         #expect(verification.factors == [.passcode])
@@ -197,26 +203,23 @@ import Testing
     // Rule 4: availability.
     @Test func availabilityErrors() async throws {
         let (noSensor, _) = try makeDevice(biometry: .none, enrolled: 0)
-        let notAvailable = await keyboundError {
+        let notAvailable = await expectKeyboundError(.biometryNotAvailable) {
             try await noSensor.verify(.biometryCurrentSet, prompt: prompt)
         }
-        #expect(notAvailable == .biometryNotAvailable)
         #expect(notAvailable?.native == .laError(-6))
         #expect(notAvailable?.recovery == .usePassword)
 
         let (nothingEnrolled, _) = try makeDevice(enrolled: 0)
-        let notEnrolled = await keyboundError {
+        let notEnrolled = await expectKeyboundError(.biometryNotEnrolled) {
             try await nothingEnrolled.verify(.biometryCurrentSet, prompt: prompt)
         }
-        #expect(notEnrolled == .biometryNotEnrolled)
         #expect(notEnrolled?.native == .laError(-7))
         #expect(notEnrolled?.recovery == .enrollBiometrics)
 
         let (noPasscode, _) = try makeDevice(passcode: nil)
-        let passcodeNotSet = await keyboundError {
+        let passcodeNotSet = await expectKeyboundError(.passcodeNotSet) {
             try await noPasscode.verify(.biometryCurrentSet, prompt: prompt)
         }
-        #expect(passcodeNotSet == .passcodeNotSet)
         #expect(passcodeNotSet?.native == .laError(-5))
         #expect(passcodeNotSet?.recovery == .setPasscode)
         #expect(await noPasscode.availability().biometryError == .passcodeNotSet)
@@ -227,17 +230,16 @@ import Testing
     @Test func aProtectedReadNeedsAVerificationTheDeviceIssued() async throws {
         let (device, _) = try makeDevice()
         try await device.store(Data("token".utf8), as: "t", policy: .biometryCurrentSet, verification: nil)
-        let missing = await keyboundError { try await device.read("t", verification: nil) }
-        #expect(missing == .authenticationFailed)
+        let missing = await expectKeyboundError(.authenticationFailed) {
+            try await device.read("t", verification: nil)
+        }
         #expect(missing?.native == .osStatus(-25293))
 
         // A verification made by another device (a forgery as far as this one knows).
         let (other, _) = try makeDevice()
         await other.present(.match)
         let foreign = try await other.verify(.biometryCurrentSet, prompt: prompt)
-        #expect(
-            await keyboundError { try await device.read("t", verification: foreign) } == .authenticationFailed
-        )
+        await expectKeyboundError(.authenticationFailed) { try await device.read("t", verification: foreign) }
 
         await device.present(.match)
         let verification = try await device.verify(.biometryCurrentSet, prompt: prompt)
@@ -249,9 +251,9 @@ import Testing
         let spki = try await device.createKey("k", policy: .biometryCurrentSet)
         let publicKey = try P256PublicKey(spkiDER: spki)
         let message = Data("challenge".utf8)
-        #expect(
-            await keyboundError { try await device.sign(message, with: "k", verification: nil) }
-                == .authenticationFailed)
+        await expectKeyboundError(.authenticationFailed) {
+            try await device.sign(message, with: "k", verification: nil)
+        }
         await device.present(.match)
         let verification = try await device.verify(.biometryCurrentSet, prompt: prompt)
         let signature = try await device.sign(message, with: "k", verification: verification)
@@ -276,8 +278,9 @@ import Testing
         try await device.enroll()
         #expect(await device.exists("current") == false)
         #expect(await device.keyExists("current-key") == false)
-        let error = await keyboundError { try await device.read("current", verification: nil) }
-        #expect(error == .itemNotFound)
+        let error = await expectKeyboundError(.itemNotFound) {
+            try await device.read("current", verification: nil)
+        }
         #expect(error?.native == .osStatus(-25300))
         await device.present(.match, .match)
         let verification = try await device.verify(
@@ -293,8 +296,7 @@ import Testing
         let old = try await device.verify(.biometryCurrentSet, prompt: prompt)
         try await device.enroll()
         try await device.store(Data("x".utf8), as: "new", policy: .biometryCurrentSet, verification: nil)
-        #expect(
-            await keyboundError { try await device.read("new", verification: old) } == .authenticationFailed)
+        await expectKeyboundError(.authenticationFailed) { try await device.read("new", verification: old) }
     }
 
     @Test func removingThePasscodeDeletesWhenPasscodeSetMaterial() async throws {
@@ -307,11 +309,10 @@ import Testing
         #expect(await device.exists("strict") == false)
         #expect(await device.keyExists("strict-key") == false)
         #expect(try await device.read("loose", verification: nil) == Data("b".utf8))
-        let storing = await keyboundError {
+        await expectKeyboundError(.passcodeNotSet) {
             try await device.store(
                 Data("c".utf8), as: "strict", policy: .biometryCurrentSet, verification: nil)
         }
-        #expect(storing == .passcodeNotSet)
     }
 
     // Rule 7: a locked device.
@@ -322,19 +323,19 @@ import Testing
         try await device.store(Data("u".utf8), as: "u", policy: whenUnlocked, verification: nil)
         try await device.store(Data("f".utf8), as: "f", policy: afterFirst, verification: nil)
         await device.lock()
-        let locked = await keyboundError { try await device.read("u", verification: nil) }
-        #expect(locked == .interactionNotAllowed)
+        let locked = await expectKeyboundError(.interactionNotAllowed) {
+            try await device.read("u", verification: nil)
+        }
         #expect(locked?.native == .osStatus(-25308))
         #expect(locked?.recovery == .waitForUnlock)
         #expect(try await device.read("f", verification: nil) == Data("f".utf8))
         // No prompt can show on a locked device.
-        #expect(
-            await keyboundError { try await device.verify(.biometryCurrentSet, prompt: prompt) }
-                == .interactionNotAllowed)
+        await expectKeyboundError(.interactionNotAllowed) {
+            try await device.verify(.biometryCurrentSet, prompt: prompt)
+        }
         // After a reboot, nothing until the first unlock.
         await device.reboot()
-        #expect(
-            await keyboundError { try await device.read("f", verification: nil) } == .interactionNotAllowed)
+        await expectKeyboundError(.interactionNotAllowed) { try await device.read("f", verification: nil) }
         await device.unlock()
         #expect(try await device.read("u", verification: nil) == Data("u".utf8))
         #expect(try await device.read("f", verification: nil) == Data("f".utf8))
@@ -343,10 +344,11 @@ import Testing
     // Rule 8: Apple-native codes — checked throughout; itemNotFound here.
     @Test func missingItemsReportErrSecItemNotFound() async throws {
         let (device, _) = try makeDevice()
-        let error = await keyboundError { try await device.read("nothing", verification: nil) }
-        #expect(error == .itemNotFound)
+        let error = await expectKeyboundError(.itemNotFound) {
+            try await device.read("nothing", verification: nil)
+        }
         #expect(error?.native == .osStatus(-25300))
-        #expect(await keyboundError { try await device.publicKey("nothing") } == .itemNotFound)
+        await expectKeyboundError(.itemNotFound) { try await device.publicKey("nothing") }
         // Deleting what is not there succeeds.
         await device.delete("nothing")
         await device.deleteKey("nothing")

@@ -1,6 +1,7 @@
 import Foundation
 import Keybound
 import KeyboundEmulator
+import KeyboundTestSupport
 import Testing
 
 /// `SealedStore` on the emulated secure element: blobs are bound to their name and signed by
@@ -34,7 +35,7 @@ import Testing
         #expect(opened == statement)
         // Opening needs the verification: the sealing key enforces it.
         #expect(
-            await keyboundError {
+            await expectKeyboundError {
                 try await sealed.open("acme.statement", as: Statement.self, verification: nil)
             }
                 == .authenticationFailed)
@@ -47,7 +48,7 @@ import Testing
         try await device.store(blob, as: "acme.other", policy: .noVerification, verification: nil)
 
         let verification = try await verification()
-        let error = await keyboundError {
+        let error = await expectKeyboundError {
             try await sealed.open("acme.other", as: Statement.self, verification: verification)
         }
         #expect(error == .invalidInput)
@@ -72,7 +73,7 @@ import Testing
         for candidate in candidates {
             try await device.store(
                 candidate, as: "acme.statement", policy: .noVerification, verification: nil)
-            let error = await keyboundError {
+            let error = await expectKeyboundError {
                 try await sealed.open(
                     "acme.statement", as: Statement.self, verification: try await verification())
             }
@@ -87,7 +88,7 @@ import Testing
             var altered = blob
             altered[index] ^= 0x01
             try await device.store(altered, as: "acme.statement", policy: .noVerification, verification: nil)
-            let error = await keyboundError {
+            let error = await expectKeyboundError {
                 try await sealed.open(
                     "acme.statement", as: Statement.self, verification: try await verification())
             }
@@ -99,7 +100,7 @@ import Testing
         try await sealed.seal(statement, as: "acme.statement")
         try await sealed.prepare()
         #expect(
-            await keyboundError {
+            await expectKeyboundError {
                 try await sealed.open(
                     "acme.statement", as: Statement.self, verification: try await verification())
             } == .invalidInput)
@@ -110,7 +111,7 @@ import Testing
         try await device.enroll()
         #expect(try await sealed.status() == .invalidated)
         #expect(
-            await keyboundError {
+            await expectKeyboundError {
                 try await sealed.open(
                     "acme.statement", as: Statement.self, verification: try await verification())
             } == .invalidated)

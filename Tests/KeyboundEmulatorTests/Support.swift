@@ -1,13 +1,7 @@
 import Foundation
 import Keybound
 import KeyboundEmulator
-
-/// A clock the test moves by hand.
-final class ManualClock: Sendable {
-    private let current = Mutex(Date(timeIntervalSince1970: 1_800_000_000))
-    var clock: Clock { Clock { [current] in current.withLock { $0 } } }
-    func advance(_ seconds: TimeInterval) { current.withLock { $0 += seconds } }
-}
+import KeyboundTestSupport
 
 let prompt = try! VerificationPrompt(reason: "Log in to Acme")  // a valid literal
 
@@ -15,21 +9,9 @@ let prompt = try! VerificationPrompt(reason: "Log in to Acme")  // a valid liter
 func makeDevice(
     biometry: BiometryType = .faceID, passcode: String? = "123456", enrolled: Int = 1
 ) throws -> (EmulatedDevice, ManualClock) {
-    let time = ManualClock()
+    let time = ManualClock(start: Date(timeIntervalSince1970: 1_800_000_000))
     let device = try EmulatedDevice(
         biometry: biometry, passcode: passcode, enrolledIdentities: enrolled, clock: time.clock,
         random: .seeded(7))
     return (device, time)
-}
-
-/// Runs `body` and returns the KeyboundError it threw (nil if it did not throw one).
-func keyboundError(_ body: () async throws -> some Any) async -> KeyboundError? {
-    do {
-        _ = try await body()
-        return nil
-    } catch let error as KeyboundError {
-        return error
-    } catch {
-        return nil
-    }
 }

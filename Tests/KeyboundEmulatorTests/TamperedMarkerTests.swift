@@ -1,6 +1,7 @@
 import Foundation
 import Keybound
 import KeyboundEmulator
+import KeyboundTestSupport
 import Testing
 
 /// The invalidation markers are unprotected: whoever can write the store can forge one. A
@@ -30,9 +31,11 @@ import Testing
         try await tamper(device, kind: "key", "device-key")
 
         #expect(try await items.status("tok") == .invalidated)
-        #expect(await keyboundError { try await items.read("tok", verification: nil) } == .invalidated)
+        #expect(await expectKeyboundError { try await items.read("tok", verification: nil) } == .invalidated)
         #expect(
-            await keyboundError { try await keys.sign(Data("m".utf8), with: "device-key", verification: nil) }
+            await expectKeyboundError {
+                try await keys.sign(Data("m".utf8), with: "device-key", verification: nil)
+            }
                 == .invalidated)
 
         // The backend still has both, untouched: the real token and the same key.
@@ -49,7 +52,7 @@ import Testing
         let items = ProtectedStore(store: device, verifier: device)
         try await items.store(Data("refresh-123".utf8), as: "tok", policy: .biometryCurrentSet)
         try await device.enroll()
-        #expect(await keyboundError { try await items.read("tok", verification: nil) } == .invalidated)
+        #expect(await expectKeyboundError { try await items.read("tok", verification: nil) } == .invalidated)
         // The backend confirmed it is gone, so the marker went too: now it is simply absent.
         #expect(try await items.status("tok") == .absent)
     }

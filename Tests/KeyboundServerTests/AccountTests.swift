@@ -1,4 +1,5 @@
 import Foundation
+import KeyboundTestSupport
 import KeyboundWire
 import Testing
 
@@ -7,7 +8,7 @@ import Testing
 @Suite("Accounts and password login")
 struct AccountTests {
     @Test func createAccountThenTakenUsername() async throws {
-        let live = try LiveServer()
+        let live = try TestServer()
         let userID = try await live.client.createAccount("alice")
         #expect(userID.hasPrefix("usr_"))
         let again = try await live.client.post(
@@ -17,7 +18,7 @@ struct AccountTests {
     }
 
     @Test func passwordLengthRules() async throws {
-        let live = try LiveServer()
+        let live = try TestServer()
         for password in ["short", String(repeating: "x", count: 1025)] {
             let reply = try await live.client.post(
                 "/v1/accounts", CreateAccountRequest(username: "bob", password: password))
@@ -28,7 +29,7 @@ struct AccountTests {
     }
 
     @Test func loginMeLogout() async throws {
-        let live = try LiveServer()
+        let live = try TestServer()
         let userID = try await live.client.createAccount("alice")
         let tokens = try await live.client.login("alice")
         #expect(tokens.userID == userID)
@@ -54,7 +55,7 @@ struct AccountTests {
     }
 
     @Test func unknownUserAndWrongPasswordAreByteIdentical() async throws {
-        let live = try LiveServer()
+        let live = try TestServer()
         try await live.client.createAccount("alice")
         let wrong = try await live.client.post(
             "/v1/sessions/password",
@@ -72,7 +73,7 @@ struct AccountTests {
     /// From one client address (all of these requests come from loopback): the pair (account,
     /// address) is blocked. ThrottlingTests shows that other addresses are not.
     @Test func sixthWrongPasswordIsThrottledWithGrowingDelay() async throws {
-        let live = try LiveServer()
+        let live = try TestServer()
         try await live.client.createAccount("alice")
         let wrong = PasswordLoginRequest(username: "alice", password: "wrong password", clientID: "c")
         for _ in 1...5 {
@@ -107,13 +108,13 @@ struct AccountTests {
         let list = try events.decode(AuditListResponse.self).events
         let types = list.map(\.type)
         // One lockout per block, folded into one row; the refused requests in between are not audited.
-        #expect(list.filter { $0.type == "lockout" }.map(\.count) == [2])
-        #expect(!types.contains("throttled"))
-        #expect(list.filter { $0.type == "login_failed" }.map(\.count) == [7])
+        #expect(list.filter { $0.type == .lockout }.map(\.count) == [2])
+        #expect(!types.contains(AuditEventType(rawValue: "throttled")))
+        #expect(list.filter { $0.type == .loginFailed }.map(\.count) == [7])
     }
 
     @Test func unknownUsernamesAreThrottledAlike() async throws {
-        let live = try LiveServer()
+        let live = try TestServer()
         let wrong = PasswordLoginRequest(username: "nobody", password: "wrong password", clientID: "c")
         for _ in 1...5 { _ = try await live.client.post("/v1/sessions/password", wrong) }
         let sixth = try await live.client.post("/v1/sessions/password", wrong)
@@ -121,11 +122,11 @@ struct AccountTests {
     }
 
     @Test func clientAddressIsThrottled() async throws {
-        let live = try LiveServer { $0.addressFailureLimit = 3 }
+        let live = try TestServer { $0.addressFailureLimit = 3 }
         for name in ["a1", "a2", "a3"] {
             let reply = try await live.client.post(
                 "/v1/sessions/password",
-                PasswordLoginRequest(username: name, password: "wrong password", clientID: "c"))
+                PasswordLoginRequest(username: try Username(name), password: "wrong password", clientID: "c"))
             #expect(reply.status == 401)
         }
         let next = try await live.client.post(
@@ -138,9 +139,9 @@ struct AccountTests {
     /// A server where many logins are in flight at once: 16 worker threads, as many hashes at a
     /// time, and a hash that costs a few milliseconds.
     private func concurrentServer(_ adjust: @escaping (inout Configuration) -> Void = { _ in }) throws
-        -> LiveServer
+        -> TestServer
     {
-        try LiveServer { configuration in
+        try TestServer { configuration in
             configuration.workerThreads = 16
             configuration.hashingConcurrency = 16
             configuration.argon2 = Argon2Parameters(memoryKiB: 2048, iterations: 1)
@@ -149,7 +150,7 @@ struct AccountTests {
     }
 
     /// Sends the requests all at once and returns the replies.
-    private func sendInParallel(_ live: LiveServer, _ requests: [PasswordLoginRequest]) async throws
+    private func sendInParallel(_ live: TestServer, _ requests: [PasswordLoginRequest]) async throws
         -> [Reply]
     {
         try await withThrowingTaskGroup(of: Reply.self) { group in
@@ -182,8 +183,9 @@ struct AccountTests {
 
     @Test func parallelWrongPasswordsGetNoMoreGuessesThanTheAddressLimit() async throws {
         let live = try concurrentServer { $0.addressFailureLimit = 3 }
-        let requests = (1...40).map {
-            PasswordLoginRequest(username: "user\($0)", password: "wrong password", clientID: "c")
+        let requests = try (1...40).map {
+            PasswordLoginRequest(
+                username: try Username("user\($0)"), password: "wrong password", clientID: "c")
         }
         let replies = try await sendInParallel(live, requests)
         #expect(replies.filter { $0.status == 401 }.count == 3)
@@ -191,7 +193,7 @@ struct AccountTests {
     }
 
     @Test func successfulLoginsDoNotCountAgainstTheAddress() async throws {
-        let live = try LiveServer { $0.addressFailureLimit = 3 }
+        let live = try TestServer { $0.addressFailureLimit = 3 }
         try await live.client.createAccount("alice")
         let wrong = PasswordLoginRequest(username: "bob", password: "wrong password", clientID: "c")
         #expect(try await live.client.post("/v1/sessions/password", wrong).status == 401)
@@ -224,7 +226,7 @@ struct AccountTests {
 
     @Test func addressLockoutIsAuditedOnce() throws {
         let app = try InProcessApplication { $0.addressFailureLimit = 3 }
-        for index in 1...10 { _ = app.login("user\(index)", "wrong password") }
+        for index in 1...10 { _ = app.login(try Username("user\(index)"), "wrong password") }
         // Unknown usernames: the target is the address, so the failures fold into one row.
         #expect(try app.rows("SELECT count FROM audit_events WHERE type = 'login_failed'") == [[.integer(3)]])
         #expect(
@@ -236,15 +238,15 @@ struct AccountTests {
     @Test func addressBlocksKeepGrowingPastTheFailureWindow() throws {
         let app = try InProcessApplication { $0.addressFailureLimit = 3 }
         var attempt = 0
-        func failOnce() -> HTTPResponse {
+        func failOnce() throws -> HTTPResponse {
             attempt += 1
-            return app.login("user\(attempt)", "wrong password")
+            return app.login(try Username("user\(attempt)"), "wrong password")
         }
         var delays: [Int] = []
         for _ in 1...8 {
             // Fail until blocked, then wait the block out and note how long it was.
-            var reply = failOnce()
-            while reply.status == 401 { reply = failOnce() }
+            var reply = try failOnce()
+            while reply.status == 401 { reply = try failOnce() }
             #expect(reply.status == 429)
             let retryAfter = Int(reply.headers["Retry-After"] ?? "") ?? 0
             delays.append(retryAfter)
@@ -260,7 +262,9 @@ struct AccountTests {
         let app = try InProcessApplication()
         try app.createAccount("alice")
         // Made-up usernames from two addresses, and a real account blocked for one address.
-        for index in 1...3 { _ = app.login("ghost\(index)", "wrong password", from: "192.0.2.1") }
+        for index in 1...3 {
+            _ = app.login(try Username("ghost\(index)"), "wrong password", from: "192.0.2.1")
+        }
         for _ in 1...5 { _ = app.login("alice", "wrong password", from: "192.0.2.2") }
         // Per username: the account and the (account, address) pair; per address: the address.
         #expect(try app.count("SELECT COUNT(*) FROM throttles") == 4 + 4 + 2)
@@ -309,18 +313,19 @@ final class InProcessApplication: Sendable {
     init(_ adjust: (inout Configuration) -> Void = { _ in }) throws {
         directory = try TemporaryDirectory()
         var configuration = Configuration.testing(databasePath: directory.path("keybound.sqlite"))
-        configuration.clock = clock.clock
+        configuration.clock = clock.serverClock
         adjust(&configuration)
         application = try Application(configuration: configuration)
     }
 
     func createAccount(_ username: String) throws {
         let reply = post(
-            "/v1/accounts", CreateAccountRequest(username: username, password: Client.password).jsonData)
+            "/v1/accounts",
+            CreateAccountRequest(username: try Username(username), password: Client.password).jsonData)
         guard reply.status == 201 else { throw TestFailure("account: \(reply.status)") }
     }
 
-    func login(_ username: String, _ password: String, from address: String = "127.0.0.1") -> HTTPResponse {
+    func login(_ username: Username, _ password: String, from address: String = "127.0.0.1") -> HTTPResponse {
         post(
             "/v1/sessions/password",
             PasswordLoginRequest(username: username, password: password, clientID: "c").jsonData,

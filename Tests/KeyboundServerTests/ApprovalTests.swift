@@ -8,7 +8,7 @@ import Testing
 @Suite("Transaction approval")
 struct ApprovalTests {
     @Test func approveATransferOnce() async throws {
-        let live = try LiveServer()
+        let live = try TestServer()
         let (tokens, key, deviceID) = try await live.client.userWithDevice("alice")
         let action = try transfer("0.5", asset: "ETH", to: "0x12ab34cd56ef")
         let created = try await live.client.post(
@@ -53,7 +53,7 @@ struct ApprovalTests {
 
     @Test(arguments: ["amount", "recipient", "server", "asset", "purpose"])
     func tamperedPayloadIsRefused(_ field: String) async throws {
-        let live = try LiveServer()
+        let live = try TestServer()
         let (tokens, key, deviceID) = try await live.client.userWithDevice("alice")
         let created = try await live.client.post(
             "/v1/approvals", CreateApprovalRequest(deviceID: deviceID, action: transfer()),
@@ -99,7 +99,7 @@ struct ApprovalTests {
     }
 
     @Test func anotherUsersApprovalCannotBeConfirmed() async throws {
-        let live = try LiveServer()
+        let live = try TestServer()
         let (alice, aliceKey, aliceDevice) = try await live.client.userWithDevice("alice")
         let (bob, _, _) = try await live.client.userWithDevice("bob")
         let created = try await live.client.post(
@@ -122,7 +122,7 @@ struct ApprovalTests {
     }
 
     @Test func approvalSignedByAnotherDeviceOfTheSameUserIsRefused() async throws {
-        let live = try LiveServer()
+        let live = try TestServer()
         let (phone, _, phoneDevice) = try await live.client.userWithDevice("alice", clientID: "phone")
         let laptop = try await live.client.login("alice", clientID: "laptop")
         let (laptopKey, _) = try await live.client.bindDevice(laptop.accessToken)
@@ -138,7 +138,7 @@ struct ApprovalTests {
     }
 
     @Test func approvalsExpireAfterFiveMinutes() async throws {
-        let live = try LiveServer()
+        let live = try TestServer()
         let (tokens, key, deviceID) = try await live.client.userWithDevice("alice")
         let created = try await live.client.post(
             "/v1/approvals", CreateApprovalRequest(deviceID: deviceID, action: transfer()),
@@ -157,7 +157,7 @@ struct ApprovalTests {
     }
 
     @Test func invalidActionsAreRejected() async throws {
-        let live = try LiveServer()
+        let live = try TestServer()
         let (tokens, _, deviceID) = try await live.client.userWithDevice("alice")
         let bodies = [
             #"{"device_id":"\#(deviceID)","action":{"type":"transfer","amount":0.5,"asset":"ETH","to":"0x1"}}"#,

@@ -20,7 +20,7 @@ struct ConnectionTests {
 
     @Test(.enabled(if: RawConnection.canBind(attacker), "needs 127.0.0.2 on the loopback interface"))
     func oneAddressHoldingHalfOpenRequestsCannotStarveOthers() async throws {
-        let live = try LiveServer {
+        let live = try TestServer {
             $0.connectionLimit = 16
             $0.perIPConnectionLimit = 4
         }
@@ -48,7 +48,7 @@ struct ConnectionTests {
         .enabled(if: RawConnection.canBind(attacker), "needs 127.0.0.2 on the loopback interface"),
         arguments: ["headers", "body"])
     func slowSenderIsCutAtTheRequestDeadline(trickling part: String) async throws {
-        let live = try LiveServer { $0.requestTimeout = 2 }
+        let live = try TestServer { $0.requestTimeout = 2 }
         let port = try #require(live.server.port)
         let body = #"{"username":"slow","password":"correct horse battery"}"#
         let head =
@@ -76,7 +76,7 @@ struct ConnectionTests {
     }
 
     @Test func declaredBodyOverTheLimitIs413BeforeAnyOfItIsSent() async throws {
-        let live = try LiveServer()
+        let live = try TestServer()
         let port = try #require(live.server.port)
         let response = try await offThePool {
             let connection = try RawConnection(port: port)
@@ -91,7 +91,7 @@ struct ConnectionTests {
     }
 
     @Test func aBodyMustBeDeclaredApplicationJSON() async throws {
-        let live = try LiveServer()
+        let live = try TestServer()
         let body = CreateAccountRequest(username: "alice", password: Client.password).jsonData
         for contentType in [nil, "text/plain", "application/x-www-form-urlencoded", "multipart/form-data"] {
             let reply = try await live.client.send(
@@ -116,7 +116,7 @@ struct ConnectionTests {
     }
 
     @Test func clientsAreParsedStrictlyAndADecodedQuestionMarkStaysInThePath() async throws {
-        let live = try LiveServer()
+        let live = try TestServer()
         let port = try #require(live.server.port)
         let withoutHost = try await offThePool {
             let connection = try RawConnection(port: port)
@@ -130,11 +130,11 @@ struct ConnectionTests {
     }
 
     @Test func metricsAreServedOnlyOnTheMetricsListener() async throws {
-        let plain = try LiveServer()
+        let plain = try TestServer()
         #expect(plain.server.metricsURL == nil)
         #expect(try await plain.client.send("GET", "/metrics", checkSpec: false).status == 404)
 
-        let live = try LiveServer { $0.metricsListen = ListenAddress(host: "127.0.0.1", port: 0) }
+        let live = try TestServer { $0.metricsListen = ListenAddress(host: "127.0.0.1", port: 0) }
         #expect(try await live.client.get("/healthz").status == 200)
         #expect(try await live.client.send("GET", "/metrics", checkSpec: false).status == 404)
         let metricsURL = try #require(live.server.metricsURL)

@@ -8,7 +8,7 @@ import Testing
 @Suite("Devices and device-key login")
 struct DeviceTests {
     @Test func bindListAndLogInWithTheDeviceKey() async throws {
-        let live = try LiveServer()
+        let live = try TestServer()
         let (tokens, key, deviceID) = try await live.client.userWithDevice("alice")
         let list = try await live.client.get("/v1/devices", token: tokens.accessToken)
         let devices = try list.decode(DeviceListResponse.self).devices
@@ -35,7 +35,7 @@ struct DeviceTests {
     }
 
     @Test func replayedSignatureIsRefused() async throws {
-        let live = try LiveServer()
+        let live = try TestServer()
         let (_, key, deviceID) = try await live.client.userWithDevice("alice")
         let challenge = try await live.client.challenge(deviceID)
         let signature = try sign(challenge.payload, with: key)
@@ -54,7 +54,7 @@ struct DeviceTests {
     }
 
     @Test func signatureByAnotherDeviceIsRefused() async throws {
-        let live = try LiveServer()
+        let live = try TestServer()
         let (_, _, aliceDevice) = try await live.client.userWithDevice("alice")
         let (_, bobKey, _) = try await live.client.userWithDevice("bob")
         let challenge = try await live.client.challenge(aliceDevice)
@@ -65,7 +65,7 @@ struct DeviceTests {
     }
 
     @Test func tamperedLoginPayloadIsRefused() async throws {
-        let live = try LiveServer()
+        let live = try TestServer()
         let (_, key, deviceID) = try await live.client.userWithDevice("alice")
         let challenge = try await live.client.challenge(deviceID)
         let original = try SigningPayload(parsing: challenge.payload)
@@ -78,7 +78,7 @@ struct DeviceTests {
     }
 
     @Test func expiredAndReusedChallenges() async throws {
-        let live = try LiveServer()
+        let live = try TestServer()
         let (_, key, deviceID) = try await live.client.userWithDevice("alice")
         let challenge = try await live.client.challenge(deviceID)
         live.clock.advance(by: 61)
@@ -96,7 +96,7 @@ struct DeviceTests {
     }
 
     @Test func thirtyTwoConcurrentUsesOfOneChallengeGiveExactlyOneSuccess() async throws {
-        let live = try LiveServer()
+        let live = try TestServer()
         let (_, key, deviceID) = try await live.client.userWithDevice("alice")
         let challenge = try await live.client.challenge(deviceID)
         let signature = try sign(challenge.payload, with: key)
@@ -116,7 +116,7 @@ struct DeviceTests {
     }
 
     @Test func revokedDeviceCanNeitherLogInNorApprove() async throws {
-        let live = try LiveServer()
+        let live = try TestServer()
         let (_, key, deviceID) = try await live.client.userWithDevice("alice")
         let pending = try await live.client.challenge(deviceID)
         let deviceSession = try await live.client.deviceLogin(
@@ -159,7 +159,7 @@ struct DeviceTests {
     }
 
     @Test func bindingNeedsARecentPasswordLogin() async throws {
-        let live = try LiveServer()
+        let live = try TestServer()
         let (_, key, deviceID) = try await live.client.userWithDevice("alice")
         let newKey = try P256SigningKey()
         let request = BindDeviceRequest(
@@ -186,8 +186,32 @@ struct DeviceTests {
         #expect(late.problem?.code == .stepUpRequired)
     }
 
+    /// `GET /v1/me` states the end of the window the server enforces, its own configured one.
+    @Test func meStatesTheStepUpWindowTheServerEnforces() async throws {
+        let live = try TestServer { $0.stepUpWindow = 60 }
+        let (_, key, deviceID) = try await live.client.userWithDevice("alice")
+        let tokens = try await live.client.login("alice", clientID: "web")
+        let me = try await live.client.get("/v1/me", token: tokens.accessToken).decode(MeResponse.self)
+        #expect(me.stepUpExpiresAt == me.authTime.addingTimeInterval(60))
+        let request = BindDeviceRequest(
+            publicKey: try P256SigningKey().publicKey.spkiDER, name: "Phone", keyProtection: .software)
+        live.clock.advance(by: 59)
+        #expect(try await live.client.post("/v1/devices", request, token: tokens.accessToken).status == 201)
+        live.clock.advance(by: 1)
+        let late = try await live.client.post("/v1/devices", request, token: tokens.accessToken)
+        #expect(late.problem?.code == .stepUpRequired)
+
+        // A device-key session never may: no end to state.
+        let challenge = try await live.client.challenge(deviceID)
+        let deviceSession = try await live.client.deviceLogin(
+            challengeID: challenge.challengeID, signature: sign(challenge.payload, with: key)
+        ).decode(TokenResponse.self)
+        let byDevice = try await live.client.get("/v1/me", token: deviceSession.accessToken)
+        #expect(try byDevice.decode(MeResponse.self).stepUpExpiresAt == nil)
+    }
+
     @Test func newKeyFromTheSameClientRevokesTheOldDevice() async throws {
-        let live = try LiveServer()
+        let live = try TestServer()
         let (tokens, oldKey, oldDevice) = try await live.client.userWithDevice("alice", clientID: "phone")
         let (_, newDevice) = try await live.client.bindDevice(tokens.accessToken)
         let devices = try await live.client.get("/v1/devices", token: tokens.accessToken)
@@ -208,7 +232,7 @@ struct DeviceTests {
     }
 
     @Test func onlyP256SubjectPublicKeyInfoIsAccepted() async throws {
-        let live = try LiveServer()
+        let live = try TestServer()
         try await live.client.createAccount("alice")
         let tokens = try await live.client.login("alice")
         let key = try P256SigningKey()
@@ -223,7 +247,7 @@ struct DeviceTests {
     }
 
     @Test func anotherUsersDeviceIsNotFound() async throws {
-        let live = try LiveServer()
+        let live = try TestServer()
         let (_, _, aliceDevice) = try await live.client.userWithDevice("alice")
         let (bob, _, _) = try await live.client.userWithDevice("bob")
         #expect(
@@ -232,5 +256,42 @@ struct DeviceTests {
             "/v1/approvals", CreateApprovalRequest(deviceID: aliceDevice, action: transfer()),
             token: bob.accessToken)
         #expect(approval.status == 404)
+    }
+}
+
+/// Enumerated values are snake_case on the wire like member names, and in storage, which holds
+/// the wire value.
+@Suite("snake_case enumerated values")
+struct SnakeCaseValueTests {
+    @Test func keyProtectionIsSnakeCaseOnTheWire() async throws {
+        let live = try TestServer()
+        try await live.client.createAccount("alice")
+        let tokens = try await live.client.login("alice")
+        let key = Base64URL.encode(try P256SigningKey().publicKey.spkiDER)
+        func bind(_ protection: String) async throws -> Reply {
+            let body = #"{"public_key":"\#(key)","name":"Phone","key_protection":"\#(protection)"}"#
+            return try await live.client.send(
+                "POST", "/v1/devices", body: Data(body.utf8), token: tokens.accessToken)
+        }
+        #expect(try await bind("secureEnclave").problem?.code == .invalidRequest)
+        #expect(try await bind("secure_enclave").status == 201)
+        let list = try await live.client.get("/v1/devices", token: tokens.accessToken)
+        #expect(list.text.contains(#""key_protection":"secure_enclave""#))
+        #expect(try list.decode(DeviceListResponse.self).devices.map(\.keyProtection) == [.secureEnclave])
+    }
+
+    /// Migration 5 rewrites the camelCase value servers stored before.
+    @Test func migrationRewritesStoredValues() async throws {
+        let old = try InProcessApplication()
+        _ = try old.userWithDevice("alice")
+        // The database as an older server left it: the old spelling, migration 5 not applied.
+        try old.application.database.write { connection in
+            try connection.execute("UPDATE devices SET key_protection = 'secureEnclave'", [])
+            try connection.execute("DELETE FROM schema_migrations WHERE version = 5", [])
+        }
+        let path = old.directory.path("keybound.sqlite")
+        let upgraded = try Application(configuration: .testing(databasePath: path))
+        let stored = try upgraded.database.read { try $0.query("SELECT key_protection FROM devices", []) }
+        #expect(stored.map(\.values) == [[.text("secure_enclave")]])
     }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import KeyboundCrypto
+import KeyboundTestSupport
 import KeyboundWire
 import Testing
 
@@ -31,26 +32,42 @@ final class LogCollector: Sendable {
     var all: [String] { lines.withLock { $0 } }
 }
 
-/// A live server on a free loopback port with a temporary SQLite file.
-final class LiveServer: Sendable {
+/// How a test reaches its server, as HummingbirdTesting's `.live` and `.router`: the same
+/// ``Client`` API over either.
+enum Transport: String, Sendable, CaseIterable {
+    /// Over a loopback socket: the HTTP daemon, `URLSession`, the real bytes on the wire.
+    case live
+    /// In process: each request goes straight to `Server.handle(_:)`, through the same router,
+    /// services and storage, without a socket or a port.
+    case inProcess
+}
+
+/// A server for one test: a temporary SQLite file, a manual clock, collected logs, and a
+/// ``Client`` over the chosen transport (a free loopback port for ``Transport/live``).
+final class TestServer: Sendable {
     let directory: TemporaryDirectory
     let server: Server
     let clock: ManualClock
     let logs = LogCollector()
     let client: Client
 
-    init(_ adjust: (inout Configuration) -> Void = { _ in }) throws {
+    init(_ transport: Transport = .live, _ adjust: (inout Configuration) -> Void = { _ in }) throws {
         directory = try TemporaryDirectory()
         clock = ManualClock()
         var configuration = Configuration.testing(databasePath: directory.path("keybound.sqlite"))
-        configuration.clock = clock.clock
+        configuration.clock = clock.serverClock
         configuration.log = logs.sink
         configuration.serverID = "keybound-test"
         adjust(&configuration)
         server = try Server(configuration: configuration)
-        try server.start()
-        guard let baseURL = server.baseURL else { throw TestFailure("no base URL") }
-        client = Client(baseURL: baseURL)
+        switch transport {
+        case .live:
+            try server.start()
+            guard let baseURL = server.baseURL else { throw TestFailure("no base URL") }
+            client = Client(baseURL: baseURL)
+        case .inProcess:
+            client = Client(inProcess: server)
+        }
     }
 
     deinit { server.stop(gracePeriod: 1) }
@@ -64,6 +81,7 @@ struct TestFailure: Error, CustomStringConvertible {
 /// A response as the client saw it.
 struct Reply: Sendable {
     let status: Int
+    /// Header fields, names lowercased.
     let headers: [String: String]
     let body: Data
 
@@ -85,18 +103,26 @@ struct Reply: Sendable {
     var text: String { String(decoding: body, as: UTF8.self) }
 }
 
-/// An HTTP client over loopback. Every reply is checked against docs/openapi.yaml.
+/// An HTTP client of a test server, over a loopback socket or in process (``Transport``). Every
+/// reply is checked against docs/openapi.yaml.
 struct Client: Sendable {
-    let baseURL: URL
-    let session: URLSession
+    private enum Route: Sendable {
+        case socket(baseURL: URL, session: URLSession)
+        case inProcess(Server)
+    }
 
+    private let route: Route
+
+    /// A client of the server at `baseURL`, over loopback.
     init(baseURL: URL) {
-        self.baseURL = baseURL
         let configuration = URLSessionConfiguration.ephemeral
         configuration.httpMaximumConnectionsPerHost = 64
         configuration.timeoutIntervalForRequest = 30
-        session = URLSession(configuration: configuration)
+        route = .socket(baseURL: baseURL, session: URLSession(configuration: configuration))
     }
+
+    /// A client that hands each request to `server` in process.
+    init(inProcess server: Server) { route = .inProcess(server) }
 
     @discardableResult
     func send(
@@ -104,24 +130,23 @@ struct Client: Sendable {
         contentType: String? = "application/json", headers: [String: String] = [:], checkSpec: Bool = true,
         sourceLocation: SourceLocation = #_sourceLocation
     ) async throws -> Reply {
-        guard let url = URL(string: baseURL.absoluteString + path) else {
-            throw TestFailure("bad path \(path)")
+        var headers = headers
+        if body != nil, let contentType { headers["Content-Type"] = contentType }
+        if let token { headers["Authorization"] = "Bearer \(token)" }
+        let reply: Reply
+        switch route {
+        case .socket(let baseURL, let session):
+            reply = try await Self.overSocket(
+                session, baseURL: baseURL, method, path, body: body, headers: headers)
+        case .inProcess(let server):
+            let response = await server.handle(
+                HTTPRequest(method: method, path: path, headers: headers, body: body ?? Data()))
+            reply = Reply(
+                status: response.status,
+                headers: Dictionary(
+                    response.headers.map { ($0.key.lowercased(), $0.value) }, uniquingKeysWith: { $1 }),
+                body: response.body)
         }
-        var request = URLRequest(url: url)
-        request.httpMethod = method
-        if let body {
-            request.httpBody = body
-            if let contentType { request.setValue(contentType, forHTTPHeaderField: "Content-Type") }
-        }
-        if let token { request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization") }
-        for (name, value) in headers { request.setValue(value, forHTTPHeaderField: name) }
-        let (data, response) = try await session.data(for: request)
-        guard let http = response as? HTTPURLResponse else { throw TestFailure("not HTTP") }
-        var headers: [String: String] = [:]
-        for (name, value) in http.allHeaderFields {
-            if let name = name as? String, let value = value as? String { headers[name.lowercased()] = value }
-        }
-        let reply = Reply(status: http.statusCode, headers: headers, body: data)
         if checkSpec {
             let templatePath = path.split(separator: "?").first.map(String.init) ?? path
             for problem in OpenAPISpec.shared.check(method: method, path: templatePath, reply: reply) {
@@ -130,6 +155,28 @@ struct Client: Sendable {
             }
         }
         return reply
+    }
+
+    private static func overSocket(
+        _ session: URLSession, baseURL: URL, _ method: String, _ path: String, body: Data?,
+        headers: [String: String]
+    ) async throws -> Reply {
+        guard let url = URL(string: baseURL.absoluteString + path) else {
+            throw TestFailure("bad path \(path)")
+        }
+        var request = URLRequest(url: url)
+        request.httpMethod = method
+        request.httpBody = body
+        for (name, value) in headers { request.setValue(value, forHTTPHeaderField: name) }
+        let (data, response) = try await session.data(for: request)
+        guard let http = response as? HTTPURLResponse else { throw TestFailure("not HTTP") }
+        var replyHeaders: [String: String] = [:]
+        for (name, value) in http.allHeaderFields {
+            if let name = name as? String, let value = value as? String {
+                replyHeaders[name.lowercased()] = value
+            }
+        }
+        return Reply(status: http.statusCode, headers: replyHeaders, body: data)
     }
 
     func post(
@@ -154,7 +201,7 @@ extension Client {
     @discardableResult
     func createAccount(_ username: String, password: String = Client.password) async throws -> String {
         let reply = try await post(
-            "/v1/accounts", CreateAccountRequest(username: username, password: password))
+            "/v1/accounts", CreateAccountRequest(username: try Username(username), password: password))
         #expect(reply.status == 201, "\(reply.text)")
         return try reply.decode(CreateAccountResponse.self).userID
     }
@@ -165,7 +212,8 @@ extension Client {
     {
         let reply = try await post(
             "/v1/sessions/password",
-            PasswordLoginRequest(username: username, password: password, clientID: clientID))
+            PasswordLoginRequest(
+                username: try Username(username), password: password, clientID: try ClientID(clientID)))
         #expect(reply.status == 200, "\(reply.text)")
         return try reply.decode(TokenResponse.self)
     }

@@ -28,7 +28,7 @@ struct InputTests {
     ]
 
     @Test func malformedUnknownAndMistypedBodiesGive400ProblemsNever500() async throws {
-        let live = try LiveServer()
+        let live = try TestServer()
         try await live.client.createAccount("alice")
         let token = try await live.client.login("alice").accessToken
         for route in Self.postRoutes {
@@ -52,7 +52,7 @@ struct InputTests {
     }
 
     @Test func bodyOver64KiBIs413() async throws {
-        let live = try LiveServer()
+        let live = try TestServer()
         let padding = String(repeating: "a", count: 64 * 1024)
         let body = Data(#"{"username":"\#(padding)","password":"x"}"#.utf8)
         let reply = try await live.client.send("POST", "/v1/accounts", body: body)
@@ -65,7 +65,7 @@ struct InputTests {
     }
 
     @Test func wrongContentTypeUnknownPathAndMethod() async throws {
-        let live = try LiveServer()
+        let live = try TestServer()
         let form = try await live.client.send(
             "POST", "/v1/accounts", body: Data("username=a".utf8),
             contentType: "application/x-www-form-urlencoded")
@@ -79,7 +79,7 @@ struct InputTests {
     }
 
     @Test func auditLimitIsValidated() async throws {
-        let live = try LiveServer()
+        let live = try TestServer()
         try await live.client.createAccount("alice")
         let token = try await live.client.login("alice").accessToken
         #expect(try await live.client.get("/v1/audit?limit=0", token: token).status == 400)

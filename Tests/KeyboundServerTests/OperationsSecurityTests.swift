@@ -1,5 +1,6 @@
 import Foundation
 import KeyboundCrypto
+import KeyboundTestSupport
 import KeyboundWire
 import Testing
 
@@ -10,7 +11,7 @@ struct OperationsSecurityTests {
     // MARK: Database files
 
     @Test func databaseFilesAreReadableByTheOwnerOnly() throws {
-        let live = try LiveServer()
+        let live = try TestServer()
         let path = live.directory.path("keybound.sqlite")
         // WAL mode: the -wal and -shm files exist while the server holds connections.
         for file in [path, path + "-wal", path + "-shm"] {
@@ -168,7 +169,7 @@ struct OperationsSecurityTests {
     // MARK: Devices
 
     @Test func activeDevicesPerUserAreCapped() async throws {
-        let live = try LiveServer { $0.maxDevicesPerUser = 2 }
+        let live = try TestServer { $0.maxDevicesPerUser = 2 }
         let client = live.client
         try await client.createAccount("alice")
         _ = try await client.bindDevice(try await client.login("alice", clientID: "a").accessToken)
@@ -233,7 +234,7 @@ private final class SteppedApplication: Sendable {
     init(_ adjust: (inout Configuration) -> Void = { _ in }) throws {
         directory = try TemporaryDirectory()
         var configuration = Configuration.testing(databasePath: directory.path("keybound.sqlite"))
-        configuration.clock = clock.clock
+        configuration.clock = clock.serverClock
         adjust(&configuration)
         database = SteppingDatabase(
             try openDatabase(url: configuration.databaseURL, connections: 4, synchronous: .normal))
@@ -251,14 +252,16 @@ private final class SteppedApplication: Sendable {
 
     func createAccount(_ username: String) throws {
         let reply = send(
-            "POST", "/v1/accounts", CreateAccountRequest(username: username, password: Client.password))
+            "POST", "/v1/accounts",
+            CreateAccountRequest(username: try Username(username), password: Client.password))
         guard reply.status == 201 else { throw TestFailure("account: \(reply.status)") }
     }
 
     func login(_ username: String, clientID: String = "app-1") throws -> TokenResponse {
         try send(
             "POST", "/v1/sessions/password",
-            PasswordLoginRequest(username: username, password: Client.password, clientID: clientID)
+            PasswordLoginRequest(
+                username: try Username(username), password: Client.password, clientID: try ClientID(clientID))
         ).decode(TokenResponse.self)
     }
 

@@ -8,7 +8,7 @@ import Testing
 @Suite("Operations")
 struct OperationsTests {
     @Test func healthMetricsAndOpenAPI() async throws {
-        let live = try LiveServer { $0.metricsListen = ListenAddress(host: "127.0.0.1", port: 0) }
+        let live = try TestServer { $0.metricsListen = ListenAddress(host: "127.0.0.1", port: 0) }
         let health = try await live.client.get("/healthz")
         #expect(health.status == 200)
         #expect(health.text == #"{"status":"ok"}"#)
@@ -47,7 +47,7 @@ struct OperationsTests {
     }
 
     @Test func auditRecordsEverythingButSecretsAndLogsAreRedacted() async throws {
-        let live = try LiveServer()
+        let live = try TestServer()
         let (first, key, deviceID) = try await live.client.userWithDevice("alice")
         let challenge = try await live.client.challenge(deviceID)
         let signature = try sign(challenge.payload, with: key)
@@ -73,15 +73,14 @@ struct OperationsTests {
         let audit = try await live.client.get("/v1/audit", token: tokens.accessToken)
         let events = try audit.decode(AuditListResponse.self).events
         let types = Set(events.map(\.type))
-        for expected in [
-            "account_created", "login", "login_failed", "device_bound", "approval_created",
-            "approval_confirmed",
-            "device_revoked",
+        for expected: AuditEventType in [
+            .accountCreated, .login, .loginFailed, .deviceBound, .approvalCreated, .approvalConfirmed,
+            .deviceRevoked,
         ] {
             #expect(types.contains(expected), "\(expected)")
         }
         #expect(events.allSatisfy { $0.clientAddress == "127.0.0.1" })
-        #expect(events.contains { $0.type == "login" && $0.method == "device" && $0.deviceID == deviceID })
+        #expect(events.contains { $0.type == .login && $0.method == .device && $0.deviceID == deviceID })
 
         let secrets = [
             Client.password, "wrong password", first.accessToken, first.refreshToken, tokens.accessToken,
@@ -109,34 +108,28 @@ struct OperationsTests {
         #expect(line.contains(#""user":"alice""#))
     }
 
-    @Test func inProcessModeDrivesTheSameRouterWithoutSockets() async throws {
-        let directory = try TemporaryDirectory()
-        let server = try Server(configuration: .testing(databasePath: directory.path("db.sqlite")))
-        #expect(server.port == nil)
-        let create = await server.handle(
-            HTTPRequest(
-                method: "POST", path: "/v1/accounts", headers: ["Content-Type": "application/json"],
-                body: CreateAccountRequest(username: "alice", password: Client.password).jsonData))
-        #expect(create.status == 201)
-        let login = await server.handle(
-            HTTPRequest(
-                method: "POST", path: "/v1/sessions/password", headers: ["Content-Type": "application/json"],
-                body: PasswordLoginRequest(username: "alice", password: Client.password, clientID: "c")
-                    .jsonData))
-        let tokens = try TokenResponse(jsonData: login.body)
-        let me = await server.handle(
-            HTTPRequest(
-                method: "GET", path: "/v1/me", headers: ["Authorization": "Bearer \(tokens.accessToken)"]))
+    /// One story through both transports: the in-process one reaches the same router, services
+    /// and storage as the socket, and answers alike (the Client checks every reply against the
+    /// spec on either).
+    @Test(arguments: Transport.allCases)
+    func bothTransportsServeTheSameAPI(_ transport: Transport) async throws {
+        let test = try TestServer(transport)
+        #expect((test.server.port == nil) == (transport == .inProcess))
+        try await test.client.createAccount("alice")
+        let tokens = try await test.client.login("alice")
+        let me = try await test.client.get("/v1/me", token: tokens.accessToken)
         #expect(me.status == 200)
-        #expect(try MeResponse(jsonData: me.body).username == "alice")
-        let big = await server.handle(
-            HTTPRequest(method: "POST", path: "/v1/accounts", body: Data(count: 70_000)))
+        #expect(me.header("Cache-Control") == "no-store")
+        #expect(try me.decode(MeResponse.self).username == "alice")
+        let big = try await test.client.send("POST", "/v1/accounts", body: Data(count: 70_000))
         #expect(big.status == 413)
-        let audit = await server.handle(
-            HTTPRequest(
-                method: "GET", path: "/v1/audit?limit=1",
-                headers: ["Authorization": "Bearer \(tokens.accessToken)"]))
-        #expect(try AuditListResponse(jsonData: audit.body).events.count == 1)
+        #expect(big.problem?.code == .bodyTooLarge)
+        let audit = try await test.client.get("/v1/audit?limit=2", token: tokens.accessToken)
+        #expect(
+            Set(try audit.decode(AuditListResponse.self).events.map(\.type)) == [.accountCreated, .login])
+        let unknown = try await test.client.send("GET", "/v1/nothing", checkSpec: false)
+        #expect(unknown.status == 404)
+        #expect(unknown.header("Content-Type") == Problem.mediaType)
     }
 
     @Test func databaseSurvivesARestartInProcess() async throws {
@@ -158,15 +151,52 @@ struct OperationsTests {
     }
 
     @Test func portInUseIsAClearError() throws {
-        let live = try LiveServer()
+        let live = try TestServer()
         var configuration = live.server.configuration
         configuration.port = try #require(live.server.port)
         let second = try Server(configuration: configuration)
-        #expect(throws: ServerError.self) { try second.start() }
+        let error = #expect(throws: ServerError.self) { try second.start() }
+        #expect(error?.kind == .addressInUse, "\(String(describing: error))")
+        #expect(throws: ServerError.self) { try live.server.start() }
+    }
+
+    /// Each start failure says which one it is, so an operator (or a supervisor) can act on it.
+    @Test func startFailuresAreTyped() throws {
+        let directory = try TemporaryDirectory()
+        func kind(_ adjust: (inout Configuration) -> Void) -> ServerError.Kind? {
+            var configuration = Configuration.testing(databasePath: directory.path("typed.sqlite"))
+            adjust(&configuration)
+            do {
+                try Server(configuration: configuration).start()
+                return nil
+            } catch let error as ServerError {
+                return error.kind
+            } catch {
+                return nil
+            }
+        }
+        #expect(kind { $0.databaseURL = "mysql://db" } == .invalidConfiguration)
+        #expect(
+            kind { $0.databaseURL = "sqlite:" + directory.path("missing/folder/db.sqlite") }
+                == .databaseUnreachable)
+        #expect(kind { $0.host = "not-an-address" } == .cannotListen)
+        #expect(kind { $0.tlsKeyPath = directory.path("absent.pem") } == .tls)
+
+        // A database that a newer server migrated.
+        let path = directory.path("newer.sqlite")
+        _ = try Server(configuration: .testing(databasePath: path))
+        try openDatabase(url: "sqlite:" + path, connections: 1, synchronous: .normal).write { connection in
+            try connection.execute("INSERT INTO schema_migrations (version, applied_at) VALUES (999, 0)", [])
+        }
+        let error = #expect(throws: ServerError.self) {
+            try Server(configuration: .testing(databasePath: path))
+        }
+        #expect(error?.kind == .schemaTooNew)
+        #expect(error?.description.contains("999") == true)
     }
 
     @Test func listensOnIPv6Loopback() throws {
-        let live = try LiveServer { $0.host = "::1" }
+        let live = try TestServer { $0.host = "::1" }
         let baseURL = try #require(live.server.baseURL)
         #expect(baseURL.absoluteString.hasPrefix("http://[::1]:"))
         // URLSession on Linux rejects bracketed hosts; curl -g does not.

@@ -5,9 +5,11 @@ import Testing
 
 @testable import KeyboundServer
 
-/// `keybound serve` as a child process.
+/// `keybound serve` as a child process (``ChildProcess``: its log goes to a file that is
+/// polled, no pipe whose blocking reads could tie up the cooperative thread pool).
 final class ServeProcess: Sendable {
-    let process: Process
+    private let directory: TemporaryDirectory
+    private let child: ChildProcess
     let port: UInt16
     let client: Client
 
@@ -16,39 +18,27 @@ final class ServeProcess: Sendable {
     }
 
     init(arguments: [String], environment: [String: String] = [:]) async throws {
-        process = Process()
-        process.executableURL = try Self.executable
-        process.arguments = ["serve", "--listen", "127.0.0.1:0"] + arguments
-        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
-        // The log goes to a file that is polled: no pipe whose blocking reads could tie up the
-        // cooperative thread pool, and no pipe end another child could inherit.
-        let log = FileManager.default.temporaryDirectory.appendingPathComponent(
-            "keybound-serve-\(UUID().uuidString).log")
-        guard FileManager.default.createFile(atPath: log.path, contents: nil) else {
-            throw TestFailure("no log file")
-        }
-        defer { try? FileManager.default.removeItem(at: log) }
-        let logHandle = try FileHandle(forWritingTo: log)
-        defer { try? logHandle.close() }
-        process.standardError = logHandle
-        process.standardOutput = FileHandle.nullDevice
-        try process.run()
+        directory = try TemporaryDirectory()
+        child = try ChildProcess(
+            Self.executable, ["serve", "--listen", "127.0.0.1:0"] + arguments,
+            environment: ProcessInfo.processInfo.environment.merging(environment) { $1 },
+            workingDirectory: directory.url, files: directory.url, name: "serve")
+        try child.process.run()
         var found: UInt16?
         for _ in 0..<400 where found == nil {
             try await Task.sleep(nanoseconds: 50_000_000)
-            let text = (try? String(contentsOf: log, encoding: .utf8)) ?? ""
-            for line in text.split(separator: "\n") {
+            let log = String(decoding: try child.output().stderr, as: UTF8.self)
+            for line in log.split(separator: "\n") {
                 guard let value = try? JSON.parse(Data(line.utf8)),
-                    let reader = try? JSONReader(
-                        value, allowed: ["time", "level", "msg", "address", "port", "tls", "server_id"]),
-                    (try? reader.string("msg")) == "listening", let port = try? reader.integer("port")
+                    OpenAPISpec.string(OpenAPISpec.member(value, "msg")) == "listening",
+                    case .number(let port)? = OpenAPISpec.member(value, "port")
                 else { continue }
                 found = UInt16(port)
             }
-            if !process.isRunning { break }
+            if !child.process.isRunning { break }
         }
         guard let found else {
-            if process.isRunning { Foundation.kill(process.processIdentifier, SIGKILL) }
+            if child.process.isRunning { Foundation.kill(child.process.processIdentifier, SIGKILL) }
             throw TestFailure("keybound serve did not start (\((try? Self.executable.path) ?? "keybound"))")
         }
         port = found
@@ -57,15 +47,15 @@ final class ServeProcess: Sendable {
     }
 
     func kill(_ signal: Int32) -> Int32 {
-        Foundation.kill(process.processIdentifier, signal)
-        process.waitUntilExit()
-        return process.terminationStatus
+        Foundation.kill(child.process.processIdentifier, signal)
+        child.process.waitUntilExit()
+        return child.process.terminationStatus
     }
 
     deinit {
-        if process.isRunning {
-            Foundation.kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
+        if child.process.isRunning {
+            Foundation.kill(child.process.processIdentifier, SIGKILL)
+            child.process.waitUntilExit()
         }
     }
 }
@@ -103,6 +93,32 @@ struct ProcessTests {
         #expect(status == 0)
         #expect(help.contains("--listen HOST:PORT"))
         #expect(help.contains("KEYBOUND_DB"))
+        // The help is generated from the option table: every option line's summary and variable
+        // start in the same columns, across all sections.
+        let optionLines = help.split(separator: "\n").filter { $0.hasPrefix("  --") }
+        #expect(optionLines.count >= 25)
+        func column(_ line: Substring, of pattern: String) -> Int? {
+            line.range(of: pattern).map { line.distance(from: line.startIndex, to: $0.lowerBound) }
+        }
+        // The summary starts after the synopsis's padding (the first run of two or more spaces).
+        let summaryColumns = Set(
+            optionLines.compactMap { line -> Int? in
+                guard let gap = line.dropFirst(2).range(of: "  ") else { return nil }
+                let start = line[gap.lowerBound...].firstIndex { $0 != " " } ?? line.endIndex
+                return line.distance(from: line.startIndex, to: start)
+            })
+        #expect(summaryColumns.count == 1, "\(summaryColumns)")
+        let variableColumns = Set(optionLines.compactMap { column($0, of: "KEYBOUND_") })
+        #expect(variableColumns.count == 1, "\(variableColumns)")
+        // Every option the help names is one the parser accepts.
+        for line in optionLines {
+            let flag = String(line.dropFirst(2).prefix { $0 != " " })
+            if flag != "--help" {
+                #expect(
+                    try run(["serve", flag] + (line.contains("\(flag) ") ? [""] : []) + ["--help"]).0 == 0,
+                    "\(flag)")
+            }
+        }
         #expect(try run(["serve", "--bogus", "1"]).0 == 2)
         #expect(try run(["serve", "--argon2-memory", "1024"]).0 == 2)
         #expect(try run(["serve", "--listen", "nonsense"]).0 == 2)
@@ -135,7 +151,7 @@ struct TLSTests {
         openssl.waitUntilExit()
         #expect(openssl.terminationStatus == 0)
 
-        let live = try LiveServer {
+        let live = try TestServer {
             $0.tlsKeyPath = key
             $0.tlsCertificatePath = certificate
         }
@@ -147,22 +163,15 @@ struct TLSTests {
     }
 }
 
-/// Runs a short-lived tool; its standard output and error go through a temporary file (no pipe).
+/// Runs a short-lived tool as a ``ChildProcess`` and waits for it.
+/// - Returns: its exit status, and what it wrote (standard output, then standard error).
 func runTool(_ path: String, _ arguments: [String]) throws -> (Int32, String) {
-    let output = FileManager.default.temporaryDirectory.appendingPathComponent(
-        "keybound-tool-\(UUID().uuidString)")
-    guard FileManager.default.createFile(atPath: output.path, contents: nil) else {
-        throw TestFailure("no file")
-    }
-    defer { try? FileManager.default.removeItem(at: output) }
-    let handle = try FileHandle(forWritingTo: output)
-    defer { try? handle.close() }
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: path)
-    process.arguments = arguments
-    process.standardOutput = handle
-    process.standardError = handle
-    try process.run()
-    process.waitUntilExit()
-    return (process.terminationStatus, (try? String(contentsOf: output, encoding: .utf8)) ?? "")
+    let directory = try TemporaryDirectory()
+    let child = try ChildProcess(
+        URL(fileURLWithPath: path), arguments, workingDirectory: directory.url, files: directory.url,
+        name: "tool")
+    try child.process.run()
+    child.process.waitUntilExit()
+    let output = try child.output()
+    return (child.process.terminationStatus, String(decoding: output.stdout + output.stderr, as: UTF8.self))
 }

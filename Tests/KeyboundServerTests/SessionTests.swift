@@ -7,7 +7,7 @@ import Testing
 @Suite("Sessions and refresh tokens")
 struct SessionTests {
     @Test func refreshRotatesAndReuseRevokesTheFamily() async throws {
-        let live = try LiveServer()
+        let live = try TestServer()
         try await live.client.createAccount("alice")
         let first = try await live.client.login("alice")
 
@@ -31,11 +31,11 @@ struct SessionTests {
 
         let audit = try await live.client.get(
             "/v1/audit", token: try await live.client.login("alice").accessToken)
-        #expect(try audit.decode(AuditListResponse.self).events.contains { $0.type == "refresh_reuse" })
+        #expect(try audit.decode(AuditListResponse.self).events.contains { $0.type == .refreshReuse })
     }
 
     @Test func accessTokenExpires() async throws {
-        let live = try LiveServer()
+        let live = try TestServer()
         try await live.client.createAccount("alice")
         let tokens = try await live.client.login("alice")
         live.clock.advance(by: 15 * 60 + 1)
@@ -46,7 +46,7 @@ struct SessionTests {
     }
 
     @Test func newLoginFromSameClientEndsThePreviousSession() async throws {
-        let live = try LiveServer()
+        let live = try TestServer()
         try await live.client.createAccount("alice")
         let phone = try await live.client.login("alice", clientID: "phone")
         let laptop = try await live.client.login("alice", clientID: "laptop")
@@ -57,7 +57,7 @@ struct SessionTests {
     }
 
     @Test func singleSessionEndsAllOtherSessions() async throws {
-        let live = try LiveServer { $0.singleSession = true }
+        let live = try TestServer { $0.singleSession = true }
         try await live.client.createAccount("alice")
         let phone = try await live.client.login("alice", clientID: "phone")
         let laptop = try await live.client.login("alice", clientID: "laptop")
@@ -66,7 +66,7 @@ struct SessionTests {
     }
 
     @Test func badBearerHeaders() async throws {
-        let live = try LiveServer()
+        let live = try TestServer()
         for token in [nil, "nonsense", String(repeating: "A", count: 43)] as [String?] {
             let reply = try await live.client.get("/v1/me", token: token)
             #expect(reply.status == 401)

@@ -66,12 +66,12 @@ struct ThrottlingTests {
 
     @Test func behindATrustedProxyOneForwardedClientDoesNotBlockAnother() async throws {
         let loopback = try #require(CIDR("127.0.0.0/8"))
-        let live = try LiveServer { $0.trustedProxies = [loopback] }
+        let live = try TestServer { $0.trustedProxies = [loopback] }
         try await live.client.createAccount("alice")
         func attempt(_ username: String, _ password: String, from address: String) async throws -> Reply {
             try await live.client.post(
                 "/v1/sessions/password",
-                PasswordLoginRequest(username: username, password: password, clientID: "c"),
+                PasswordLoginRequest(username: try Username(username), password: password, clientID: "c"),
                 headers: ["X-Forwarded-For": "10.9.9.9, \(address)"])
         }
         // 20 failures with made-up usernames block that forwarded client…
@@ -86,17 +86,18 @@ struct ThrottlingTests {
         let token = try await live.client.login("alice", clientID: "audit").accessToken
         let events = try await live.client.get("/v1/audit", token: token).decode(AuditListResponse.self)
             .events
-        #expect(events.contains { $0.type == "login" && $0.clientAddress == Self.owner })
+        #expect(events.contains { $0.type == .login && $0.clientAddress == Self.owner })
     }
 
     @Test func fromAnUntrustedPeerForwardedHeadersAreIgnored() async throws {
         let proxies = try #require(CIDR("10.0.0.0/8"))
-        let live = try LiveServer { $0.trustedProxies = [proxies] }
+        let live = try TestServer { $0.trustedProxies = [proxies] }
         try await live.client.createAccount("alice")
         for index in 1...20 {
             let reply = try await live.client.post(
                 "/v1/sessions/password",
-                PasswordLoginRequest(username: "ghost\(index)", password: "wrong password", clientID: "c"),
+                PasswordLoginRequest(
+                    username: try Username("ghost\(index)"), password: "wrong password", clientID: "c"),
                 headers: ["X-Forwarded-For": "192.0.2.\(index)", "Forwarded": "for=192.0.2.\(index)"])
             #expect(reply.status == 401)
         }
@@ -112,7 +113,9 @@ struct ThrottlingTests {
         let app = try InProcessApplication { $0.addressFailureLimit = 3 }
         for index in 1...3 {
             #expect(
-                app.login("ghost\(index)", "wrong password", from: "2001:db8:1:2::\(index)").status == 401)
+                app.login(try Username("ghost\(index)"), "wrong password", from: "2001:db8:1:2::\(index)")
+                    .status
+                    == 401)
         }
         #expect(app.login("ghost4", "wrong password", from: "2001:db8:1:2:ffff:ffff:ffff:ffff").status == 429)
         #expect(app.login("ghost5", "wrong password", from: "2001:db8:1:3::1").status == 401)
@@ -192,7 +195,7 @@ struct ThrottlingTests {
     }
 
     @Test func foldedRefusalsShowTheirCountInTheUsersAudit() async throws {
-        let live = try LiveServer()
+        let live = try TestServer()
         let (tokens, _, deviceID) = try await live.client.userWithDevice("alice")
         for _ in 1...3 {
             let challenge = try await live.client.challenge(deviceID)
@@ -207,7 +210,7 @@ struct ThrottlingTests {
         .events
         let failed = try #require(events.first)
         // Newest activity first: the folded row that grew last is on top.
-        #expect(failed.type == "login_failed")
+        #expect(failed.type == .loginFailed)
         #expect(failed.count == 3)
         #expect(failed.lastTime.timeIntervalSince(failed.time) == 20)
         #expect(events.dropFirst().allSatisfy { $0.count == 1 })
@@ -231,13 +234,14 @@ struct ThrottlingTests {
     }
 
     @Test func parallelSignUpsGetNoMoreThanTheLimit() async throws {
-        let live = try LiveServer { $0.signupLimit = 3 }
+        let live = try TestServer { $0.signupLimit = 3 }
         let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
             for index in 1...12 {
                 group.addTask {
                     try await live.client.post(
                         "/v1/accounts",
-                        CreateAccountRequest(username: "user\(index)", password: Client.password)
+                        CreateAccountRequest(
+                            username: try Username("user\(index)"), password: Client.password)
                     ).status
                 }
             }
@@ -248,7 +252,7 @@ struct ThrottlingTests {
     }
 
     @Test func closedRegistrationAnswers403() async throws {
-        let live = try LiveServer { $0.registration = .closed }
+        let live = try TestServer { $0.registration = .closed }
         let reply = try await live.client.post(
             "/v1/accounts", CreateAccountRequest(username: "alice", password: Client.password))
         #expect(reply.status == 403)
@@ -332,7 +336,7 @@ struct ThrottlingTests {
         ).events
         #expect(
             events.contains {
-                $0.type == "account_created" && $0.method == "operator" && $0.clientAddress == nil
+                $0.type == .accountCreated && $0.method == .operator && $0.clientAddress == nil
             })
     }
 }
@@ -373,7 +377,7 @@ extension InProcessApplication {
             HTTPRequest(method: method, path: path, headers: headers, body: body, clientAddress: address))
     }
 
-    func signUp(_ username: String, from address: String) -> HTTPResponse {
+    func signUp(_ username: Username, from address: String) -> HTTPResponse {
         send(
             "POST", "/v1/accounts",
             CreateAccountRequest(username: username, password: Client.password).jsonData, from: address)
@@ -382,7 +386,7 @@ extension InProcessApplication {
     /// Creates an account, logs in and binds a new software device key.
     func userWithDevice(_ username: String) throws -> (P256SigningKey, String) {
         try createAccount(username)
-        let login = self.login(username, Client.password)
+        let login = self.login(try Username(username), Client.password)
         let tokens = try TokenResponse(jsonData: login.body)
         let key = try P256SigningKey()
         let bound = send(

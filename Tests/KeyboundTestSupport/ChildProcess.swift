@@ -5,7 +5,7 @@ import Foundation
 /// child that never reads cannot block or SIGPIPE us), standard output and error to files
 /// (never pipes that could fill up and stall it). Start `process`, wait for it as suits the
 /// caller, then ``output()``.
-public final class ChildProcess {
+public final class ChildProcess: Sendable {
     /// The configured, not yet started process.
     public let process = Process()
     private let outURL: URL

@@ -49,6 +49,22 @@ private actor HeldPromptVerifier: UserVerifier {
         #expect(await lock.state == .requiresPassword)
     }
 
+    /// The SDK checks usernames and client ids with the server's grammar (KeyboundWire's
+    /// `Username`, `ClientID`) before anything is sent: nothing listens on this port, so a request
+    /// would fail as `network`.
+    @Test func badUsernamesAndClientIDsAreRefusedBeforeSending() async throws {
+        let client = KeyboundClient(baseURL: try #require(URL(string: "http://127.0.0.1:9")))
+        await #expect(throws: KeyboundError.invalidInput) {
+            try await client.createAccount(username: "ada lovelace", password: "long enough")
+        }
+        await #expect(throws: KeyboundError.invalidInput) {
+            try await client.loginWithPassword(username: "ada", password: "long enough", clientID: "my phone")
+        }
+        await #expect(throws: KeyboundError.invalidInput) {
+            try await client.revokeDevice("../accounts")
+        }
+    }
+
     @Test func sessionsAndSecretMessagesNeverPrintTheirSecrets() {
         let session = KeyboundClient.Session(
             accessToken: "ACCESS-SECRET", refreshToken: "REFRESH-SECRET", sessionID: "ses_1", userID: "usr_1",

@@ -41,7 +41,8 @@ public actor BiometricLogin {
 
     /// The flow's settings.
     public struct Configuration: Sendable {
-        /// Identifies this app installation to the server.
+        /// Identifies this app installation to the server: 1–128 of `A-Z a-z 0-9 . _ : -`
+        /// (``ClientID``), the same on every launch.
         public var clientID: String
         /// The server id expected in signing payloads.
         public var serverID: String
@@ -108,9 +109,6 @@ public actor BiometricLogin {
     /// Whether this flow already follows the client's token rotation.
     private var isKeepingRefreshTokenStored = false
 
-    /// The server's step-up window for binding a device (docs/design.md: 5 minutes).
-    static let stepUpWindow: TimeInterval = 5 * 60
-
     /// Creates the flow. Nothing is read or prompted until you call a method.
     ///
     /// - Parameters:
@@ -119,7 +117,8 @@ public actor BiometricLogin {
     ///     KeyboundApple on iOS, an `EmulatedDevice` in tests).
     ///   - configuration: the flow's settings.
     ///   - clock: time, for payload expiry and the step-up window.
-    /// - Throws: ``KeyboundError/invalidInput`` for a namespace that is not a valid item name.
+    /// - Throws: ``KeyboundError/invalidInput`` for a namespace that is not a valid item name or a
+    ///   client id outside the grammar of ``ClientID``.
     public init(
         client: KeyboundClient, device: DeviceBackends, configuration: Configuration, clock: Clock = .system
     ) throws {
@@ -132,6 +131,7 @@ public actor BiometricLogin {
         tokenName = try ItemName("\(configuration.namespace).refresh-token")
         keyName = try ItemName("\(configuration.namespace).device-key")
         deviceIDName = try ItemName("\(configuration.namespace).device-id")
+        _ = try KeyboundError.validating { try ClientID(configuration.clientID) }
     }
 
     // MARK: - Password
@@ -181,7 +181,7 @@ public actor BiometricLogin {
     ///
     /// Token mode stores the current refresh token in a biometric-bound item. Device-key mode
     /// creates a key in secure hardware and registers it (the server requires a password login
-    /// in the last 5 minutes, and revokes this client's previous key).
+    /// within its step-up window, and revokes this client's previous key).
     /// - Throws: `sessionExpired` without a session; device errors (`biometryNotEnrolled`, …).
     public func enable() async throws {
         guard let session = await client.currentSession else {
@@ -198,14 +198,14 @@ public actor BiometricLogin {
             try await items.store(session.refreshToken, as: tokenName, policy: configuration.policy)
             await keepRefreshTokenStored()
         case .deviceKey:
-            // Binding needs a password login in the last 5 minutes: check before the old key is
-            // replaced, so a refused bind does not leave a key the server does not know.
+            // Binding needs a password login within the server's step-up window, which the server
+            // states: check before the old key is replaced, so a refused bind does not leave a key
+            // the server does not know.
             let me = try await client.me()
-            guard me.authMethod == .password, clock.now().timeIntervalSince(me.authTime) < Self.stepUpWindow
-            else {
+            guard let stepUpExpiresAt = me.stepUpExpiresAt, clock.now() < stepUpExpiresAt else {
                 throw KeyboundError(
-                    .server, message: "binding a device needs a password login in the last 5 minutes",
-                    serverCode: ProblemCode.stepUpRequired.rawValue, recovery: .usePassword)
+                    .server, message: "binding a device needs a recent password login; log in again",
+                    serverCode: .stepUpRequired, recovery: .usePassword)
             }
             let publicKey = try await keys.createKey(keyName, policy: configuration.policy)
             do {

@@ -49,25 +49,9 @@ extension Application {
     }
 }
 
-/// Input grammars, checked once at the edge.
+/// The input rules only the server checks, once at the edge. (The grammars the SDK checks too,
+/// usernames, client ids and opaque ids, are KeyboundWire's `Username`, `ClientID` and `Grammar`.)
 enum Validate {
-    private static func allBytes(_ text: String, _ allowed: (UInt8) -> Bool) -> Bool {
-        text.utf8.allSatisfy(allowed)
-    }
-
-    private static func isAlphanumeric(_ byte: UInt8) -> Bool {
-        (byte >= 0x30 && byte <= 0x39) || (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x61 && byte <= 0x7A)
-    }
-
-    /// Usernames compare case-insensitively: they are stored lowercased.
-    static func username(_ raw: String) throws -> String {
-        let username = raw.lowercased()
-        guard (1...64).contains(username.utf8.count),
-            allBytes(username, { isAlphanumeric($0) || Array("._@+-".utf8).contains($0) })
-        else { throw APIError.invalid("username must be 1-64 of a-z 0-9 . _ @ + -") }
-        return username
-    }
-
     /// Passwords: 8–1024 characters, no composition rules.
     static func newPassword(_ password: String) throws {
         guard (8...1024).contains(password.count), password.utf8.count <= 4096 else {
@@ -82,20 +66,9 @@ enum Validate {
         }
     }
 
-    static func clientID(_ clientID: String) throws {
-        guard (1...128).contains(clientID.utf8.count),
-            allBytes(clientID, { isAlphanumeric($0) || Array("._:-".utf8).contains($0) })
-        else { throw APIError.invalid("client_id must be 1-128 of A-Z a-z 0-9 . _ : -") }
-    }
-
     static func deviceName(_ name: String) throws {
         guard (1...64).contains(name.count), name.utf8.count <= 256,
             !name.unicodeScalars.contains(where: { $0.properties.generalCategory == .control })
         else { throw APIError.invalid("name must be 1-64 characters without control characters") }
-    }
-
-    /// Opaque ids are short printable ASCII; anything else cannot exist.
-    static func identifier(_ id: String) -> Bool {
-        (1...64).contains(id.utf8.count) && allBytes(id, { isAlphanumeric($0) || $0 == 0x5F || $0 == 0x2D })
     }
 }

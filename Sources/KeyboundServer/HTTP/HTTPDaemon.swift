@@ -26,6 +26,8 @@ struct HTTPDaemonOptions {
 
 /// Errors starting the listener.
 struct HTTPDaemonError: Error, CustomStringConvertible {
+    /// The failure as the server reports it.
+    let kind: ServerError.Kind
     let description: String
 }
 
@@ -190,6 +192,7 @@ final class HTTPDaemon: @unchecked Sendable {
         let family = kb_make_sockaddr(options.host, options.port, &storage)
         guard family >= 0 else {
             throw HTTPDaemonError(
+                kind: .cannotListen,
                 description: "listen address \(options.host) is not a numeric IPv4 or IPv6 address")
         }
         var flags = MHD_USE_AUTO_INTERNAL_THREAD.rawValue | MHD_USE_ITC.rawValue
@@ -198,7 +201,7 @@ final class HTTPDaemon: @unchecked Sendable {
         var tlsCertificate: UnsafeMutablePointer<CChar>?
         if let key = options.tlsKeyPEM, let certificate = options.tlsCertificatePEM {
             guard MHD_is_feature_supported(.FEATURE_TLS) == .YES else {
-                throw HTTPDaemonError(description: "this libmicrohttpd was built without TLS")
+                throw HTTPDaemonError(kind: .tls, description: "this libmicrohttpd was built without TLS")
             }
             flags |= MHD_USE_TLS.rawValue
             tlsKey = strdup(key)
@@ -218,14 +221,24 @@ final class HTTPDaemon: @unchecked Sendable {
             }
         }
         guard let started else {
+            // libmicrohttpd returns no reason; bind(2) left it in errno.
+            let reason = errno
             connections.stop()
             context.release()
             free(tlsKey)
             free(tlsCertificate)
+            let address = "\(options.host):\(options.port)"
+            if reason == EADDRINUSE {
+                throw HTTPDaemonError(
+                    kind: .addressInUse, description: "\(address) is in use by another process")
+            }
+            if tlsKey != nil {
+                throw HTTPDaemonError(
+                    kind: .tls, description: "cannot listen on \(address) with this TLS key and certificate")
+            }
             throw HTTPDaemonError(
-                description:
-                    "cannot listen on \(options.host):\(options.port) (address in use, or bad TLS key/certificate)"
-            )
+                kind: .cannotListen,
+                description: "cannot listen on \(address): \(String(cString: strerror(reason)))")
         }
         daemon = started
         self.context = context

@@ -9,14 +9,13 @@ extension Application {
     func createAccount(_ context: RequestContext) throws -> HTTPResponse {
         guard configuration.registration == .open else { throw APIError.registrationClosed }
         let request = try context.decode(CreateAccountRequest.self)
-        let username = try Validate.username(request.username)
         try Validate.newPassword(request.password)
         try claimSignUp(context)
         let hash = try hasher.hash(request.password)
         let userID = try database.write { connection in
             let userID = try insertAccount(
-                connection, username: username, passwordHash: hash, now: context.now)
-            try audit(connection, context, "account_created", userID: userID)
+                connection, username: request.username, passwordHash: hash, now: context.now)
+            try audit(connection, context, .accountCreated, userID: userID)
             return userID
         }
         return .json(201, CreateAccountResponse(userID: userID), headers: ["Location": "/v1/me"])
@@ -26,30 +25,32 @@ extension Application {
     /// - Returns: the new user's id.
     /// - Throws: ``APIError`` 409 `username_taken`.
     private func insertAccount(
-        _ connection: any SQLConnection, username: String, passwordHash: String, now: Int64
+        _ connection: any SQLConnection, username: Username, passwordHash: String, now: Int64
     ) throws -> String {
-        guard try connection.queryOne("SELECT id FROM users WHERE username = ?", [.text(username)]) == nil
+        guard
+            try connection.queryOne("SELECT id FROM users WHERE username = ?", [.text(username.rawValue)])
+                == nil
         else {
             throw APIError(409, .usernameTaken, "This username is taken.")
         }
         let userID = SecureRandomBytes.identifier("usr")
         try connection.execute(
             "INSERT INTO users (id, username, password_hash, created_at) VALUES (?, ?, ?, ?)",
-            [.text(userID), .text(username), .text(passwordHash), .integer(now)])
+            [.text(userID), .text(username.rawValue), .text(passwordHash), .integer(now)])
         return userID
     }
 
     /// Creates an account for an operator (`keybound user add`), with the same rules as the API.
     func addAccount(username rawUsername: String, password: String) throws -> String {
-        let username = try Validate.username(rawUsername)
+        let username: Username
+        do { username = try Username(rawUsername) } catch { throw APIError.invalid(error.detail) }
         try Validate.newPassword(password)
         let hash = try hasher.hash(password)
         let now = clock.nowMilliseconds
         return try database.write { connection in
             let userID = try insertAccount(connection, username: username, passwordHash: hash, now: now)
             try insertAuditEvent(
-                connection, now: now, clientAddress: nil, "account_created", method: "operator",
-                userID: userID,
+                connection, now: now, clientAddress: nil, .accountCreated, method: .operator, userID: userID,
                 deviceID: nil, sessionID: nil)
             return userID
         }
@@ -64,9 +65,8 @@ extension Application {
     /// the others: wrong passwords from one address cannot lock the owner out at another.
     func passwordLogin(_ context: RequestContext) throws -> HTTPResponse {
         let request = try context.decode(PasswordLoginRequest.self)
-        let username = try Validate.username(request.username)
+        let username = request.username.rawValue
         try Validate.loginPassword(request.password)
-        try Validate.clientID(request.clientID)
         let scopes = PasswordScopes(
             pair: ThrottleScope.accountAddress(username, context.clientAddress),
             account: ThrottleScope.account(username),
@@ -82,7 +82,7 @@ extension Application {
             ).map { (id: try $0.text(0), hash: try $0.text(1)) }
             return (user, try passwordBlockEnd(connection, scopes, now: context.now))
         }
-        if let blockedUntil { throw refuseThrottled(method: "password", context, blockedUntil: blockedUntil) }
+        if let blockedUntil { throw refuseThrottled(method: .password, context, blockedUntil: blockedUntil) }
 
         // Step 2: claim the attempt before the hash runs. One write transaction checks the blocks
         // again and counts the attempt as a failure on every scope, so of any number of requests
@@ -91,7 +91,7 @@ extension Application {
         do {
             claim = try database.write { try claimAttempt($0, scopes, now: context.now) }
         } catch let blocked as Blocked {
-            throw refuseThrottled(method: "password", context, blockedUntil: blocked.until)
+            throw refuseThrottled(method: .password, context, blockedUntil: blocked.until)
         }
 
         // Step 3: Argon2id, outside any transaction. Unknown users cost the same hash.
@@ -100,20 +100,20 @@ extension Application {
         // Step 4: answer. A failure is already counted; the 401 body is the same for both failures.
         guard valid, let user else {
             try database.write { connection in
-                try auditRefusal(connection, context, "login_failed", method: "password", userID: user?.id)
+                try auditRefusal(connection, context, .loginFailed, method: .password, userID: user?.id)
                 // Audited when a block starts, by the attempt whose failure started it.
                 if claim.pair.startedBlock {
-                    try auditRefusal(connection, context, "lockout", method: "password", userID: user?.id)
+                    try auditRefusal(connection, context, .lockout, method: .password, userID: user?.id)
                 }
                 if claim.account.startedBlock {
                     try auditRefusal(
-                        connection, context, "account_ceiling", method: "password", userID: user?.id)
+                        connection, context, .accountCeiling, method: .password, userID: user?.id)
                 }
                 if claim.address?.startedBlock == true {
-                    try auditRefusal(connection, context, "address_lockout", method: "password")
+                    try auditRefusal(connection, context, .addressLockout, method: .password)
                 }
             }
-            metrics.recordLogin(method: "password", outcome: "failure")
+            metrics.recordLogin(method: AuthMethod.password.rawValue, outcome: "failure")
             throw APIError.invalidCredentials
         }
         let tokens = try database.write { connection in
@@ -123,7 +123,7 @@ extension Application {
             try clearThrottle(connection, scopes.account)
             if let address = claim.address { try withdraw(connection, address) }
             return try openSession(
-                connection, context, userID: user.id, clientID: request.clientID, method: .password,
+                connection, context, userID: user.id, clientID: request.clientID.rawValue, method: .password,
                 deviceID: nil)
         }
         return .json(200, tokens)
@@ -198,7 +198,7 @@ public struct AccountAdministration: Sendable {
         do {
             application = try Application(configuration: configuration)
         } catch {
-            throw ServerError("cannot open the database: \(error)")
+            throw ServerError.opening(error)
         }
     }
 
@@ -210,9 +210,9 @@ public struct AccountAdministration: Sendable {
         do {
             return try application.addAccount(username: username, password: password)
         } catch let error as APIError {
-            throw ServerError(error.detail)
+            throw ServerError(.accountRefused, error.detail)
         } catch {
-            throw ServerError("cannot create the account: \(error)")
+            throw ServerError(.databaseUnreachable, "cannot create the account: \(error)")
         }
     }
 }

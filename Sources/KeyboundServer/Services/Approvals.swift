@@ -20,16 +20,17 @@ extension Application {
                 """
                 INSERT INTO approvals (id, user_id, device_id, action, payload, status, created_at, expires_at,
                     decided_at)
-                VALUES (?, ?, ?, ?, ?, 'pending', ?, ?, NULL)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULL)
                 """,
                 [
                     .text(approvalID), .text(caller.userID), .text(device.id),
                     .text(String(decoding: JSON.serialize(request.action.json), as: UTF8.self)),
-                    .text(Base64URL.encode(issued.payload.bytes)), .integer(context.now),
+                    .text(Base64URL.encode(issued.payload.bytes)), .text(ApprovalStatus.pending.rawValue),
+                    .integer(context.now),
                     .integer(issued.expiresAt),
                 ])
             try audit(
-                connection, context, "approval_created", userID: caller.userID, deviceID: device.id,
+                connection, context, .approvalCreated, userID: caller.userID, deviceID: device.id,
                 sessionID: caller.sessionID)
             return issued
         }
@@ -44,7 +45,7 @@ extension Application {
         _ = try authenticate(context)  // 401 comes before any complaint about the body
         let request = try context.decode(ConfirmApprovalRequest.self)
         let approvalID = context.parameter("id")
-        guard Validate.identifier(approvalID) else { throw APIError.notFound }
+        guard Grammar.isIdentifier(approvalID) else { throw APIError.notFound }
         let result: Result<Void, APIError> = try authenticatedWrite(context) { connection, caller in
             // Bound to the user: another user's approval does not exist for this caller.
             guard
@@ -61,18 +62,18 @@ extension Application {
             let valid =
                 try verifyDeviceSignature(
                     connection, context, device: device, payload: payload, signature: request.signature,
-                    method: "approval") == nil
+                    method: .approval) == nil
             // Single use: the first confirmation decides, valid or not.
             let decided = try connection.execute(
-                "UPDATE approvals SET status = ?, decided_at = ? WHERE id = ? AND status = 'pending'",
+                "UPDATE approvals SET status = ?, decided_at = ? WHERE id = ? AND status = ?",
                 [
                     .text(valid ? ApprovalStatus.approved.rawValue : ApprovalStatus.failed.rawValue),
-                    .integer(context.now), .text(approvalID),
+                    .integer(context.now), .text(approvalID), .text(ApprovalStatus.pending.rawValue),
                 ])
             guard decided == 1 else { return .failure(.challengeUsed) }
             guard valid else { return .failure(.signatureInvalid) }
             try audit(
-                connection, context, "approval_confirmed", userID: caller.userID, deviceID: device.id,
+                connection, context, .approvalConfirmed, userID: caller.userID, deviceID: device.id,
                 sessionID: caller.sessionID)
             return .success(())
         }
@@ -83,7 +84,7 @@ extension Application {
     func approvalStatus(_ context: RequestContext) throws -> HTTPResponse {
         let caller = try authenticate(context)
         let approvalID = context.parameter("id")
-        guard Validate.identifier(approvalID) else { throw APIError.notFound }
+        guard Grammar.isIdentifier(approvalID) else { throw APIError.notFound }
         let row = try database.read { connection in
             try connection.queryOne(
                 """

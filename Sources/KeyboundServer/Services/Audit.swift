@@ -8,8 +8,8 @@ extension Application {
 
     /// Records an audit event in the current transaction. Never pass a secret here.
     func audit(
-        _ connection: any SQLConnection, _ context: RequestContext, _ type: String, method: String? = nil,
-        userID: String? = nil, deviceID: String? = nil, sessionID: String? = nil
+        _ connection: any SQLConnection, _ context: RequestContext, _ type: AuditEventType,
+        method: AuditMethod? = nil, userID: String? = nil, deviceID: String? = nil, sessionID: String? = nil
     ) throws {
         try insertAuditEvent(
             connection, now: context.now, clientAddress: context.clientAddress.text, type, method: method,
@@ -23,13 +23,13 @@ extension Application {
     /// (for unknown usernames and address blocks) the client address. The log folds alike: a line
     /// when the count reaches 1, 2, 4, 8, …
     func auditRefusal(
-        _ connection: any SQLConnection, _ context: RequestContext, _ type: String, method: String? = nil,
-        userID: String? = nil, deviceID: String? = nil
+        _ connection: any SQLConnection, _ context: RequestContext, _ type: AuditEventType,
+        method: AuditMethod? = nil, userID: String? = nil, deviceID: String? = nil
     ) throws {
         var conditions = ["type = ?", "last_at >= ?"]
-        var parameters: [SQLValue] = [.text(type), .integer(context.now - Self.auditFoldWindow)]
+        var parameters: [SQLValue] = [.text(type.rawValue), .integer(context.now - Self.auditFoldWindow)]
         // `column = NULL` never matches in SQL: an absent value is matched with IS NULL.
-        for (column, value) in [("method", method), ("user_id", userID), ("device_id", deviceID)] {
+        for (column, value) in [("method", method?.rawValue), ("user_id", userID), ("device_id", deviceID)] {
             if let value {
                 conditions.append("\(column) = ?")
                 parameters.append(.text(value))
@@ -69,8 +69,8 @@ extension Application {
     /// Inserts one audit row (count 1) and logs it. `clientAddress` is nil for what an operator
     /// did on the server's own machine.
     func insertAuditEvent(
-        _ connection: any SQLConnection, now: Int64, clientAddress: String?, _ type: String, method: String?,
-        userID: String?, deviceID: String?, sessionID: String?
+        _ connection: any SQLConnection, now: Int64, clientAddress: String?, _ type: AuditEventType,
+        method: AuditMethod?, userID: String?, deviceID: String?, sessionID: String?
     ) throws {
         try connection.execute(
             """
@@ -79,8 +79,9 @@ extension Application {
             VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1, ?)
             """,
             [
-                .text(SecureRandomBytes.identifier("evt")), .integer(now), .text(type), method.sql,
-                userID.sql, deviceID.sql, sessionID.sql, clientAddress.sql, .integer(now),
+                .text(SecureRandomBytes.identifier("evt")), .integer(now), .text(type.rawValue),
+                (method?.rawValue).sql, userID.sql, deviceID.sql, sessionID.sql, clientAddress.sql,
+                .integer(now),
             ])
         logAudit(
             type, method: method, userID: userID, deviceID: deviceID, sessionID: sessionID,
@@ -88,14 +89,15 @@ extension Application {
     }
 
     private func logAudit(
-        _ type: String, method: String?, userID: String?, deviceID: String?, sessionID: String?,
+        _ type: AuditEventType, method: AuditMethod?, userID: String?, deviceID: String?, sessionID: String?,
         clientAddress: String?, count: Int64
     ) {
         logger.log(
             .info, "audit",
             [
-                ("event", type), ("method", method), ("user_id", userID), ("device_id", deviceID),
-                ("session_id", sessionID), ("client", clientAddress), ("count", Int(count)),
+                ("event", type.rawValue), ("method", method?.rawValue), ("user_id", userID),
+                ("device_id", deviceID), ("session_id", sessionID), ("client", clientAddress),
+                ("count", Int(count)),
             ])
     }
 
@@ -121,7 +123,8 @@ extension Application {
         }
         let events = try rows.map { row in
             AuditEvent(
-                time: date(try row.integer(0)), type: try row.text(1), method: try row.optionalText(2),
+                time: date(try row.integer(0)), type: AuditEventType(rawValue: try row.text(1)),
+                method: try row.optionalText(2).map(AuditMethod.init(rawValue:)),
                 userID: try row.optionalText(3), deviceID: try row.optionalText(4),
                 sessionID: try row.optionalText(5), clientAddress: try row.optionalText(6),
                 count: Int(try row.integer(7)), lastTime: date(try row.integer(8)))

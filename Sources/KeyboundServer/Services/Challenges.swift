@@ -51,7 +51,7 @@ extension Application {
     /// (unknown, used or expired challenge, revoked device) prove nothing new and write nothing.
     func deviceLogin(_ context: RequestContext) throws -> HTTPResponse {
         let request = try context.decode(DeviceLoginRequest.self)
-        guard Validate.identifier(request.challengeID) else { throw APIError.notFound }
+        guard Grammar.isIdentifier(request.challengeID) else { throw APIError.notFound }
         let found = try database.read { connection -> IssuedChallenge? in
             guard
                 let row = try connection.queryOne(
@@ -80,7 +80,7 @@ extension Application {
                 let blockedUntil = try blockEnd(
                     connection, scopes: [deviceScope] + (addressScope.map { [$0] } ?? []), now: context.now)
             {
-                return .failure(refuseThrottled(method: "device", context, blockedUntil: blockedUntil))
+                return .failure(refuseThrottled(method: .device, context, blockedUntil: blockedUntil))
             }
             // Single use: the conditional update makes exactly one of several concurrent attempts
             // win; the losers learn only what a replay learns, and write nothing.
@@ -98,17 +98,17 @@ extension Application {
                         window: Self.addressFailureWindow, now: context.now)
                 }
                 try auditRefusal(
-                    connection, context, "login_failed", method: "device", userID: device.userID,
+                    connection, context, .loginFailed, method: .device, userID: device.userID,
                     deviceID: device.id)
                 if deviceCount.startedBlock {
                     try auditRefusal(
-                        connection, context, "device_throttled", method: "device", userID: device.userID,
+                        connection, context, .deviceThrottled, method: .device, userID: device.userID,
                         deviceID: device.id)
                 }
                 if addressCount?.startedBlock == true {
-                    try auditRefusal(connection, context, "address_lockout", method: "device")
+                    try auditRefusal(connection, context, .addressLockout, method: .device)
                 }
-                metrics.recordLogin(method: "device", outcome: "failure")
+                metrics.recordLogin(method: AuthMethod.device.rawValue, outcome: "failure")
                 return .failure(.signatureInvalid)
             }
             // Revoked while the signature was checked?

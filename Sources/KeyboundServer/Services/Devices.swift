@@ -37,7 +37,7 @@ struct DeviceRecord {
 
 extension Application {
     func loadDevice(_ connection: any SQLConnection, id: String) throws -> DeviceRecord? {
-        guard Validate.identifier(id) else { return nil }
+        guard Grammar.isIdentifier(id) else { return nil }
         return try connection.queryOne(
             "SELECT \(DeviceRecord.columns) FROM devices WHERE id = ?", [.text(id)]
         )
@@ -49,7 +49,7 @@ extension Application {
     /// - Returns: nil when valid, otherwise the error to answer with (after committing).
     func verifyDeviceSignature(
         _ connection: any SQLConnection, _ context: RequestContext, device: DeviceRecord, payload: Data,
-        signature: Data, method: String
+        signature: Data, method: AuditMethod
     ) throws -> APIError? {
         if device.signatureIsValid(signature, over: payload) {
             try connection.execute(
@@ -57,20 +57,18 @@ extension Application {
             return nil
         }
         try auditRefusal(
-            connection, context, "approval_failed", method: method, userID: device.userID, deviceID: device.id
-        )
+            connection, context, .approvalFailed, method: method, userID: device.userID, deviceID: device.id)
         return .signatureInvalid
     }
 
     func bindDevice(_ context: RequestContext) throws -> HTTPResponse {
         let caller = try authenticate(context)
-        // Step-up: a password authentication in this session within the window.
-        guard caller.authMethod == .password,
-            context.now - caller.authTime <= Int64(configuration.stepUpWindow) * 1000
-        else {
+        // Step-up: a password authentication in this session within the window (the end /v1/me
+        // states, so the SDK asks for the password before it makes a key).
+        guard let stepUpEnd = stepUpEnd(caller), context.now < stepUpEnd else {
             throw APIError(
                 403, .stepUpRequired,
-                "Binding a device needs a password login within the last \(configuration.stepUpWindow / 60) minutes."
+                "Binding a device needs a password login within the last \(configuration.stepUpWindow) seconds."
             )
         }
         let request = try context.decode(BindDeviceRequest.self)
@@ -110,7 +108,7 @@ extension Application {
                     .integer(context.now),
                 ])
             try audit(
-                connection, context, "device_bound", userID: caller.userID, deviceID: deviceID,
+                connection, context, .deviceBound, userID: caller.userID, deviceID: deviceID,
                 sessionID: caller.sessionID)
         }
         return .json(
@@ -128,7 +126,7 @@ extension Application {
             [.integer(context.now), .text(deviceID)])
         try revokeSessions(
             connection, where: "device_id = ?", [.text(deviceID)], reason: "device_revoked", now: context.now)
-        try audit(connection, context, "device_revoked", userID: userID, deviceID: deviceID)
+        try audit(connection, context, .deviceRevoked, userID: userID, deviceID: deviceID)
     }
 
     func listDevices(_ context: RequestContext) throws -> HTTPResponse {

@@ -66,7 +66,7 @@ extension Application {
                 .integer(context.now), .integer(context.now),
             ])
         try audit(
-            connection, context, "login", method: method.rawValue, userID: userID, deviceID: deviceID,
+            connection, context, .login, method: AuditMethod(method), userID: userID, deviceID: deviceID,
             sessionID: sessionID)
         metrics.recordLogin(method: method.rawValue, outcome: "success")
         return try issueTokens(connection, sessionID: sessionID, userID: userID, now: context.now)
@@ -161,7 +161,7 @@ extension Application {
                 try revokeSessions(
                     connection, where: "id = ?", [.text(sessionID)], reason: "refresh_reuse", now: context.now
                 )
-                try audit(connection, context, "refresh_reuse", userID: userID, sessionID: sessionID)
+                try audit(connection, context, .refreshReuse, userID: userID, sessionID: sessionID)
                 metrics.recordLogin(method: "refresh", outcome: "reuse")
                 return .failure(.tokenInvalid)
             }
@@ -188,7 +188,7 @@ extension Application {
             try revokeSessions(
                 connection, where: "id = ?", [.text(caller.sessionID)], reason: "logout", now: context.now)
             try audit(
-                connection, context, "logout", userID: caller.userID, deviceID: caller.deviceID,
+                connection, context, .logout, userID: caller.userID, deviceID: caller.deviceID,
                 sessionID: caller.sessionID)
         }
         return .noContent
@@ -196,11 +196,22 @@ extension Application {
 
     func me(_ context: RequestContext) throws -> HTTPResponse {
         let caller = try authenticate(context)
+        func date(_ milliseconds: Int64) -> Date {
+            Date(timeIntervalSince1970: TimeInterval(milliseconds / 1000))
+        }
         return .json(
             200,
             MeResponse(
                 userID: caller.userID, username: caller.username, sessionID: caller.sessionID,
-                authMethod: caller.authMethod,
-                authTime: Date(timeIntervalSince1970: TimeInterval(caller.authTime / 1000))))
+                authMethod: caller.authMethod, authTime: date(caller.authTime),
+                stepUpExpiresAt: stepUpEnd(caller).map(date)))
+    }
+
+    /// The time (milliseconds since 1970) from which the caller's session may no longer do what
+    /// needs a recent password login (binding a device): the password login plus
+    /// ``Configuration/stepUpWindow``. Nil for a device session, which never may.
+    func stepUpEnd(_ caller: Caller) -> Int64? {
+        guard caller.authMethod == .password else { return nil }
+        return caller.authTime + Int64(configuration.stepUpWindow) * 1000
     }
 }

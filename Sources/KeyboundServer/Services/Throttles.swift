@@ -67,8 +67,8 @@ extension Application {
     }
 
     /// Counts a throttled login in the metrics (it writes nothing) and returns the 429.
-    func refuseThrottled(method: String, _ context: RequestContext, blockedUntil: Int64) -> APIError {
-        metrics.recordLogin(method: method, outcome: "throttled")
+    func refuseThrottled(method: AuthMethod, _ context: RequestContext, blockedUntil: Int64) -> APIError {
+        metrics.recordLogin(method: method.rawValue, outcome: "throttled")
         return APIError.throttled(retryAfter: (blockedUntil - context.now + 999) / 1000)
     }
 

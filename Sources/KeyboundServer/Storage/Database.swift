@@ -232,6 +232,14 @@ enum Migrations {
                 "CREATE INDEX approvals_by_expiry ON approvals (expires_at)",
             ]
         ),
+        (
+            5,
+            [
+                // Enumerated values became snake_case on the wire, and the devices table stores
+                // the wire value.
+                "UPDATE devices SET key_protection = 'secure_enclave' WHERE key_protection = 'secureEnclave'"
+            ]
+        ),
     ]
 
     /// Applies every migration newer than the recorded version, each in its own transaction.
