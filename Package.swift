@@ -68,7 +68,8 @@ let package = Package(
         .testTarget(
             name: "KeyboundEmulatorTests",
             dependencies: [
-                "KeyboundEmulator", "KeyboundCrypto", "KeyboundWebAuthn", "KeyboundWire", "KeyboundTestSupport",
+                "KeyboundEmulator", "KeyboundCrypto", "KeyboundWebAuthn", "KeyboundWire",
+                "KeyboundTestSupport",
             ]),
         .testTarget(name: "KeyboundWireTests", dependencies: ["KeyboundWire"]),
         .testTarget(
