@@ -10,7 +10,7 @@ DOCC       ?= $(if $(filter Darwin,$(UNAME)),xcrun docc,docc)
 DOCS_BUILD := .build/docs-build
 SUDO       := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: deps build test lint demo bench docs clean
+.PHONY: deps test-deps build test lint demo bench docs clean
 
 ## deps: install the C libraries that pkg-config cannot find yet
 deps:
@@ -27,22 +27,37 @@ deps:
 build: deps
 	$(SWIFT) build -Xswiftc -warnings-as-errors
 
+## test-deps: headless Chromium for the sign-in page's real-browser test (without it that test
+## is skipped, and says so)
+test-deps:
+	@if [ "$(UNAME)" != Darwin ] && ! command -v chromium >/dev/null 2>&1; then \
+	  echo "make: installing chromium for the real-browser test"; \
+	  ( $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+	    $(SUDO) apt-get install -y -qq --no-install-recommends chromium ) \
+	  || echo "make: chromium could not be installed; the real-browser passkey test will be skipped"; \
+	fi
+
 ## test: build with zero warnings, check formatting and the documentation, run every test
-test: check-generated build lint docs
+test: check-generated build lint docs test-deps
 	$(SWIFT) test -Xswiftc -warnings-as-errors
 
 lint:
 	$(SWIFT) format lint --strict -r Sources Tests Package.swift Benchmarks
 
-.PHONY: openapi check-generated
+.PHONY: openapi sign-in-page check-generated
 
 ## openapi: regenerate Sources/KeyboundServer/OpenAPIDocument.swift from docs/openapi.yaml
 openapi:
 	bash scripts/embed-openapi.sh
 
+## sign-in-page: regenerate Sources/KeyboundServer/SignInPageFiles.swift from Resources/sign-in
+sign-in-page:
+	bash scripts/embed-sign-in-page.sh
+
 ## check-generated: fail when a generated file differs from what its generator writes now
 check-generated:
 	bash scripts/embed-openapi.sh --check
+	bash scripts/embed-sign-in-page.sh --check
 
 ## demo: the whole story on an emulated Face ID device against a real local server
 demo: deps

@@ -44,14 +44,19 @@ let package = Package(
         // WebAuthn and App Attest verification: CBOR, COSE keys, attestation, the RP ceremonies.
         // OpenSSL on every platform: X.509 chains, RSA and Ed25519 have no CryptoKit twin.
         .target(name: "KeyboundWebAuthn", dependencies: ["KeyboundCrypto", "KeyboundWire", "COpenSSL"]),
-        // The backend: HTTP, routes, services, storage.
+        // The backend: HTTP, routes, services, storage. Resources/ holds the sign-in page's
+        // sources, compiled in as Swift by scripts/embed-sign-in-page.sh (one binary, no bundle).
         .target(
             name: "KeyboundServer",
-            dependencies: ["KeyboundWire", "KeyboundCrypto", "CSodium", "CSQLite", "CMicroHTTPD"]),
+            dependencies: [
+                "KeyboundWire", "KeyboundCrypto", "KeyboundWebAuthn", "CSodium", "CSQLite", "CMicroHTTPD",
+            ],
+            exclude: ["Resources"]),
         .executableTarget(
             name: "keybound",
             dependencies: [
                 "Keybound", "KeyboundWire", "KeyboundCrypto", "KeyboundEmulator", "KeyboundServer",
+                "KeyboundWebAuthn",
             ]),
         // The performance targets of docs/design.md, measured in one run against a loopback server.
         // It seeds large populations straight into the server's SQLite file and measures the raw
@@ -74,18 +79,22 @@ let package = Package(
         .testTarget(name: "KeyboundWireTests", dependencies: ["KeyboundWire"]),
         .testTarget(
             name: "KeyboundWebAuthnTests",
-            dependencies: ["KeyboundWebAuthn", "KeyboundCrypto", "KeyboundWire"],
+            dependencies: ["KeyboundWebAuthn", "KeyboundCrypto", "KeyboundWire", "KeyboundTestSupport"],
             resources: [.copy("Vectors")]),
         .testTarget(
             name: "KeyboundServerTests",
             dependencies: [
-                "KeyboundServer", "KeyboundWire", "KeyboundCrypto", "KeyboundTestSupport", "keybound",
+                "KeyboundServer", "KeyboundWire", "KeyboundCrypto", "KeyboundWebAuthn", "KeyboundTestSupport",
+                "keybound",
             ]),
         // What several test targets share, kept out of the products' API: the `keybound` binary
         // SwiftPM built beside the test bundle, child processes, a manual clock for SDK and
-        // server, and `expectKeyboundError`.
+        // server, `expectKeyboundError`, a software passkey authenticator and a test App Attest CA.
         .target(
-            name: "KeyboundTestSupport", dependencies: ["Keybound", "KeyboundServer"],
+            name: "KeyboundTestSupport",
+            dependencies: [
+                "Keybound", "KeyboundServer", "KeyboundWebAuthn", "KeyboundCrypto", "KeyboundWire",
+            ],
             path: "Tests/KeyboundTestSupport"),
         // Runs the real `keybound` binary as a subprocess; depending on it makes SwiftPM build it first.
         .testTarget(

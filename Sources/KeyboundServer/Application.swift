@@ -9,6 +9,9 @@ final class Application: Sendable {
     let hasher: PasswordHasher
     let metrics = Metrics()
     let logger: Logger
+    /// The port the API listener is bound to, set when the server starts: the default passkey
+    /// origin (``Configuration/origins``) names it.
+    let listeningPort = Locked<UInt16?>(nil)
     /// The listeners a request can arrive on; each has its own routes.
     enum Listener: Sendable {
         /// The API port (``Configuration/host``:``Configuration/port``).
@@ -39,6 +42,7 @@ final class Application: Sendable {
             ?? openDatabase(
                 url: configuration.databaseURL, connections: configuration.workerThreads + 2,
                 synchronous: configuration.sqliteSynchronous)
+        try Self.checkPasskeySettings(configuration)
         try Migrations.apply(to: self.database)
         hasher = try PasswordHasher(
             parameters: configuration.argon2, concurrency: configuration.hashingConcurrency)

@@ -1,4 +1,5 @@
 import Foundation
+import KeyboundWebAuthn
 
 /// SQLite's commit durability (`PRAGMA synchronous` in WAL mode).
 public enum SQLiteSynchronous: String, Sendable, CaseIterable {
@@ -108,6 +109,38 @@ public struct Configuration: Sendable {
     /// Peers whose `X-Forwarded-For`/`Forwarded` headers name the client (none: the client is
     /// always the TCP peer). Set it to your reverse proxies when the server runs behind them.
     public var trustedProxies: [CIDR] = []
+
+    // MARK: Passkeys and App Attest (docs/server.md, "Passkeys and App Attest")
+
+    /// The WebAuthn RP ID passkeys are bound to: the origins' host or a registrable parent of it
+    /// (`example.org` serves `https://login.example.org`). nil (the default): the host of the
+    /// first of ``origins``, or `localhost`.
+    public var relyingPartyID: String?
+    /// The origins passkey ceremonies may run on, exactly as browsers write them
+    /// (`https://example.org`, `http://localhost:8420`). Empty (the default): the server's own
+    /// `http://localhost:PORT` (`https` with TLS) on the port it listens on. Browsers run passkeys
+    /// on `https` origins and on `http://localhost`, never on `http://127.0.0.1`.
+    public var origins: [String] = []
+    /// Whether passkey ceremonies must have verified the user (biometrics or the device PIN), not
+    /// only tested presence (default true).
+    public var passkeyUserVerification: Bool = true
+    /// How long a passkey ceremony or an App Attest challenge may take, in seconds (5 minutes,
+    /// WebAuthn's recommendation when user verification is required).
+    public var ceremonyLifetime: Int = 300
+    /// At most this many passkeys per user (default 10); one more is refused with 409
+    /// `passkey_limit_reached`.
+    public var maxPasskeysPerUser: Int = 10
+    /// The App IDs (`TEAMID.bundle.id`) whose App Attest attestations are accepted. Empty (the
+    /// default): every attestation is refused.
+    public var appIDs: [String] = []
+    /// Which App Attest environment attestations must come from (default production).
+    public var appAttestEnvironment: AppAttest.Environment = .production
+    /// Whether binding a device requires an App Attest attestation, and device logins and
+    /// approvals of attested devices an App Attest assertion (default false).
+    public var requireAppAttest: Bool = false
+    /// The roots App Attest certificate chains must reach: Apple's App Attestation Root CA. Tests
+    /// put their own test CA here.
+    public var appAttestRoots: [Certificate] = [.appleAppAttestationRootCA]
 
     /// Where the JSON-lines log goes (standard error).
     public var log: LogSink = .standardError

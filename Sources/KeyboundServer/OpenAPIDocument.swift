@@ -198,7 +198,7 @@ paths:
     post:
       operationId: bindDevice
       summary: Bind a device key
-      description: Registers a P-256 public key. Needs a session opened by password login within the server's step-up window (5 minutes by default; GET /v1/me gives its end as step_up_expires_at), else 403 step_up_required. A new key from the same client_id revokes the previous device of that client (and its sessions). A user has at most --max-devices active devices (default 10; a replaced device does not count); one more gives 409 device_limit_reached.
+      description: 'Registers a P-256 public key. Needs a session opened by a password or passkey login within the server''s step-up window (5 minutes by default; GET /v1/me gives its end as step_up_expires_at), else 403 step_up_required. A new key from the same client_id revokes the previous device of that client (and its sessions). A user has at most --max-devices active devices (default 10; a replaced device does not count); one more gives 409 device_limit_reached. With app_attest, an App Attest attestation vouches for the binding; it is verified as Apple specifies: the x5c chain to the Apple App Attestation Root CA at the current time, the nonce SHA-256(authData followed by clientDataHash) in the leaf''s extension 1.2.840.113635.100.8.2, the key id SHA-256 of the leaf''s key, rpIdHash SHA-256 of one --app-id, counter 0, the AAGUID of --app-attest-environment; clientDataHash is SHA-256 of this session''s challenge (POST /v1/app-attest/challenges) followed by public_key, so the attestation vouches for this one key. A refused attestation is audited (app_attest_failed) and uses the challenge up. With --require-app-attest a binding without app_attest gets 403 app_attest_required. GET /v1/devices then shows attested true.'
       security:
         - bearer: []
       requestBody:
@@ -215,7 +215,7 @@ paths:
               schema:
                 $ref: '#/components/schemas/BindDeviceResponse'
         '400':
-          description: invalid_request, unknown_member or invalid_public_key.
+          description: 'invalid_request, unknown_member or invalid_public_key; for app_attest: challenge_mismatch (no challenge for this session), malformed_credential, invalid_attestation, rp_id_mismatch (another app), environment_mismatch.'
           content:
             application/problem+json:
               schema:
@@ -223,13 +223,19 @@ paths:
         '401':
           $ref: '#/components/responses/TokenInvalid'
         '403':
-          description: step_up_required.
+          description: step_up_required or app_attest_required.
           content:
             application/problem+json:
               schema:
                 $ref: '#/components/schemas/Problem'
         '409':
-          description: device_limit_reached (revoke a device first).
+          description: device_limit_reached (revoke a device first), or challenge_used (the App Attest challenge).
+          content:
+            application/problem+json:
+              schema:
+                $ref: '#/components/schemas/Problem'
+        '410':
+          description: challenge_expired (the App Attest challenge).
           content:
             application/problem+json:
               schema:
@@ -318,7 +324,7 @@ paths:
     post:
       operationId: deviceLogin
       summary: Device-key login
-      description: Verifies the signature over the issued payload with the device key and opens a session (auth_method device). A checked attempt uses the challenge up; of several simultaneous attempts exactly one can succeed. A valid signature always logs in. Bad signatures are throttled per device (5 consecutive) and per client address (failed logins of any kind); further bad ones get 429 with Retry-After and do not use the challenge up. A device is never suspended. Refusals that check no signature (unknown, used or expired challenge, revoked device) are not audited.
+      description: Verifies the signature over the issued payload with the device key and opens a session (auth_method device). A device bound with App Attest may add app_attest_assertion, an assertion of its App Attest key over SHA-256 of the payload bytes, whose counter must be above every earlier one (401 replayed_assertion); with --require-app-attest it must. A device without an App Attest key sends none (400). A checked attempt uses the challenge up; of several simultaneous attempts exactly one can succeed. A valid signature always logs in. Bad signatures are throttled per device (5 consecutive) and per client address (failed logins of any kind); further bad ones get 429 with Retry-After and do not use the challenge up. A device is never suspended. Refusals that check no signature (unknown, used or expired challenge, revoked device) are not audited.
       security: []
       requestBody:
         required: true
@@ -336,13 +342,13 @@ paths:
         '400':
           $ref: '#/components/responses/BadRequest'
         '401':
-          description: signature_invalid.
+          description: signature_invalid, or for app_attest_assertion signature_invalid, rp_id_mismatch, replayed_assertion, malformed_credential.
           content:
             application/problem+json:
               schema:
                 $ref: '#/components/schemas/Problem'
         '403':
-          description: device_revoked.
+          description: device_revoked, or app_attest_required.
           content:
             application/problem+json:
               schema:
@@ -421,7 +427,7 @@ paths:
     post:
       operationId: confirmApproval
       summary: Confirm an approval
-      description: 'Accepts a signature of the exact payload bytes, once. The first confirmation decides: a bad signature marks the approval failed.'
+      description: 'Accepts a signature of the exact payload bytes, once. The first confirmation decides: a bad signature marks the approval failed. A device bound with App Attest may add app_attest_assertion over the payload bytes, as for device login (with --require-app-attest it must); a refused assertion marks the approval failed too.'
       security:
         - bearer: []
       parameters:
@@ -446,13 +452,13 @@ paths:
         '400':
           $ref: '#/components/responses/BadRequest'
         '401':
-          description: token_invalid or signature_invalid.
+          description: token_invalid or signature_invalid; for app_attest_assertion also rp_id_mismatch, replayed_assertion, malformed_credential.
           content:
             application/problem+json:
               schema:
                 $ref: '#/components/schemas/Problem'
         '403':
-          description: device_revoked.
+          description: device_revoked, or app_attest_required.
           content:
             application/problem+json:
               schema:
@@ -532,6 +538,293 @@ paths:
                 $ref: '#/components/schemas/AuditList'
         '400':
           $ref: '#/components/responses/BadRequest'
+        '401':
+          $ref: '#/components/responses/TokenInvalid'
+        default:
+          $ref: '#/components/responses/Error'
+  /:
+    get:
+      operationId: signInPage
+      summary: The sign-in page
+      description: 'Plain HTML that signs up and signs in with a passkey and lists and removes the signed-in user''s passkeys and devices, through this API. Served with Content-Security-Policy: default-src ''none''; script-src ''self''; style-src ''self''; connect-src ''self''; img-src ''self''; base-uri ''none''; form-action ''none''; frame-ancestors ''none'' (no inline script, no framing). Open it at an origin of --origin (by default http://localhost:PORT; browsers refuse passkeys on http://127.0.0.1).'
+      security: []
+      responses:
+        '200':
+          description: The page.
+          content:
+            text/html:
+              schema:
+                type: string
+        default:
+          $ref: '#/components/responses/Error'
+  /sign-in.js:
+    get:
+      operationId: signInScript
+      summary: The sign-in page's script
+      description: The page's JavaScript, under the same Content-Security-Policy.
+      security: []
+      responses:
+        '200':
+          description: JavaScript.
+          content:
+            text/javascript:
+              schema:
+                type: string
+        default:
+          $ref: '#/components/responses/Error'
+  /sign-in.css:
+    get:
+      operationId: signInStyle
+      summary: The sign-in page's style sheet
+      description: The page's CSS, under the same Content-Security-Policy.
+      security: []
+      responses:
+        '200':
+          description: CSS.
+          content:
+            text/css:
+              schema:
+                type: string
+        default:
+          $ref: '#/components/responses/Error'
+  /v1/webauthn/register/options:
+    post:
+      operationId: passkeyRegistrationOptions
+      summary: Start a passkey registration
+      description: 'Without a bearer token, a sign-up: username is required and must be free (409 username_taken), --registration closed answers 403 registration_closed, and every attempt counts against the client address''s sign-up limit (429 with Retry-After), as for POST /v1/accounts. With a bearer token, another passkey for the caller, whose session must come from a password or passkey login within the last 5 minutes (else 403 step_up_required); username may then be left out and must otherwise be the caller''s; the caller''s passkeys are listed in excludeCredentials. The answer is {"publicKey": PublicKeyCredentialCreationOptionsJSON} (WebAuthn Level 3), which PublicKeyCredential.parseCreationOptionsFromJSON accepts as it is. Its challenge is single-use and valid for timeout milliseconds (5 minutes); user.id is the account''s id as UTF-8, returned as userHandle at login.'
+      security:
+        - {}
+        - bearer: []
+      requestBody:
+        required: true
+        content:
+          application/json:
+            schema:
+              $ref: '#/components/schemas/PasskeyRegistrationOptionsRequest'
+      responses:
+        '200':
+          description: The creation options.
+          content:
+            application/json:
+              schema:
+                $ref: '#/components/schemas/PasskeyCreationOptions'
+        '400':
+          $ref: '#/components/responses/BadRequest'
+        '401':
+          $ref: '#/components/responses/TokenInvalid'
+        '403':
+          description: registration_closed (sign-up) or step_up_required (adding a passkey).
+          content:
+            application/problem+json:
+              schema:
+                $ref: '#/components/schemas/Problem'
+        '409':
+          description: username_taken (sign-up) or passkey_limit_reached (adding one; --max-passkeys, default 10).
+          content:
+            application/problem+json:
+              schema:
+                $ref: '#/components/schemas/Problem'
+        '429':
+          description: throttled (sign-ups from this address); see Retry-After.
+          content:
+            application/problem+json:
+              schema:
+                $ref: '#/components/schemas/Problem'
+          headers:
+            Retry-After:
+              description: Seconds to wait before trying again.
+              schema:
+                type: integer
+                minimum: 1
+        default:
+          $ref: '#/components/responses/Error'
+  /v1/webauthn/register/verify:
+    post:
+      operationId: passkeyRegistrationVerify
+      summary: Finish a passkey registration
+      description: 'The body is exactly PublicKeyCredential.toJSON() of the new credential (RegistrationResponseJSON); members this server does not read are ignored. The ceremony is found through the challenge in clientDataJSON and runs every check of WebAuthn Level 3 section 7.1 in order: type webauthn.create, the challenge, the origin (one of --origin), no cross-origin iframe, rpIdHash of --rp-id, user presence, user verification (unless --passkey-user-verification preferred), backup flags, an algorithm offered (ES256, EdDSA, RS256), the attestation statement (none, packed with x5c or self, fido-u2f, apple; a valid statement from a root this server does not trust counts as unattested, a wrong one is refused), a credential id of at most 1023 bytes that no user has registered (409 credential_exists). A checked attempt uses the challenge up. A sign-up creates the account (without a password), its passkey and a session whose tokens the answer carries (auth_method passkey); adding a passkey needs the bearer token of the session that asked for the options.'
+      security:
+        - {}
+        - bearer: []
+      requestBody:
+        required: true
+        content:
+          application/json:
+            schema:
+              $ref: '#/components/schemas/RegistrationResponseJSON'
+      responses:
+        '200':
+          description: Registered.
+          content:
+            application/json:
+              schema:
+                $ref: '#/components/schemas/PasskeyRegistrationResult'
+        '400':
+          description: 'A refused ceremony, with the check''s code: malformed_credential, unsupported_credential, challenge_mismatch (not a challenge issued here for a registration), client_data_type_mismatch, origin_not_allowed, cross_origin_not_allowed, rp_id_mismatch, user_presence_missing, user_verification_missing, invalid_backup_state, algorithm_not_allowed, credential_mismatch, invalid_attestation.'
+          content:
+            application/problem+json:
+              schema:
+                $ref: '#/components/schemas/Problem'
+        '401':
+          $ref: '#/components/responses/TokenInvalid'
+        '409':
+          description: challenge_used, credential_exists, username_taken (taken since the options), passkey_limit_reached.
+          content:
+            application/problem+json:
+              schema:
+                $ref: '#/components/schemas/Problem'
+        '410':
+          description: challenge_expired.
+          content:
+            application/problem+json:
+              schema:
+                $ref: '#/components/schemas/Problem'
+        default:
+          $ref: '#/components/responses/Error'
+  /v1/webauthn/login/options:
+    post:
+      operationId: passkeyLoginOptions
+      summary: Start a passkey sign-in
+      description: 'With a username, allowCredentials lists that user''s passkeys (an unknown username gets an empty list, which no passkey can then satisfy); without one, any discoverable passkey of this site may answer and names its user by its userHandle. The answer is {"publicKey": PublicKeyCredentialRequestOptionsJSON}, which PublicKeyCredential.parseRequestOptionsFromJSON accepts as it is; its challenge is single-use and valid for timeout milliseconds (5 minutes). client_id names the client the session will belong to, as in password login; without one, each session gets its own.'
+      security: []
+      requestBody:
+        required: true
+        content:
+          application/json:
+            schema:
+              $ref: '#/components/schemas/PasskeyLoginOptionsRequest'
+      responses:
+        '200':
+          description: The request options.
+          content:
+            application/json:
+              schema:
+                $ref: '#/components/schemas/PasskeyRequestOptions'
+        '400':
+          $ref: '#/components/responses/BadRequest'
+        default:
+          $ref: '#/components/responses/Error'
+  /v1/webauthn/login/verify:
+    post:
+      operationId: passkeyLoginVerify
+      summary: Finish a passkey sign-in
+      description: 'The body is exactly PublicKeyCredential.toJSON() of the assertion (AuthenticationResponseJSON); members this server does not read are ignored. Runs every check of WebAuthn Level 3 section 7.2 in order: the credential among allowCredentials, the user (userHandle required for a discoverable sign-in, and the owner''s whenever present), type webauthn.get, the challenge, the origin, rpIdHash, user presence and verification, backup flags, the signature over authenticatorData and SHA-256(clientDataJSON), and the signature counter: a counter that does not rise above the stored one (unless both are 0, as synced passkeys report) is a cloned authenticator, refused and audited (passkey_cloned). Opens a session like every login (auth_method passkey; a login from the same client_id ends that client''s previous one). Of several simultaneous uses of one challenge exactly one can succeed. A valid assertion always signs in; failed ones are throttled per passkey (5 consecutive) and per client address (failed logins of any kind), further failures get 429 with Retry-After and do not use the challenge up; a passkey is never locked. Refusals that check no signature (unknown, used or expired challenge, unknown credential) are not audited.'
+      security: []
+      requestBody:
+        required: true
+        content:
+          application/json:
+            schema:
+              $ref: '#/components/schemas/AuthenticationResponseJSON'
+      responses:
+        '200':
+          description: Signed in.
+          content:
+            application/json:
+              schema:
+                $ref: '#/components/schemas/PasskeyLoginResult'
+        '400':
+          description: malformed_credential or unsupported_credential (the body is not a readable assertion), invalid_request.
+          content:
+            application/problem+json:
+              schema:
+                $ref: '#/components/schemas/Problem'
+        '401':
+          description: 'A refused ceremony, with the check''s code: challenge_mismatch (not a challenge issued here for a sign-in), unknown_credential, credential_mismatch, user_handle_mismatch, client_data_type_mismatch, origin_not_allowed, cross_origin_not_allowed, rp_id_mismatch, user_presence_missing, user_verification_missing, invalid_backup_state, signature_invalid, cloned_authenticator.'
+          content:
+            application/problem+json:
+              schema:
+                $ref: '#/components/schemas/Problem'
+        '409':
+          description: challenge_used.
+          content:
+            application/problem+json:
+              schema:
+                $ref: '#/components/schemas/Problem'
+        '410':
+          description: challenge_expired.
+          content:
+            application/problem+json:
+              schema:
+                $ref: '#/components/schemas/Problem'
+        '429':
+          description: throttled; see Retry-After.
+          content:
+            application/problem+json:
+              schema:
+                $ref: '#/components/schemas/Problem'
+          headers:
+            Retry-After:
+              description: Seconds to wait before trying again.
+              schema:
+                type: integer
+                minimum: 1
+        default:
+          $ref: '#/components/responses/Error'
+  /v1/passkeys:
+    get:
+      operationId: listPasskeys
+      summary: List passkeys
+      description: The caller's passkeys, oldest first.
+      security:
+        - bearer: []
+      responses:
+        '200':
+          description: Passkeys.
+          content:
+            application/json:
+              schema:
+                $ref: '#/components/schemas/PasskeyList'
+        '401':
+          $ref: '#/components/responses/TokenInvalid'
+        default:
+          $ref: '#/components/responses/Error'
+  /v1/passkeys/{id}:
+    delete:
+      operationId: removePasskey
+      summary: Remove a passkey
+      description: Removes the passkey and ends every session it opened. The only passkey of an account without a password cannot be removed (409 last_passkey).
+      security:
+        - bearer: []
+      parameters:
+        - name: id
+          in: path
+          required: true
+          schema:
+            $ref: '#/components/schemas/Id'
+      responses:
+        '204':
+          description: Removed.
+        '401':
+          $ref: '#/components/responses/TokenInvalid'
+        '404':
+          description: not_found (also for another user's passkey).
+          content:
+            application/problem+json:
+              schema:
+                $ref: '#/components/schemas/Problem'
+        '409':
+          description: last_passkey.
+          content:
+            application/problem+json:
+              schema:
+                $ref: '#/components/schemas/Problem'
+        default:
+          $ref: '#/components/responses/Error'
+  /v1/app-attest/challenges:
+    post:
+      operationId: createAppAttestChallenge
+      summary: Get an App Attest challenge
+      description: 'A fresh 32-byte challenge for the next attested device binding (POST /v1/devices with app_attest) of the caller''s session, valid 5 minutes. A session has one: a new one replaces the last. The app calls DCAppAttestService.attestKey(keyId, clientDataHash: SHA-256(challenge followed by the SubjectPublicKeyInfo DER of the device key it binds)).'
+      security:
+        - bearer: []
+      responses:
+        '201':
+          description: Issued.
+          content:
+            application/json:
+              schema:
+                $ref: '#/components/schemas/AppAttestChallenge'
         '401':
           $ref: '#/components/responses/TokenInvalid'
         default:
@@ -619,6 +912,28 @@ components:
             - registration_closed
             - unavailable
             - internal
+            - malformed_credential
+            - unsupported_credential
+            - challenge_mismatch
+            - client_data_type_mismatch
+            - origin_not_allowed
+            - cross_origin_not_allowed
+            - rp_id_mismatch
+            - user_presence_missing
+            - user_verification_missing
+            - invalid_backup_state
+            - algorithm_not_allowed
+            - credential_mismatch
+            - user_handle_mismatch
+            - cloned_authenticator
+            - invalid_attestation
+            - unknown_credential
+            - credential_exists
+            - last_passkey
+            - passkey_limit_reached
+            - app_attest_required
+            - environment_mismatch
+            - replayed_assertion
           description: Stable machine-readable code. Clients switch on this, never on title or detail.
         detail:
           type: string
@@ -730,6 +1045,7 @@ components:
           enum:
             - password
             - device
+            - passkey
         auth_time:
           $ref: '#/components/schemas/Timestamp'
         step_up_expires_at:
@@ -737,7 +1053,7 @@ components:
             - string
             - 'null'
           pattern: ^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z$
-          description: Until when this session may bind a device (auth_time plus the server's step-up window) for a session opened by password login; null for a device-key session, which never may. RFC 3339 UTC timestamp, whole seconds.
+          description: Until when this session may bind a device or add a passkey (auth_time plus the server's step-up window) for a session opened by password or passkey login; null for a device-key session, which never may. RFC 3339 UTC timestamp, whole seconds.
     BindDeviceRequest:
       type: object
       additionalProperties: false
@@ -759,6 +1075,11 @@ components:
             - secure_enclave
             - software
             - emulator
+        app_attest:
+          oneOf:
+            - $ref: '#/components/schemas/AppAttestBinding'
+            - type: 'null'
+          description: An App Attest attestation vouching for this binding; null or absent for none.
     BindDeviceResponse:
       type: object
       additionalProperties: false
@@ -777,6 +1098,7 @@ components:
         - status
         - created_at
         - last_used_at
+        - attested
       properties:
         device_id:
           $ref: '#/components/schemas/Id'
@@ -801,6 +1123,9 @@ components:
             - 'null'
           pattern: ^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z$
           description: RFC 3339 UTC timestamp, whole seconds, or null.
+        attested:
+          type: boolean
+          description: Whether an App Attest attestation vouched for the binding.
     DeviceList:
       type: object
       additionalProperties: false
@@ -846,6 +1171,12 @@ components:
         signature:
           $ref: '#/components/schemas/Base64URL'
           description: ECDSA P-256 with SHA-256 over the payload bytes, DER (as SecKeyCreateSignature with ecdsaSignatureMessageX962SHA256 produces), base64url.
+        app_attest_assertion:
+          type:
+            - string
+            - 'null'
+          pattern: ^[A-Za-z0-9_-]+$
+          description: For a device bound with App Attest, the CBOR assertion generateAssertion(keyId, clientDataHash = SHA-256 of the payload bytes) returned, base64url; null or absent for none.
     TransferAction:
       type: object
       additionalProperties: false
@@ -903,6 +1234,12 @@ components:
         signature:
           $ref: '#/components/schemas/Base64URL'
           description: ECDSA P-256 SHA-256 signature of the payload bytes, DER, base64url.
+        app_attest_assertion:
+          type:
+            - string
+            - 'null'
+          pattern: ^[A-Za-z0-9_-]+$
+          description: For a device bound with App Attest, its assertion over SHA-256 of the payload bytes, base64url; null or absent for none.
     ConfirmApprovalResponse:
       type: object
       additionalProperties: false
@@ -981,6 +1318,11 @@ components:
             - approval_created
             - approval_confirmed
             - approval_failed
+            - passkey_registered
+            - passkey_removed
+            - passkey_cloned
+            - passkey_throttled
+            - app_attest_failed
         method:
           type:
             - string
@@ -990,6 +1332,8 @@ components:
             - device
             - approval
             - operator
+            - passkey
+            - app_attest
             - null
         user_id:
           type:
@@ -1022,5 +1366,454 @@ components:
           type: array
           items:
             $ref: '#/components/schemas/AuditEvent'
+    PasskeyRegistrationOptionsRequest:
+      type: object
+      additionalProperties: false
+      description: 'Sign-up (no bearer token): username required. Adding a passkey (bearer token): username optional, and the caller''s when given. WebAuthn''s member names (displayName) beside Keybound''s (client_id).'
+      properties:
+        username:
+          type:
+            - string
+            - 'null'
+          pattern: ^[A-Za-z0-9._@+-]{1,64}$
+          description: Compared case-insensitively (stored lowercased).
+        displayName:
+          type:
+            - string
+            - 'null'
+          minLength: 1
+          maxLength: 64
+          description: What the authenticator shows; no control characters. Default the username.
+        attestation:
+          type:
+            - string
+            - 'null'
+          enum:
+            - none
+            - indirect
+            - direct
+            - null
+          description: Attestation conveyance preference; default none.
+        client_id:
+          type:
+            - string
+            - 'null'
+          pattern: ^[A-Za-z0-9._:-]{1,128}$
+          description: For a sign-up, the client the new session belongs to (as in password login). Default a new one per session.
+    CredentialDescriptor:
+      type: object
+      additionalProperties: false
+      required:
+        - type
+        - id
+      properties:
+        type:
+          type: string
+          const: public-key
+        id:
+          $ref: '#/components/schemas/Base64URL'
+        transports:
+          type: array
+          items:
+            type: string
+          description: Accepted where a client sends descriptors; this server writes none.
+    PasskeyCreationOptions:
+      type: object
+      additionalProperties: false
+      required:
+        - publicKey
+      description: '{"publicKey": PublicKeyCredentialCreationOptionsJSON} of WebAuthn Level 3: pass publicKey to PublicKeyCredential.parseCreationOptionsFromJSON, then to navigator.credentials.create({publicKey}).'
+      properties:
+        publicKey:
+          type: object
+          additionalProperties: false
+          required:
+            - rp
+            - user
+            - challenge
+            - pubKeyCredParams
+            - timeout
+            - excludeCredentials
+            - authenticatorSelection
+            - attestation
+          properties:
+            rp:
+              type: object
+              additionalProperties: false
+              required:
+                - id
+                - name
+              properties:
+                id:
+                  type: string
+                  description: The RP ID (--rp-id).
+                name:
+                  type: string
+                  description: The server id (--server-id).
+            user:
+              type: object
+              additionalProperties: false
+              required:
+                - id
+                - name
+                - displayName
+              properties:
+                id:
+                  $ref: '#/components/schemas/Base64URL'
+                  description: The user handle, the account's id as UTF-8; opaque, no personal data.
+                name:
+                  type: string
+                displayName:
+                  type: string
+            challenge:
+              type: string
+              pattern: ^[A-Za-z0-9_-]{43}$
+              description: 32 random bytes, base64url; single use.
+            pubKeyCredParams:
+              type: array
+              description: ES256 (-7), EdDSA (-8), RS256 (-257), in this order.
+              items:
+                type: object
+                additionalProperties: false
+                required:
+                  - type
+                  - alg
+                properties:
+                  type:
+                    type: string
+                    const: public-key
+                  alg:
+                    type: integer
+                    enum:
+                      - -7
+                      - -8
+                      - -257
+            timeout:
+              type: integer
+              description: Milliseconds the challenge stays valid (300000).
+            excludeCredentials:
+              type: array
+              description: The user's passkeys, which must not be registered again.
+              items:
+                $ref: '#/components/schemas/CredentialDescriptor'
+            authenticatorSelection:
+              type: object
+              additionalProperties: false
+              required:
+                - residentKey
+                - requireResidentKey
+                - userVerification
+              properties:
+                residentKey:
+                  type: string
+                  const: required
+                requireResidentKey:
+                  type: boolean
+                  const: true
+                userVerification:
+                  type: string
+                  enum:
+                    - required
+                    - preferred
+            attestation:
+              type: string
+              enum:
+                - none
+                - indirect
+                - direct
+    RegistrationResponseJSON:
+      type: object
+      description: 'Exactly what PublicKeyCredential.toJSON() returns for a new credential (WebAuthn Level 3 RegistrationResponseJSON). The server reads id, rawId (the same), type, response.clientDataJSON and response.attestationObject, and ignores the other members (transports, publicKey, authenticatorData, clientExtensionResults …), which repeat what the attestation object holds or are hints.'
+      required:
+        - id
+        - rawId
+        - type
+        - response
+      properties:
+        id:
+          $ref: '#/components/schemas/Base64URL'
+        rawId:
+          $ref: '#/components/schemas/Base64URL'
+        type:
+          type: string
+          const: public-key
+        response:
+          type: object
+          required:
+            - clientDataJSON
+            - attestationObject
+          properties:
+            clientDataJSON:
+              $ref: '#/components/schemas/Base64URL'
+            attestationObject:
+              $ref: '#/components/schemas/Base64URL'
+              description: CBOR {fmt, attStmt, authData}; definite lengths, shortest forms, no duplicate map keys (any key order).
+        authenticatorAttachment:
+          type: string
+        clientExtensionResults:
+          type: object
+    PasskeyRegistrationResult:
+      type: object
+      additionalProperties: false
+      required:
+        - verified
+        - credentialId
+        - fmt
+        - alg
+        - signCount
+        - username
+      description: The new passkey. A sign-up also carries the new session's tokens (the members of Tokens), all or none.
+      properties:
+        verified:
+          type: boolean
+          const: true
+        credentialId:
+          $ref: '#/components/schemas/Base64URL'
+        fmt:
+          type: string
+          enum:
+            - none
+            - packed
+            - fido-u2f
+            - apple
+        alg:
+          type: integer
+          enum:
+            - -7
+            - -8
+            - -257
+        signCount:
+          type: integer
+          minimum: 0
+        username:
+          type: string
+        access_token:
+          $ref: '#/components/schemas/Token'
+        refresh_token:
+          $ref: '#/components/schemas/Token'
+        token_type:
+          type: string
+          const: Bearer
+        expires_in:
+          type: integer
+        session_id:
+          $ref: '#/components/schemas/Id'
+        user_id:
+          $ref: '#/components/schemas/Id'
+    PasskeyLoginOptionsRequest:
+      type: object
+      additionalProperties: false
+      description: Send {} for a sign-in with any discoverable passkey.
+      properties:
+        username:
+          type:
+            - string
+            - 'null'
+          pattern: ^[A-Za-z0-9._@+-]{1,64}$
+        client_id:
+          type:
+            - string
+            - 'null'
+          pattern: ^[A-Za-z0-9._:-]{1,128}$
+          description: The client the session belongs to (as in password login). Default a new one per session.
+    PasskeyRequestOptions:
+      type: object
+      additionalProperties: false
+      required:
+        - publicKey
+      description: '{"publicKey": PublicKeyCredentialRequestOptionsJSON} of WebAuthn Level 3: pass publicKey to PublicKeyCredential.parseRequestOptionsFromJSON, then to navigator.credentials.get({publicKey}).'
+      properties:
+        publicKey:
+          type: object
+          additionalProperties: false
+          required:
+            - challenge
+            - timeout
+            - rpId
+            - allowCredentials
+            - userVerification
+          properties:
+            challenge:
+              type: string
+              pattern: ^[A-Za-z0-9_-]{43}$
+              description: 32 random bytes, base64url; single use.
+            timeout:
+              type: integer
+            rpId:
+              type: string
+            allowCredentials:
+              type: array
+              description: The named user's passkeys; empty for a discoverable sign-in.
+              items:
+                $ref: '#/components/schemas/CredentialDescriptor'
+            userVerification:
+              type: string
+              enum:
+                - required
+                - preferred
+    AuthenticationResponseJSON:
+      type: object
+      description: 'Exactly what PublicKeyCredential.toJSON() returns for an assertion (WebAuthn Level 3 AuthenticationResponseJSON). The server reads id, rawId (the same), type and response.clientDataJSON, authenticatorData, signature and userHandle (null or absent when the passkey keeps none), and ignores the other members.'
+      required:
+        - id
+        - rawId
+        - type
+        - response
+      properties:
+        id:
+          $ref: '#/components/schemas/Base64URL'
+        rawId:
+          $ref: '#/components/schemas/Base64URL'
+        type:
+          type: string
+          const: public-key
+        response:
+          type: object
+          required:
+            - clientDataJSON
+            - authenticatorData
+            - signature
+          properties:
+            clientDataJSON:
+              $ref: '#/components/schemas/Base64URL'
+            authenticatorData:
+              $ref: '#/components/schemas/Base64URL'
+            signature:
+              $ref: '#/components/schemas/Base64URL'
+            userHandle:
+              type:
+                - string
+                - 'null'
+              pattern: ^[A-Za-z0-9_-]+$
+        authenticatorAttachment:
+          type: string
+        clientExtensionResults:
+          type: object
+    PasskeyLoginResult:
+      type: object
+      additionalProperties: false
+      required:
+        - verified
+        - username
+        - credentialId
+        - signCount
+        - access_token
+        - refresh_token
+        - token_type
+        - expires_in
+        - session_id
+        - user_id
+      description: The passkey that signed in, and the new session's tokens (the members of Tokens).
+      properties:
+        verified:
+          type: boolean
+          const: true
+        username:
+          type: string
+        credentialId:
+          $ref: '#/components/schemas/Base64URL'
+        signCount:
+          type: integer
+          minimum: 0
+          description: The authenticator's counter now; 0 for passkeys that keep none.
+        access_token:
+          $ref: '#/components/schemas/Token'
+        refresh_token:
+          $ref: '#/components/schemas/Token'
+        token_type:
+          type: string
+          const: Bearer
+        expires_in:
+          type: integer
+        session_id:
+          $ref: '#/components/schemas/Id'
+        user_id:
+          $ref: '#/components/schemas/Id'
+    Passkey:
+      type: object
+      additionalProperties: false
+      required:
+        - passkey_id
+        - credential_id
+        - algorithm
+        - attestation_format
+        - attested
+        - backup_eligible
+        - backed_up
+        - created_at
+        - last_used_at
+      properties:
+        passkey_id:
+          $ref: '#/components/schemas/Id'
+        credential_id:
+          $ref: '#/components/schemas/Base64URL'
+        algorithm:
+          type: integer
+          enum:
+            - -7
+            - -8
+            - -257
+          description: COSE algorithm; -7 ES256, -8 EdDSA, -257 RS256.
+        attestation_format:
+          type: string
+          enum:
+            - none
+            - packed
+            - fido-u2f
+            - apple
+        attested:
+          type: boolean
+          description: Whether the attestation chains to a root the server trusts (the Apple WebAuthn Root CA for apple); false for none and self attestation.
+        backup_eligible:
+          type: boolean
+          description: The BE flag at registration (a passkey that can sync).
+        backed_up:
+          type: boolean
+          description: The BS flag at its last use.
+        created_at:
+          $ref: '#/components/schemas/Timestamp'
+        last_used_at:
+          type:
+            - string
+            - 'null'
+          pattern: ^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z$
+          description: RFC 3339 UTC timestamp, whole seconds, or null.
+    PasskeyList:
+      type: object
+      additionalProperties: false
+      required:
+        - passkeys
+      properties:
+        passkeys:
+          type: array
+          items:
+            $ref: '#/components/schemas/Passkey'
+    AppAttestChallenge:
+      type: object
+      additionalProperties: false
+      required:
+        - challenge
+        - expires_at
+      properties:
+        challenge:
+          type: string
+          pattern: ^[A-Za-z0-9_-]{43}$
+          description: 32 random bytes, base64url. clientDataHash = SHA-256(these 32 bytes followed by the public_key DER to bind).
+        expires_at:
+          $ref: '#/components/schemas/Timestamp'
+    AppAttestBinding:
+      type: object
+      additionalProperties: false
+      required:
+        - key_id
+        - attestation
+      properties:
+        key_id:
+          type: string
+          pattern: ^[A-Za-z0-9_-]{43}$
+          description: The App Attest key id (32 bytes), base64url (DCAppAttestService gives it in standard base64; convert).
+        attestation:
+          $ref: '#/components/schemas/Base64URL'
+          description: The attestation object attestKey returned (CBOR, fmt apple-appattest).
 
 """#

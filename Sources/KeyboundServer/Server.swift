@@ -40,6 +40,7 @@ public struct ServerError: Error, Sendable, CustomStringConvertible {
     /// The failure of opening the database and building the application, by its cause.
     static func opening(_ error: any Error) -> ServerError {
         switch error {
+        case let error as ServerError: error
         case DatabaseError.schemaTooNew(let version):
             ServerError(
                 .schemaTooNew,
@@ -135,6 +136,7 @@ public final class Server: Sendable {
                     }
                 }
                 current = (api, metrics)
+                application.listeningPort.withLock { $0 = api.port }
             } catch let error as HTTPDaemonError {
                 throw ServerError(error.kind, error.description)
             }
@@ -150,6 +152,12 @@ public final class Server: Sendable {
                 ("address", configuration.host), ("port", Int(port ?? 0)),
                 ("tls", tlsKey != nil ? "on" : "off"),
                 ("server_id", configuration.serverID),
+            ])
+        application.logger.log(
+            .info, "passkeys",
+            [
+                ("rp_id", application.relyingPartyID),
+                ("origins", application.passkeyOrigins.joined(separator: " ")),
             ])
         if let metricsPort, let address = configuration.metricsListen {
             application.logger.log(

@@ -72,8 +72,8 @@ public struct AttestationObject: Sendable, Hashable {
     ///   - data: The CBOR bytes.
     ///   - allowingUnflaggedExtensions: For App Attest; see
     ///     ``AuthenticatorData/init(_:allowingUnflaggedExtensions:)``.
-    /// - Throws: ``WebAuthnError/malformedCBOR`` when the bytes are not canonical CBOR or not a
-    ///   map of exactly text `fmt`, map `attStmt` and bytes `authData`; the errors of
+    /// - Throws: ``WebAuthnError/malformedCBOR`` when the bytes are not CBOR as
+    ///   ``CBOR/init(decoding:)`` accepts it, or not a map of exactly text `fmt`, map `attStmt` and bytes `authData`; the errors of
     ///   ``AuthenticatorData`` for its contents.
     public init(_ data: Data, allowingUnflaggedExtensions: Bool = false) throws {
         guard let map = try CBOR(decoding: data).mapValue, map.count == 3,

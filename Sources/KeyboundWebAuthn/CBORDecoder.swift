@@ -3,12 +3,15 @@ import Foundation
 extension CBOR {
     /// Decodes the one CBOR item that fills `data`, strictly.
     ///
-    /// WebAuthn asks decoders to refuse anything but the CTAP2 canonical form, and this input
-    /// comes from anyone, so the decoder accepts only: definite lengths; the shortest form of
-    /// every integer and length; map keys that are integers or text, unique, in canonical order;
+    /// This input comes from anyone, so the decoder accepts only: definite lengths; the shortest
+    /// form of every integer and length; map keys that are integers or text, each at most once;
     /// valid UTF-8 text; `true`, `false`, `null`; nesting up to ``maximumDepth``. Every length is
     /// checked against the bytes that remain before anything is allocated, so the work is linear
     /// in the input and bounded by it.
+    ///
+    /// Map keys may come in any order. CTAP2 asks authenticators for its canonical order, but not
+    /// every authenticator in use follows it, and the order carries no meaning: a duplicate key is
+    /// what could make two readers see different values, and that stays refused.
     ///
     /// - Parameter data: Exactly one encoded item.
     /// - Throws: ``WebAuthnError/malformedCBOR`` for anything else, including trailing bytes.
@@ -89,7 +92,8 @@ struct CBORReader {
             guard argument <= UInt64(remaining / 2) else { throw failure("map longer than the input") }
             var pairs: [(CBOR, CBOR)] = []
             pairs.reserveCapacity(Int(argument))
-            var previousKey: Range<Int>?
+            // Keys are integers or text in their shortest encoding, so equal keys have equal bytes.
+            var seenKeys = Set<ArraySlice<UInt8>>()
             for _ in 0..<argument {
                 let keyStart = offset
                 let key = try item(depth: depth + 1)
@@ -97,13 +101,9 @@ struct CBORReader {
                 case .unsigned, .negative, .text: break
                 default: throw failure("map keys must be integers or text")
                 }
-                let keyBytes = keyStart..<offset
-                if let previous = previousKey {
-                    let order = CBOR.canonicalOrder(bytes[previous], bytes[keyBytes])
-                    if order == 0 { throw failure("duplicate map key") }
-                    if order > 0 { throw failure("map keys not in canonical order") }
+                guard seenKeys.insert(bytes[keyStart..<offset]).inserted else {
+                    throw failure("duplicate map key")
                 }
-                previousKey = keyBytes
                 pairs.append((key, try item(depth: depth + 1)))
             }
             return .map(pairs)

@@ -32,7 +32,7 @@ public struct CredentialPublicKey: Sendable, Hashable {
 
     /// Parses a COSE_Key, as stored from ``coseKey``.
     ///
-    /// - Throws: ``WebAuthnError/malformedCBOR`` if the bytes are not one canonical CBOR item,
+    /// - Throws: ``WebAuthnError/malformedCBOR`` if the bytes are not one CBOR item (keys in any order),
     ///   ``WebAuthnError/unsupportedAlgorithm`` for another algorithm or curve (ES384, Ed448…),
     ///   ``WebAuthnError/invalidPublicKey`` for missing, extra or wrong parameters.
     public init(coseKey: Data) throws {

@@ -62,7 +62,7 @@ public struct WebAuthnError: Error, Sendable, Equatable, CustomStringConvertible
     public var code: String { kind.rawValue }
 
     /// CBOR that is not what WebAuthn allows: truncated, indefinite lengths, tags, floats,
-    /// non-canonical encodings, duplicate or unsorted map keys, invalid UTF-8, too deep.
+    /// integers or lengths not in their shortest form, duplicate map keys, invalid UTF-8, too deep.
     public static let malformedCBOR = WebAuthnError(.malformedCBOR)
     /// The response JSON (`PublicKeyCredential.toJSON()`) is not JSON, misses a member, has a
     /// member of the wrong type, or a binary member that is not base64url.

@@ -84,6 +84,12 @@ package struct JSONReader<Member: MemberName>: Sendable {
         return number
     }
 
+    /// A required boolean member.
+    package func bool(_ member: Member) throws(WireFailure) -> Bool {
+        guard case .bool(let flag) = try value(member) else { throw wrongType(member, "a boolean") }
+        return flag
+    }
+
     /// A required member holding base64url (no padding) binary data.
     package func bytes(_ member: Member) throws(WireFailure) -> Data {
         guard let data = Base64URL.decode(try string(member)) else {

@@ -240,6 +240,7 @@ package struct BindDeviceRequest: WireMessage, Hashable {
         case publicKey = "public_key"
         case name
         case keyProtection = "key_protection"
+        case appAttest = "app_attest"
     }
     /// The P-256 public key as SubjectPublicKeyInfo DER (base64url on the wire).
     package let publicKey: Data
@@ -247,23 +248,32 @@ package struct BindDeviceRequest: WireMessage, Hashable {
     package let name: String
     /// Where the device key lives.
     package let keyProtection: KeyProtection
+    /// An App Attest attestation vouching for this binding, or nil.
+    package let appAttest: AppAttestBinding?
     /// Creates the message from its members.
-    package init(publicKey: Data, name: String, keyProtection: KeyProtection) {
+    package init(
+        publicKey: Data, name: String, keyProtection: KeyProtection, appAttest: AppAttestBinding? = nil
+    ) {
         self.publicKey = publicKey
         self.name = name
         self.keyProtection = keyProtection
+        self.appAttest = appAttest
     }
     package init(json: JSONValue) throws(WireFailure) {
         let reader = try JSONReader<Member>(json)
         publicKey = try reader.bytes(.publicKey)
         name = try reader.string(.name)
         keyProtection = try reader.enumeration(.keyProtection, as: KeyProtection.self)
+        appAttest =
+            reader.has(.appAttest)
+            ? try AppAttestBinding(json: reader.value(.appAttest), path: Member.appAttest.rawValue) : nil
     }
     package var json: JSONValue {
         var object = JSONObjectBuilder<Member>()
         object.add(.publicKey, publicKey)
         object.add(.name, name)
         object.add(.keyProtection, keyProtection)
+        object.add(.appAttest, appAttest?.json ?? .null)
         return object.value
     }
 }
@@ -296,6 +306,7 @@ public struct DeviceInfo: WireMessage, Hashable {
         case status
         case createdAt = "created_at"
         case lastUsedAt = "last_used_at"
+        case attested
     }
     /// The device's opaque id.
     public let deviceID: String
@@ -309,10 +320,12 @@ public struct DeviceInfo: WireMessage, Hashable {
     public let createdAt: Date
     /// When the device last signed successfully, or nil.
     public let lastUsedAt: Date?
+    /// Whether an App Attest attestation vouched for the binding.
+    public let attested: Bool
     /// Creates the message from its members.
     public init(
         deviceID: String, name: String, keyProtection: KeyProtection, status: DeviceStatus, createdAt: Date,
-        lastUsedAt: Date?
+        lastUsedAt: Date?, attested: Bool = false
     ) {
         self.deviceID = deviceID
         self.name = name
@@ -320,6 +333,7 @@ public struct DeviceInfo: WireMessage, Hashable {
         self.status = status
         self.createdAt = createdAt
         self.lastUsedAt = lastUsedAt
+        self.attested = attested
     }
     package init(json: JSONValue) throws(WireFailure) {
         let reader = try JSONReader<Member>(json)
@@ -329,6 +343,7 @@ public struct DeviceInfo: WireMessage, Hashable {
         status = try reader.enumeration(.status, as: DeviceStatus.self)
         createdAt = try reader.timestamp(.createdAt)
         lastUsedAt = try reader.optionalTimestamp(.lastUsedAt)
+        attested = try reader.bool(.attested)
     }
     package var json: JSONValue {
         var object = JSONObjectBuilder<Member>()
@@ -338,6 +353,7 @@ public struct DeviceInfo: WireMessage, Hashable {
         object.add(.status, status)
         object.add(.createdAt, createdAt)
         object.add(.lastUsedAt, lastUsedAt)
+        object.add(.attested, .bool(attested))
         return object.value
     }
 }
@@ -423,25 +439,33 @@ package struct DeviceLoginRequest: WireMessage, Hashable {
     package enum Member: String, MemberName {
         case challengeID = "challenge_id"
         case signature
+        case appAttestAssertion = "app_attest_assertion"
     }
     /// The challenge's opaque id.
     package let challengeID: String
     /// ECDSA P-256 SHA-256 signature of the payload, DER (base64url on the wire).
     package let signature: Data
+    /// For a device bound with App Attest: an assertion of its App Attest key over the payload
+    /// bytes (what `generateAssertion(_:clientDataHash:)` returns for SHA-256 of the payload), or
+    /// nil.
+    package let appAttestAssertion: Data?
     /// Creates the message from its members.
-    package init(challengeID: String, signature: Data) {
+    package init(challengeID: String, signature: Data, appAttestAssertion: Data? = nil) {
         self.challengeID = challengeID
         self.signature = signature
+        self.appAttestAssertion = appAttestAssertion
     }
     package init(json: JSONValue) throws(WireFailure) {
         let reader = try JSONReader<Member>(json)
         challengeID = try reader.string(.challengeID)
         signature = try reader.bytes(.signature)
+        appAttestAssertion = reader.has(.appAttestAssertion) ? try reader.bytes(.appAttestAssertion) : nil
     }
     package var json: JSONValue {
         var object = JSONObjectBuilder<Member>()
         object.add(.challengeID, challengeID)
         object.add(.signature, signature)
+        object.add(.appAttestAssertion, appAttestAssertion.map { .string(Base64URL.encode($0)) } ?? .null)
         return object.value
     }
 }
@@ -513,17 +537,29 @@ public struct ApprovalChallengeResponse: WireMessage, Hashable {
 /// `POST /v1/approvals/{id}/confirm` request.
 package struct ConfirmApprovalRequest: WireMessage, Hashable {
     /// The JSON member names, in the order they are written.
-    package enum Member: String, MemberName { case signature }
+    package enum Member: String, MemberName {
+        case signature
+        case appAttestAssertion = "app_attest_assertion"
+    }
     /// ECDSA P-256 SHA-256 signature of the payload, DER (base64url on the wire).
     package let signature: Data
+    /// For a device bound with App Attest: an assertion of its App Attest key over the payload
+    /// bytes, or nil.
+    package let appAttestAssertion: Data?
     /// Creates the message from its members.
-    package init(signature: Data) { self.signature = signature }
+    package init(signature: Data, appAttestAssertion: Data? = nil) {
+        self.signature = signature
+        self.appAttestAssertion = appAttestAssertion
+    }
     package init(json: JSONValue) throws(WireFailure) {
-        signature = try JSONReader<Member>(json).bytes(.signature)
+        let reader = try JSONReader<Member>(json)
+        signature = try reader.bytes(.signature)
+        appAttestAssertion = reader.has(.appAttestAssertion) ? try reader.bytes(.appAttestAssertion) : nil
     }
     package var json: JSONValue {
         var object = JSONObjectBuilder<Member>()
         object.add(.signature, signature)
+        object.add(.appAttestAssertion, appAttestAssertion.map { .string(Base64URL.encode($0)) } ?? .null)
         return object.value
     }
 }

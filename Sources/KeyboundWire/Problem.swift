@@ -51,6 +51,60 @@ public struct ProblemCode: OpenVocabulary {
     /// An unexpected server error (500); never caused by client input.
     public static let `internal` = ProblemCode(rawValue: "internal")
 
+    // Passkey ceremonies. Most carry the name of the WebAuthn check that refused the ceremony.
+
+    /// The credential JSON, its CBOR, client data or authenticator data is malformed (400).
+    public static let malformedCredential = ProblemCode(rawValue: "malformed_credential")
+    /// The credential uses an algorithm or attestation format the server does not verify (400).
+    public static let unsupportedCredential = ProblemCode(rawValue: "unsupported_credential")
+    /// `clientDataJSON.challenge` is not a challenge this server issued for this ceremony (400 on
+    /// registration, 401 on login).
+    public static let challengeMismatch = ProblemCode(rawValue: "challenge_mismatch")
+    /// `clientDataJSON.type` is not the ceremony's (`webauthn.create`, `webauthn.get`).
+    public static let clientDataTypeMismatch = ProblemCode(rawValue: "client_data_type_mismatch")
+    /// `clientDataJSON.origin` is not one of the server's `--origin`s.
+    public static let originNotAllowed = ProblemCode(rawValue: "origin_not_allowed")
+    /// The ceremony ran in a cross-origin iframe.
+    public static let crossOriginNotAllowed = ProblemCode(rawValue: "cross_origin_not_allowed")
+    /// The authenticator data is for another RP ID (or, for App Attest, another App ID).
+    public static let rpIDMismatch = ProblemCode(rawValue: "rp_id_mismatch")
+    /// The authenticator did not test user presence.
+    public static let userPresenceMissing = ProblemCode(rawValue: "user_presence_missing")
+    /// The server requires user verification (biometrics or device PIN) and the authenticator did
+    /// not perform it.
+    public static let userVerificationMissing = ProblemCode(rawValue: "user_verification_missing")
+    /// The backup flags are impossible, or backup eligibility changed since registration.
+    public static let invalidBackupState = ProblemCode(rawValue: "invalid_backup_state")
+    /// The credential's algorithm was not offered in `pubKeyCredParams`.
+    public static let algorithmNotAllowed = ProblemCode(rawValue: "algorithm_not_allowed")
+    /// The credential is not the one the ceremony names (id, `allowCredentials`).
+    public static let credentialMismatch = ProblemCode(rawValue: "credential_mismatch")
+    /// `userHandle` is missing for a discoverable login, or is not the credential owner's.
+    public static let userHandleMismatch = ProblemCode(rawValue: "user_handle_mismatch")
+    /// The signature counter went backwards: the authenticator may be cloned (401, audited).
+    public static let clonedAuthenticator = ProblemCode(rawValue: "cloned_authenticator")
+    /// The attestation statement does not verify (a wrong signature, a broken certificate rule,
+    /// a nonce or key that does not match, an expired chain) (400).
+    public static let invalidAttestation = ProblemCode(rawValue: "invalid_attestation")
+    /// No passkey with this credential id is registered (401).
+    public static let unknownCredential = ProblemCode(rawValue: "unknown_credential")
+    /// This credential id is already registered, to this or another user (409).
+    public static let credentialExists = ProblemCode(rawValue: "credential_exists")
+    /// The account has no password and this is its last passkey: removing it would lock the user
+    /// out (409).
+    public static let lastPasskey = ProblemCode(rawValue: "last_passkey")
+    /// The account has as many passkeys as the server allows; remove one first (409).
+    public static let passkeyLimitReached = ProblemCode(rawValue: "passkey_limit_reached")
+
+    // App Attest.
+
+    /// The server requires App Attest (`--require-app-attest`) and the request carried none (403).
+    public static let appAttestRequired = ProblemCode(rawValue: "app_attest_required")
+    /// The App Attest environment (development or production) is not the server's (400).
+    public static let environmentMismatch = ProblemCode(rawValue: "environment_mismatch")
+    /// An App Attest assertion's counter is not above the last one accepted: a replay (401).
+    public static let replayedAssertion = ProblemCode(rawValue: "replayed_assertion")
+
     /// Every code this version's server sends, in the order of docs/openapi.yaml
     /// (``deviceSuspended`` is not among them).
     public static let known: [ProblemCode] = [
@@ -59,7 +113,13 @@ public struct ProblemCode: OpenVocabulary {
         .tokenInvalid, .challengeExpired, .challengeUsed, .signatureInvalid, .deviceRevoked,
         .invalidPublicKey,
         .stepUpRequired, .notFound, .methodNotAllowed, .usernameTaken, .deviceLimitReached,
-        .registrationClosed, .unavailable, .internal,
+        .registrationClosed, .unavailable, .internal, .malformedCredential, .unsupportedCredential,
+        .challengeMismatch, .clientDataTypeMismatch, .originNotAllowed, .crossOriginNotAllowed, .rpIDMismatch,
+        .userPresenceMissing, .userVerificationMissing, .invalidBackupState, .algorithmNotAllowed,
+        .credentialMismatch, .userHandleMismatch, .clonedAuthenticator, .invalidAttestation,
+        .unknownCredential,
+        .credentialExists, .lastPasskey, .passkeyLimitReached, .appAttestRequired, .environmentMismatch,
+        .replayedAssertion,
     ]
 }
 

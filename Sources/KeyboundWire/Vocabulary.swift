@@ -31,6 +31,8 @@ public enum AuthMethod: String, Sendable, Hashable, CaseIterable {
     case password
     /// A device-key login (a signature over a server challenge).
     case device
+    /// A passkey sign-in or sign-up (WebAuthn); like a password login, it counts for step-up.
+    case passkey
 }
 
 /// Where a device key lives.
@@ -103,12 +105,23 @@ public struct AuditEventType: OpenVocabulary {
     public static let approvalConfirmed = AuditEventType(rawValue: "approval_confirmed")
     /// An approval confirmation carried a bad signature (folded).
     public static let approvalFailed = AuditEventType(rawValue: "approval_failed")
+    /// A passkey was registered (method `passkey`), at sign-up or added to the account.
+    public static let passkeyRegistered = AuditEventType(rawValue: "passkey_registered")
+    /// A passkey was removed; the sessions it opened ended.
+    public static let passkeyRemoved = AuditEventType(rawValue: "passkey_removed")
+    /// A passkey's signature counter did not rise: two copies of its key may exist (folded).
+    public static let passkeyCloned = AuditEventType(rawValue: "passkey_cloned")
+    /// The passkey's failed sign-ins reached the limit; its failures wait (folded).
+    public static let passkeyThrottled = AuditEventType(rawValue: "passkey_throttled")
+    /// An App Attest attestation or assertion was refused (method `app_attest`, folded).
+    public static let appAttestFailed = AuditEventType(rawValue: "app_attest_failed")
 
     /// Every type this version writes, in the order of docs/openapi.yaml.
     public static let known: [AuditEventType] = [
         .accountCreated, .login, .loginFailed, .lockout, .accountCeiling, .addressLockout, .logout,
         .refreshReuse, .deviceBound, .deviceRevoked, .deviceThrottled, .approvalCreated, .approvalConfirmed,
-        .approvalFailed,
+        .approvalFailed, .passkeyRegistered, .passkeyRemoved, .passkeyCloned, .passkeyThrottled,
+        .appAttestFailed,
     ]
 }
 
@@ -129,7 +142,11 @@ public struct AuditMethod: OpenVocabulary {
     public static let approval = AuditMethod(rawValue: "approval")
     /// An operator on the server's machine (`keybound user add`).
     public static let `operator` = AuditMethod(rawValue: "operator")
+    /// A passkey (WebAuthn).
+    public static let passkey = AuditMethod(.passkey)
+    /// An App Attest attestation or assertion.
+    public static let appAttest = AuditMethod(rawValue: "app_attest")
 
     /// Every method this version writes, in the order of docs/openapi.yaml.
-    public static let known: [AuditMethod] = [.password, .device, .approval, .operator]
+    public static let known: [AuditMethod] = [.password, .device, .approval, .operator, .passkey, .appAttest]
 }

@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import KeyboundServer
+import KeyboundWebAuthn
 
 /// `keybound serve`: runs the HTTP API server until SIGTERM or SIGINT.
 enum ServeCommand {
@@ -81,6 +82,32 @@ enum ServeCommand {
                 .value(
                     "metrics-listen", "HOST:PORT", "serve GET /metrics there, not on the API port",
                     variable: "KEYBOUND_METRICS_LISTEN", default: "off"),
+            ]
+        ),
+        (
+            "passkeys and App Attest (docs/server.md, \"Passkeys and App Attest\")",
+            [
+                .value(
+                    "rp-id", "ID", "the WebAuthn RP ID: the origins' domain", variable: "KEYBOUND_RP_ID",
+                    default: "the first --origin's host, else localhost"),
+                .value(
+                    "origin", "URL", "an origin passkeys run on, e.g. https://example.org; repeatable",
+                    variable: "KEYBOUND_ORIGIN", default: "http://localhost:PORT; variable: comma-separated"),
+                .value(
+                    "passkey-user-verification", "MODE", "required (biometrics or PIN) or preferred",
+                    variable: "KEYBOUND_PASSKEY_USER_VERIFICATION", default: "required"),
+                .value(
+                    "max-passkeys", "N", "passkeys per user", variable: "KEYBOUND_MAX_PASSKEYS", default: "10"
+                ),
+                .value(
+                    "app-id", "TEAMID.BUNDLE", "an app whose App Attest attestations count; repeatable",
+                    variable: "KEYBOUND_APP_ID", default: "none; variable: comma-separated"),
+                .value(
+                    "app-attest-environment", "ENV", "development or production",
+                    variable: "KEYBOUND_APP_ATTEST_ENVIRONMENT", default: "production"),
+                .flag(
+                    "require-app-attest", "bind only devices App Attest vouches for (variable: 1)",
+                    variable: "KEYBOUND_REQUIRE_APP_ATTEST"),
             ]
         ),
         (
@@ -247,6 +274,10 @@ enum ServeCommand {
             }
             return range
         }
+        try passkeySettings(&configuration, arguments, environment: environment, value: value)
+        if let passkeys = try integer("max-passkeys", 1...1000) {
+            configuration.maxPasskeysPerUser = passkeys
+        }
         // Production never goes below OWASP's Argon2id minimum.
         if let memory = try integer("argon2-memory", 19_456...4_194_304) {
             configuration.argon2.memoryKiB = memory
@@ -255,6 +286,52 @@ enum ServeCommand {
             configuration.argon2.iterations = iterations
         }
         return configuration
+    }
+
+    /// The passkey and App Attest options. The repeatable ones also come from comma-separated
+    /// variables.
+    private static func passkeySettings(
+        _ configuration: inout Configuration, _ arguments: Arguments, environment: [String: String],
+        value: (String) -> String?
+    ) throws {
+        func list(_ name: String, _ variable: String) -> [String] {
+            let given = arguments.values(name)
+            guard given.isEmpty else { return given }
+            return (environment[variable] ?? "").split(separator: ",").map {
+                $0.trimmingCharacters(in: .whitespaces)
+            }.filter { !$0.isEmpty }
+        }
+        configuration.relyingPartyID = value("rp-id")
+        configuration.origins = list("origin", "KEYBOUND_ORIGIN")
+        if let mode = value("passkey-user-verification") {
+            guard ["required", "preferred"].contains(mode) else {
+                throw UsageError("--passkey-user-verification must be required or preferred")
+            }
+            configuration.passkeyUserVerification = mode == "required"
+        }
+        configuration.appIDs = try list("app-id", "KEYBOUND_APP_ID").map { appID in
+            // TEAMID.bundle.id: a ten-character team id, then the bundle id.
+            let parts = appID.split(separator: ".", maxSplits: 1)
+            guard parts.count == 2, parts[0].count == 10,
+                parts[0].allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber) }), !parts[1].isEmpty
+            else {
+                throw UsageError(
+                    "--app-id must be TEAMID.bundle.id, e.g. ABCDE12345.com.example.app, not '\(appID)'")
+            }
+            return appID
+        }
+        if let mode = value("app-attest-environment") {
+            guard let environment = AppAttest.Environment(rawValue: mode) else {
+                throw UsageError("--app-attest-environment must be development or production")
+            }
+            configuration.appAttestEnvironment = environment
+        }
+        configuration.requireAppAttest =
+            arguments.isSet("require-app-attest")
+            || ["1", "true", "yes"].contains(environment["KEYBOUND_REQUIRE_APP_ATTEST"]?.lowercased() ?? "")
+        if configuration.requireAppAttest, configuration.appIDs.isEmpty {
+            throw UsageError("--require-app-attest needs --app-id: which app's attestations count?")
+        }
     }
 
     /// Parses `HOST:PORT` (`[IPv6]:PORT`; an empty host is 127.0.0.1).

@@ -90,6 +90,22 @@ struct OpenAPIVocabularyTests {
         ("AuditEvent", AuditEvent.Member.allCases.map(\.rawValue)),
         ("AuditList", AuditListResponse.Member.allCases.map(\.rawValue)),
         ("Problem", Problem.Member.allCases.map(\.rawValue)),
+        (
+            "PasskeyRegistrationOptionsRequest",
+            PasskeyRegistrationOptionsRequest.Member.allCases.map(\.rawValue)
+        ),
+        ("CredentialDescriptor", PasskeyCredentialDescriptor.Member.allCases.map(\.rawValue)),
+        ("PasskeyCreationOptions", PasskeyCreationOptions.Member.allCases.map(\.rawValue)),
+        ("RegistrationResponseJSON", PasskeyRegistrationCredential.Member.allCases.map(\.rawValue)),
+        ("PasskeyRegistrationResult", PasskeyRegistrationResult.Member.allCases.map(\.rawValue)),
+        ("PasskeyLoginOptionsRequest", PasskeyLoginOptionsRequest.Member.allCases.map(\.rawValue)),
+        ("PasskeyRequestOptions", PasskeyRequestOptions.Member.allCases.map(\.rawValue)),
+        ("AuthenticationResponseJSON", PasskeyAssertionCredential.Member.allCases.map(\.rawValue)),
+        ("PasskeyLoginResult", PasskeyLoginResult.Member.allCases.map(\.rawValue)),
+        ("Passkey", PasskeyInfo.Member.allCases.map(\.rawValue)),
+        ("PasskeyList", PasskeyListResponse.Member.allCases.map(\.rawValue)),
+        ("AppAttestChallenge", AppAttestChallengeResponse.Member.allCases.map(\.rawValue)),
+        ("AppAttestBinding", AppAttestBinding.Member.allCases.map(\.rawValue)),
     ])
     func messageMembers(schema: String, members: [String]) throws {
         #expect(try specMembers(schema) == members)

@@ -1,87 +1,9 @@
 import Foundation
 import KeyboundCrypto
+import KeyboundTestSupport
 import KeyboundWebAuthn
 import KeyboundWire
 import Testing
-
-/// A software authenticator built from this module's encoder, as the emulator will be: it makes
-/// correctly signed registrations and assertions whose every field a test can choose, so each
-/// check of the ceremonies is proved on its own, with the signature still valid.
-struct TestAuthenticator {
-    let key: P256SigningKey
-    var credentialId = Data((0..<32).map { UInt8($0) })
-    var rpId = "example.org"
-    var origin = "https://example.org"
-
-    init() throws {
-        key = try P256SigningKey()
-    }
-
-    var publicKey: CredentialPublicKey { CredentialPublicKey(key.publicKey) }
-
-    static let allFlags: AuthenticatorData.Flags = [.userPresent, .userVerified]
-
-    func clientDataJSON(type: String, challenge: Data, extra: [JSONMember] = []) -> Data {
-        JSON.serialize(
-            .object(
-                [
-                    JSONMember("type", .string(type)),
-                    JSONMember("challenge", .string(Base64URL.encode(challenge))),
-                    JSONMember("origin", .string(origin)),
-                    JSONMember("crossOrigin", .bool(false)),
-                ] + extra))
-    }
-
-    /// `toJSON()` of a registration with packed self attestation.
-    func registration(
-        challenge: Data, flags: AuthenticatorData.Flags = allFlags, signCount: UInt32 = 0,
-        attestedId: Data? = nil
-    ) throws -> Data {
-        let clientData = clientDataJSON(type: "webauthn.create", challenge: challenge)
-        let authData = try AuthenticatorData(
-            rpIdHash: Digest.sha256(Data(rpId.utf8)), flags: flags, signCount: signCount,
-            attestedCredential: (Data(count: 16), attestedId ?? credentialId, publicKey))
-        let signature = try key.signature(for: authData.rawValue + Digest.sha256(clientData))
-            .derRepresentation
-        let object = AttestationObject(
-            format: "packed",
-            statement: CBORMap([(.text("alg"), .integer(-7)), (.text("sig"), .bytes(signature))]),
-            authenticatorData: authData)
-        return credentialJSON(["clientDataJSON": clientData, "attestationObject": object.encoded()])
-    }
-
-    /// `toJSON()` of an assertion.
-    func assertion(
-        challenge: Data, flags: AuthenticatorData.Flags = allFlags, signCount: UInt32 = 1,
-        userHandle: Data? = nil, clientData: Data? = nil
-    ) throws -> Data {
-        let clientData = clientData ?? clientDataJSON(type: "webauthn.get", challenge: challenge)
-        let authData = try AuthenticatorData(
-            rpIdHash: Digest.sha256(Data(rpId.utf8)), flags: flags, signCount: signCount)
-        let signature = try key.signature(for: authData.rawValue + Digest.sha256(clientData))
-            .derRepresentation
-        var members = [
-            "clientDataJSON": clientData, "authenticatorData": authData.rawValue, "signature": signature,
-        ]
-        members["userHandle"] = userHandle
-        return credentialJSON(members)
-    }
-
-    private func credentialJSON(_ response: [String: Data]) -> Data {
-        let members = response.sorted { $0.key < $1.key }.map {
-            JSONMember($0.key, .string(Base64URL.encode($0.value)))
-        }
-        return JSON.serialize(
-            .object([
-                JSONMember("id", .string(Base64URL.encode(credentialId))),
-                JSONMember("rawId", .string(Base64URL.encode(credentialId))),
-                JSONMember("response", .object(members)),
-                JSONMember("authenticatorAttachment", .string("platform")),
-                JSONMember("clientExtensionResults", .object([])),
-                JSONMember("type", .string("public-key")),
-            ]))
-    }
-}
 
 /// Each check of §7.1 and §7.2 refuses what it must, with its own error, while everything else
 /// about the ceremony is valid.
@@ -173,7 +95,9 @@ struct CeremonyTests {
 
     @Test("a wrong signature is refused, at login and in a self attestation")
     func wrongSignature() throws {
-        let other = try TestAuthenticator()
+        // Another key claiming this credential's id.
+        var other = try TestAuthenticator()
+        other.credentialId = authenticator.credentialId
         expectRefusal(.invalidSignature) { try login(other.assertion(challenge: challenge)) }
         // The attestation object signed over other client data (same challenge, origin, type).
         let registration = try JSON.parse(authenticator.registration(challenge: challenge))

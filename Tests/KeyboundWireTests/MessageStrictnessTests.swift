@@ -36,7 +36,9 @@ struct MessageStrictnessTests {
                 userID: "usr_1", username: "ada", sessionID: "ses_1", authMethod: .password, authTime: time,
                 stepUpExpiresAt: time.addingTimeInterval(300)), MeResponse.Member.self)
         try check(
-            BindDeviceRequest(publicKey: Data([1, 2, 3]), name: "Phone", keyProtection: .secureEnclave),
+            BindDeviceRequest(
+                publicKey: Data([1, 2, 3]), name: "Phone", keyProtection: .secureEnclave,
+                appAttest: AppAttestBinding(keyID: Data([9]), attestation: Data([10]))),
             BindDeviceRequest.Member.self)
         try check(BindDeviceResponse(deviceID: "dev_1"), BindDeviceResponse.Member.self)
         try check(device, DeviceInfo.Member.self)
@@ -46,18 +48,58 @@ struct MessageStrictnessTests {
             ChallengeResponse(challengeID: "chl_1", payload: Data([4, 5]), expiresAt: time),
             ChallengeResponse.Member.self)
         try check(
-            DeviceLoginRequest(challengeID: "chl_1", signature: Data([6])), DeviceLoginRequest.Member.self)
+            DeviceLoginRequest(challengeID: "chl_1", signature: Data([6]), appAttestAssertion: Data([11])),
+            DeviceLoginRequest.Member.self)
         try check(CreateApprovalRequest(deviceID: "dev_1", action: action), CreateApprovalRequest.Member.self)
         try check(
             ApprovalChallengeResponse(approvalID: "apr_1", payload: Data([7]), expiresAt: time),
             ApprovalChallengeResponse.Member.self)
-        try check(ConfirmApprovalRequest(signature: Data([8])), ConfirmApprovalRequest.Member.self)
+        try check(
+            ConfirmApprovalRequest(signature: Data([8]), appAttestAssertion: Data([12])),
+            ConfirmApprovalRequest.Member.self)
         try check(ConfirmApprovalResponse(), ConfirmApprovalResponse.Member.self)
         try check(
             ApprovalResponse(
                 approvalID: "apr_1", status: .approved, deviceID: "dev_1", action: action, createdAt: time,
                 expiresAt: time, decidedAt: time), ApprovalResponse.Member.self)
         try check(event, AuditEvent.Member.self)
+        // Passkeys and App Attest.
+        let tokens = TokenResponse(
+            accessToken: "a", refreshToken: "r", expiresIn: 900, sessionID: "ses_1", userID: "usr_1")
+        try check(
+            PasskeyRegistrationOptionsRequest(
+                username: "ada", displayName: "Ada", attestation: .direct, clientID: "web:1"),
+            PasskeyRegistrationOptionsRequest.Member.self)
+        try check(
+            PasskeyCreationOptions(
+                rpID: "example.org", rpName: "Example", userID: Data([1]), userName: "ada",
+                userDisplayName: "Ada",
+                challenge: Data([2]), algorithms: [-7], timeout: 300_000, excludeCredentials: [],
+                userVerification: "required", attestation: .none), PasskeyCreationOptions.Member.self)
+        try check(
+            PasskeyRegistrationResult(
+                credentialID: Data([3]), format: "none", algorithm: -7, signCount: 0, username: "ada",
+                tokens: tokens), PasskeyRegistrationResult.Member.self)
+        try check(
+            PasskeyLoginOptionsRequest(username: "ada", clientID: "web:1"),
+            PasskeyLoginOptionsRequest.Member.self)
+        try check(
+            PasskeyRequestOptions(
+                challenge: Data([4]), timeout: 300_000, rpID: "example.org", allowCredentials: [],
+                userVerification: "required"), PasskeyRequestOptions.Member.self)
+        try check(
+            PasskeyLoginResult(username: "ada", credentialID: Data([5]), signCount: 1, tokens: tokens),
+            PasskeyLoginResult.Member.self)
+        let passkey = PasskeyInfo(
+            passkeyID: "pky_1", credentialID: Data([6]), algorithm: -7, attestationFormat: "none",
+            attested: false,
+            backupEligible: true, backedUp: true, createdAt: time, lastUsedAt: time)
+        try check(passkey, PasskeyInfo.Member.self)
+        try check(PasskeyListResponse(passkeys: [passkey]), PasskeyListResponse.Member.self)
+        try check(
+            AppAttestChallengeResponse(challenge: Data([7]), expiresAt: time),
+            AppAttestChallengeResponse.Member.self)
+        try check(AppAttestBinding(keyID: Data([8]), attestation: Data([9])), AppAttestBinding.Member.self)
         try check(AuditListResponse(events: [event]), AuditListResponse.Member.self)
         try check(
             Problem(status: 401, code: .invalidCredentials, title: "Invalid credentials", detail: "d"),

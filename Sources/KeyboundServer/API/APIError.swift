@@ -61,6 +61,21 @@ struct APIError: Error {
         case .usernameTaken: "Username taken"
         case .registrationClosed: "Registration closed"
         case .unavailable: "Service unavailable"
+        case .malformedCredential: "Malformed credential"
+        case .unsupportedCredential: "Unsupported credential"
+        case .challengeMismatch: "Unknown challenge"
+        case .unknownCredential: "Unknown passkey"
+        case .credentialExists: "Passkey already registered"
+        case .lastPasskey: "Last passkey"
+        case .passkeyLimitReached: "Too many passkeys"
+        case .clonedAuthenticator: "Cloned authenticator"
+        case .invalidAttestation: "Invalid attestation"
+        case .appAttestRequired: "App Attest required"
+        case .replayedAssertion: "Replayed assertion"
+        case .clientDataTypeMismatch, .originNotAllowed, .crossOriginNotAllowed, .rpIDMismatch,
+            .userPresenceMissing, .userVerificationMissing, .invalidBackupState, .algorithmNotAllowed,
+            .credentialMismatch, .userHandleMismatch, .environmentMismatch:
+            "Passkey refused"
         default: "Internal error"
         }
     }

@@ -31,6 +31,29 @@ extension Application {
         Route(method: "GET", pattern: "/v1/approvals/{id}") { app, context in try app.approvalStatus(context)
         },
         Route(method: "GET", pattern: "/v1/audit") { app, context in try app.auditEvents(context) },
+        // Passkeys and App Attest.
+        Route(method: "POST", pattern: "/v1/webauthn/register/options") { app, context in
+            try app.passkeyRegistrationOptions(context)
+        },
+        Route(method: "POST", pattern: "/v1/webauthn/register/verify") { app, context in
+            try app.passkeyRegistrationVerify(context)
+        },
+        Route(method: "POST", pattern: "/v1/webauthn/login/options") { app, context in
+            try app.passkeyLoginOptions(context)
+        },
+        Route(method: "POST", pattern: "/v1/webauthn/login/verify") { app, context in
+            try app.passkeyLoginVerify(context)
+        },
+        Route(method: "GET", pattern: "/v1/passkeys") { app, context in try app.listPasskeys(context) },
+        Route(method: "DELETE", pattern: "/v1/passkeys/{id}") { app, context in try app.removePasskey(context)
+        },
+        Route(method: "POST", pattern: "/v1/app-attest/challenges") { app, context in
+            try app.createAppAttestChallenge(context)
+        },
+        // The sign-in page (docs/server.md, "The sign-in page").
+        Route(method: "GET", pattern: "/") { _, _ in SignInPage.response(for: "/") },
+        Route(method: "GET", pattern: "/sign-in.js") { _, _ in SignInPage.response(for: "/sign-in.js") },
+        Route(method: "GET", pattern: "/sign-in.css") { _, _ in SignInPage.response(for: "/sign-in.css") },
     ]
 
     /// The route table of the metrics listener (`--metrics-listen`): `/metrics` is not served on

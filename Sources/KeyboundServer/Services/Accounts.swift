@@ -21,19 +21,22 @@ extension Application {
         return .json(201, CreateAccountResponse(userID: userID), headers: ["Location": "/v1/me"])
     }
 
-    /// Inserts a new user in the current write transaction.
+    /// Inserts a new user in the current write transaction. An empty `passwordHash` is an account
+    /// without a password (signed up with a passkey): no password matches it.
+    /// - Parameter userID: the new user's id (a passkey sign-up chose it as its user handle).
     /// - Returns: the new user's id.
     /// - Throws: ``APIError`` 409 `username_taken`.
-    private func insertAccount(
-        _ connection: any SQLConnection, username: Username, passwordHash: String, now: Int64
+    @discardableResult
+    func insertAccount(
+        _ connection: any SQLConnection, id userID: String = SecureRandomBytes.identifier("usr"),
+        username: Username, passwordHash: String, now: Int64
     ) throws -> String {
         guard
             try connection.queryOne("SELECT id FROM users WHERE username = ?", [.text(username.rawValue)])
                 == nil
         else {
-            throw APIError(409, .usernameTaken, "This username is taken.")
+            throw APIError.usernameTaken
         }
-        let userID = SecureRandomBytes.identifier("usr")
         try connection.execute(
             "INSERT INTO users (id, username, password_hash, created_at) VALUES (?, ?, ?, ?)",
             [.text(userID), .text(username.rawValue), .text(passwordHash), .integer(now)])

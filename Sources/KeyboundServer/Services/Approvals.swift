@@ -59,10 +59,14 @@ extension Application {
                 let payload = Base64URL.decode(try row.text(1))
             else { return .failure(.notFound) }
             if let refusal = device.checkUsable() { return .failure(refusal) }
-            let valid =
-                try verifyDeviceSignature(
-                    connection, context, device: device, payload: payload, signature: request.signature,
-                    method: .approval) == nil
+            var refusal = try verifyDeviceSignature(
+                connection, context, device: device, payload: payload, signature: request.signature,
+                method: .approval)
+            if refusal == nil {
+                refusal = try checkAppAttestAssertion(
+                    request.appAttestAssertion, device: device, clientData: payload, connection, context)
+            }
+            let valid = refusal == nil
             // Single use: the first confirmation decides, valid or not.
             let decided = try connection.execute(
                 "UPDATE approvals SET status = ?, decided_at = ? WHERE id = ? AND status = ?",
@@ -71,7 +75,7 @@ extension Application {
                     .integer(context.now), .text(approvalID), .text(ApprovalStatus.pending.rawValue),
                 ])
             guard decided == 1 else { return .failure(.challengeUsed) }
-            guard valid else { return .failure(.signatureInvalid) }
+            if let refusal { return .failure(refusal) }
             try audit(
                 connection, context, .approvalConfirmed, userID: caller.userID, deviceID: device.id,
                 sessionID: caller.sessionID)

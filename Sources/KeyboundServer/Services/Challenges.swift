@@ -115,6 +115,11 @@ extension Application {
             guard let current = try loadDevice(connection, id: device.id), !current.revoked else {
                 return .failure(.deviceRevoked)
             }
+            if let refusal = try checkAppAttestAssertion(
+                request.appAttestAssertion, device: device, clientData: found.payload, connection, context)
+            {
+                return .failure(refusal)
+            }
             try clearThrottle(connection, deviceScope)
             try connection.execute(
                 "UPDATE devices SET last_used_at = ? WHERE id = ?", [.integer(context.now), .text(device.id)])

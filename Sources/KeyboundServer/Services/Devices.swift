@@ -63,19 +63,15 @@ extension Application {
 
     func bindDevice(_ context: RequestContext) throws -> HTTPResponse {
         let caller = try authenticate(context)
-        // Step-up: a password authentication in this session within the window (the end /v1/me
-        // states, so the SDK asks for the password before it makes a key).
-        guard let stepUpEnd = stepUpEnd(caller), context.now < stepUpEnd else {
-            throw APIError(
-                403, .stepUpRequired,
-                "Binding a device needs a password login within the last \(configuration.stepUpWindow) seconds."
-            )
-        }
+        // Step-up: a password or passkey authentication in this session within the window (the
+        // end /v1/me states, so the SDK asks for it before it makes a key).
+        try requireStepUp(caller, context, for: "Binding a device")
         let request = try context.decode(BindDeviceRequest.self)
         try Validate.deviceName(request.name)
         guard let key = try? P256PublicKey(spkiDER: request.publicKey) else {
             throw APIError(400, .invalidPublicKey, "public_key must be a P-256 SubjectPublicKeyInfo (DER).")
         }
+        let attestation = try verifyAppAttestBinding(request, caller: caller, context)
         let deviceID = SecureRandomBytes.identifier("dev")
         try authenticatedWrite(context) { connection, caller in
             // The cap counts active devices other than this client's, which the new key replaces.
@@ -107,9 +103,12 @@ extension Application {
                     .text(request.keyProtection.rawValue), .text(Base64URL.encode(key.spkiDER)),
                     .integer(context.now),
                 ])
+            if let attestation {
+                try storeAppAttestation(attestation, deviceID: deviceID, caller: caller, connection, context)
+            }
             try audit(
-                connection, context, .deviceBound, userID: caller.userID, deviceID: deviceID,
-                sessionID: caller.sessionID)
+                connection, context, .deviceBound, method: attestation == nil ? nil : .appAttest,
+                userID: caller.userID, deviceID: deviceID, sessionID: caller.sessionID)
         }
         return .json(
             201, BindDeviceResponse(deviceID: deviceID), headers: ["Location": "/v1/devices/\(deviceID)"])
@@ -134,8 +133,9 @@ extension Application {
         let rows = try database.read { connection in
             try connection.query(
                 """
-                SELECT id, name, key_protection, created_at, last_used_at, revoked_at
-                FROM devices WHERE user_id = ? ORDER BY created_at, id
+                SELECT d.id, d.name, d.key_protection, d.created_at, d.last_used_at, d.revoked_at, k.device_id
+                FROM devices d LEFT JOIN app_attest_keys k ON k.device_id = d.id
+                WHERE d.user_id = ? ORDER BY d.created_at, d.id
                 """, [.text(caller.userID)])
         }
         let devices = try rows.map { row in
@@ -146,7 +146,7 @@ extension Application {
                 createdAt: Date(timeIntervalSince1970: TimeInterval(try row.integer(3) / 1000)),
                 lastUsedAt: try row.optionalInteger(4).map {
                     Date(timeIntervalSince1970: TimeInterval($0 / 1000))
-                })
+                }, attested: try row.optionalText(6) != nil)
         }
         return .json(200, DeviceListResponse(devices: devices))
     }

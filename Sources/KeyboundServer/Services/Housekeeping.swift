@@ -1,11 +1,11 @@
 import Foundation
 
 extension Application {
-    /// Deletes rows that can no longer matter: challenges expired over an hour ago, tokens past
-    /// their expiry (a used refresh token is kept until then, for reuse detection), throttle
-    /// entries that block nothing and whose failures are stale, and, after
-    /// ``Configuration/retention``, ended sessions with all their tokens and expired approvals.
-    /// Audit events are kept.
+    /// Deletes rows that can no longer matter: challenges (device, passkey and App Attest) expired
+    /// over an hour ago, tokens past their expiry (a used refresh token is kept until then, for
+    /// reuse detection), throttle entries that block nothing and whose failures are stale, and,
+    /// after ``Configuration/retention``, ended sessions with all their tokens and expired
+    /// approvals. Audit events are kept.
     ///
     /// A session has ended when it was revoked (logout, replaced, reuse, device revoked) or reached
     /// ``Configuration/sessionMaxAge``. Until the retention has passed, its row (client, method,
@@ -25,8 +25,10 @@ extension Application {
         let ended = "revoked_at < ? OR created_at < ?"
         do {
             try database.write { connection in
-                try connection.execute(
-                    "DELETE FROM challenges WHERE expires_at < ?", [.integer(now - 3_600_000)])
+                for table in ["challenges", "webauthn_challenges", "app_attest_challenges"] {
+                    try connection.execute(
+                        "DELETE FROM \(table) WHERE expires_at < ?", [.integer(now - 3_600_000)])
+                }
                 try connection.execute("DELETE FROM tokens WHERE expires_at < ?", [.integer(now)])
                 try connection.execute(
                     "DELETE FROM tokens WHERE session_id IN (SELECT id FROM sessions WHERE \(ended))",

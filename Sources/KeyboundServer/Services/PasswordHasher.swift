@@ -83,15 +83,17 @@ final class PasswordHasher: Sendable {
         return try Self.hash(password, parameters: parameters)
     }
 
-    /// Verifies `password` against an encoded hash; with `nil` (unknown user) it verifies
-    /// against the dummy hash and returns false, at the same cost.
+    /// Verifies `password` against an encoded hash; with `nil` (unknown user) or an empty hash (an
+    /// account without a password) it verifies against the dummy hash and returns false, at the
+    /// same cost.
     func verify(_ password: String, against encoded: String?) -> Bool {
         slots.wait()
         defer { slots.signal() }
-        let target = encoded ?? dummyHash
+        let stored = encoded.flatMap { $0.isEmpty ? nil : $0 }
+        let target = stored ?? dummyHash
         let status = Self.withPasswordBytes(password) { bytes, count in
             crypto_pwhash_str_verify(target, bytes, count)
         }
-        return status == 0 && encoded != nil
+        return status == 0 && stored != nil
     }
 }

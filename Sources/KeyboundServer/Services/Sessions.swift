@@ -208,10 +208,10 @@ extension Application {
     }
 
     /// The time (milliseconds since 1970) from which the caller's session may no longer do what
-    /// needs a recent password login (binding a device): the password login plus
-    /// ``Configuration/stepUpWindow``. Nil for a device session, which never may.
+    /// needs a recent password or passkey login (binding a device, adding a passkey): that login
+    /// plus ``Configuration/stepUpWindow``. Nil for a device session, which never may.
     func stepUpEnd(_ caller: Caller) -> Int64? {
-        guard caller.authMethod == .password else { return nil }
+        guard caller.authMethod == .password || caller.authMethod == .passkey else { return nil }
         return caller.authTime + Int64(configuration.stepUpWindow) * 1000
     }
 }

@@ -240,6 +240,72 @@ enum Migrations {
                 "UPDATE devices SET key_protection = 'secure_enclave' WHERE key_protection = 'secureEnclave'"
             ]
         ),
+        // 4 is another branch's; the numbering is settled when it merges.
+        (
+            6,
+            [
+                // Passkeys: a credential id belongs to one user only (WebAuthn §7.1 step 26); the
+                // unique index decides between concurrent registrations of the same one.
+                """
+                CREATE TABLE passkeys (
+                    id TEXT PRIMARY KEY,
+                    user_id TEXT NOT NULL REFERENCES users (id),
+                    credential_id TEXT NOT NULL UNIQUE,
+                    public_key TEXT NOT NULL,
+                    algorithm BIGINT NOT NULL,
+                    sign_count BIGINT NOT NULL,
+                    backup_eligible BIGINT NOT NULL,
+                    backed_up BIGINT NOT NULL,
+                    attestation_format TEXT NOT NULL,
+                    attested BIGINT NOT NULL,
+                    aaguid TEXT NOT NULL,
+                    created_at BIGINT NOT NULL,
+                    last_used_at BIGINT
+                )
+                """,
+                "CREATE INDEX passkeys_by_user ON passkeys (user_id)",
+                // Passkey ceremonies in progress, keyed by their challenge (base64url): single use
+                // through `used_at`, found again through the challenge the client data carries.
+                """
+                CREATE TABLE webauthn_challenges (
+                    challenge TEXT PRIMARY KEY,
+                    purpose TEXT NOT NULL,
+                    user_id TEXT,
+                    username TEXT,
+                    named_user BIGINT NOT NULL,
+                    session_id TEXT,
+                    client_id TEXT NOT NULL,
+                    created_at BIGINT NOT NULL,
+                    expires_at BIGINT NOT NULL,
+                    used_at BIGINT
+                )
+                """,
+                "CREATE INDEX webauthn_challenges_by_expiry ON webauthn_challenges (expires_at)",
+                // The passkey that opened a session: removing the passkey ends its sessions.
+                "ALTER TABLE sessions ADD COLUMN passkey_id TEXT",
+                "CREATE INDEX sessions_by_passkey ON sessions (passkey_id)",
+                // App Attest: one outstanding challenge per session, and the attested key of a
+                // device with the counter of its last accepted assertion.
+                """
+                CREATE TABLE app_attest_challenges (
+                    session_id TEXT PRIMARY KEY,
+                    challenge TEXT NOT NULL,
+                    expires_at BIGINT NOT NULL,
+                    used_at BIGINT
+                )
+                """,
+                """
+                CREATE TABLE app_attest_keys (
+                    device_id TEXT PRIMARY KEY REFERENCES devices (id),
+                    key_id TEXT NOT NULL,
+                    public_key TEXT NOT NULL,
+                    app_id TEXT NOT NULL,
+                    counter BIGINT NOT NULL,
+                    created_at BIGINT NOT NULL
+                )
+                """,
+            ]
+        ),
     ]
 
     /// Applies every migration newer than the recorded version, each in its own transaction.
@@ -256,7 +322,14 @@ enum Migrations {
                     try connection.queryOne("SELECT MAX(version) FROM schema_migrations", [])?
                     .optionalInteger(0) ?? 0
                 guard current <= newest else { throw DatabaseError.schemaTooNew(current) }
-                guard migration.version > current else { return }
+                // Each version once, whether or not a later one is applied: a migration that
+                // arrives in a merge with a lower number than one a database has still runs.
+                guard
+                    try connection.queryOne(
+                        "SELECT version FROM schema_migrations WHERE version = ?",
+                        [.integer(migration.version)])
+                        == nil
+                else { return }
                 for statement in migration.statements { try connection.execute(statement, []) }
                 try connection.execute(
                     "INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)",

@@ -1,0 +1,299 @@
+// Keybound's sign-in page: passkey sign-up and sign-in against this server's own API, and the
+// signed-in user's passkeys and devices. Plain JavaScript, no build step; loaded as a file because
+// the page's Content-Security-Policy allows no inline script.
+"use strict";
+
+const ALGORITHMS = { "-7": "ES256", "-8": "EdDSA", "-257": "RS256" };
+const KEY_PROTECTION = { secure_enclave: "Secure Enclave", software: "software key", emulator: "emulator" };
+
+// --- base64url and the WebAuthn JSON forms -------------------------------------------------------
+
+function toBase64URL(buffer) {
+  const bytes = new Uint8Array(buffer);
+  let binary = "";
+  for (const byte of bytes) binary += String.fromCharCode(byte);
+  return btoa(binary).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
+}
+
+function fromBase64URL(text) {
+  const base64 = text.replace(/-/g, "+").replace(/_/g, "/");
+  const binary = atob(base64 + "=".repeat((4 - (base64.length % 4)) % 4));
+  return Uint8Array.from(binary, (character) => character.charCodeAt(0)).buffer;
+}
+
+function descriptors(list) {
+  return (list || []).map((item) => ({ ...item, id: fromBase64URL(item.id) }));
+}
+
+// The server's options are WebAuthn L3 JSON; browsers without parse…FromJSON get them converted.
+function creationOptions(json) {
+  if (typeof PublicKeyCredential.parseCreationOptionsFromJSON === "function") {
+    return PublicKeyCredential.parseCreationOptionsFromJSON(json);
+  }
+  return {
+    ...json,
+    challenge: fromBase64URL(json.challenge),
+    user: { ...json.user, id: fromBase64URL(json.user.id) },
+    excludeCredentials: descriptors(json.excludeCredentials),
+  };
+}
+
+function requestOptions(json) {
+  if (typeof PublicKeyCredential.parseRequestOptionsFromJSON === "function") {
+    return PublicKeyCredential.parseRequestOptionsFromJSON(json);
+  }
+  return { ...json, challenge: fromBase64URL(json.challenge), allowCredentials: descriptors(json.allowCredentials) };
+}
+
+// The verify endpoints take exactly PublicKeyCredential.toJSON(); older browsers get it built.
+function credentialJSON(credential) {
+  if (typeof credential.toJSON === "function") return credential.toJSON();
+  const response = { clientDataJSON: toBase64URL(credential.response.clientDataJSON) };
+  if (credential.response.attestationObject) {
+    response.attestationObject = toBase64URL(credential.response.attestationObject);
+  } else {
+    response.authenticatorData = toBase64URL(credential.response.authenticatorData);
+    response.signature = toBase64URL(credential.response.signature);
+    if (credential.response.userHandle) response.userHandle = toBase64URL(credential.response.userHandle);
+  }
+  return {
+    id: credential.id,
+    rawId: toBase64URL(credential.rawId),
+    type: credential.type,
+    response,
+    authenticatorAttachment: credential.authenticatorAttachment || undefined,
+    clientExtensionResults: credential.getClientExtensionResults(),
+  };
+}
+
+// --- the API -------------------------------------------------------------------------------------
+
+class Problem extends Error {
+  constructor(status, body) {
+    super((body && body.detail) || `The server answered ${status}.`);
+    this.status = status;
+    this.code = body && body.code;
+  }
+}
+
+const session = {
+  get access() { return sessionStorage.getItem("keybound.access"); },
+  get refresh() { return sessionStorage.getItem("keybound.refresh"); },
+  save(tokens) {
+    sessionStorage.setItem("keybound.access", tokens.access_token);
+    sessionStorage.setItem("keybound.refresh", tokens.refresh_token);
+  },
+  clear() {
+    sessionStorage.removeItem("keybound.access");
+    sessionStorage.removeItem("keybound.refresh");
+  },
+};
+
+// One client id per browser: a new sign-in from here ends this browser's previous session.
+function clientID() {
+  let id = localStorage.getItem("keybound.client");
+  if (!id) {
+    id = "web:" + toBase64URL(crypto.getRandomValues(new Uint8Array(12)));
+    localStorage.setItem("keybound.client", id);
+  }
+  return id;
+}
+
+async function call(method, path, body, retried) {
+  const headers = {};
+  if (body !== undefined) headers["Content-Type"] = "application/json";
+  if (session.access) headers.Authorization = "Bearer " + session.access;
+  const reply = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+  const text = await reply.text();
+  const parsed = text ? JSON.parse(text) : null;
+  if (reply.status === 401 && session.refresh && !retried && parsed && parsed.code === "token_invalid") {
+    // The access token lives 15 minutes: rotate it once, then try again.
+    const refreshed = await fetch("/v1/sessions/refresh", {
+      method: "POST",
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify({ refresh_token: session.refresh }),
+    });
+    if (refreshed.ok) {
+      session.save(await refreshed.json());
+      return call(method, path, body, true);
+    }
+    session.clear();
+  }
+  if (!reply.ok) throw new Problem(reply.status, parsed);
+  return parsed;
+}
+
+// --- the page ------------------------------------------------------------------------------------
+
+const element = (id) => document.getElementById(id);
+
+function say(message, isError) {
+  element("status").textContent = message;
+  element("status").className = isError ? "error" : "";
+}
+
+function setState(state) {
+  document.body.dataset.state = state;
+  for (const button of document.querySelectorAll("button")) button.disabled = state === "busy";
+}
+
+function when(timestamp) {
+  return new Date(timestamp).toLocaleString(undefined, {
+    month: "short", day: "numeric", hour: "numeric", minute: "2-digit",
+  });
+}
+
+function item(title, meta, action) {
+  const row = document.createElement("li");
+  const text = document.createElement("span");
+  const strong = document.createElement("span");
+  strong.className = "title";
+  strong.textContent = title;
+  const small = document.createElement("span");
+  small.className = "meta";
+  small.textContent = meta;
+  text.append(strong, small);
+  row.append(text);
+  if (action) row.append(action);
+  return row;
+}
+
+function removeButton(label, onClick) {
+  const button = document.createElement("button");
+  button.type = "button";
+  button.className = "remove";
+  button.textContent = label;
+  button.addEventListener("click", onClick);
+  return button;
+}
+
+async function showSignedIn() {
+  const [me, passkeys, devices] = await Promise.all([
+    call("GET", "/v1/me"),
+    call("GET", "/v1/passkeys"),
+    call("GET", "/v1/devices"),
+  ]);
+  element("who").textContent = me.username;
+  element("how").textContent = `by ${me.auth_method} · ${when(me.auth_time)}`;
+  const passkeyList = element("passkeys");
+  passkeyList.replaceChildren(
+    ...passkeys.passkeys.map((passkey) => {
+      const row = item(
+        `Passkey ${passkey.credential_id.slice(0, 8)}…`,
+        [
+          ALGORITHMS[passkey.algorithm] || `alg ${passkey.algorithm}`,
+          passkey.backup_eligible ? (passkey.backed_up ? "synced" : "syncable") : "this device only",
+          passkey.attested ? `attested (${passkey.attestation_format})` : null,
+          passkey.last_used_at ? `last used ${when(passkey.last_used_at)}` : `added ${when(passkey.created_at)}`,
+        ].filter(Boolean).join(" · "),
+        removeButton("Remove", () => act(() => removePasskey(passkey.passkey_id))),
+      );
+      row.dataset.passkeyId = passkey.passkey_id;
+      return row;
+    }),
+  );
+  const deviceList = element("devices");
+  deviceList.replaceChildren(
+    ...devices.devices.map((device) => {
+      const active = device.status === "active";
+      const row = item(
+        device.name,
+        [KEY_PROTECTION[device.key_protection] || device.key_protection, device.status, device.attested ? "App Attest" : null, `bound ${when(device.created_at)}`]
+          .filter(Boolean)
+          .join(" · "),
+        active ? removeButton("Revoke", () => act(() => revokeDevice(device.device_id))) : null,
+      );
+      row.dataset.deviceId = device.device_id;
+      return row;
+    }),
+  );
+  element("no-devices").hidden = devices.devices.length > 0;
+  element("signed-out").hidden = true;
+  element("signed-in").hidden = false;
+}
+
+function showSignedOut() {
+  element("signed-in").hidden = true;
+  element("signed-out").hidden = false;
+}
+
+// Runs one user action: the page is busy meanwhile, and ends up showing the session's state.
+async function act(action) {
+  setState("busy");
+  say("");
+  try {
+    const message = await action();
+    if (message) say(message);
+  } catch (error) {
+    say(error.name === "NotAllowedError" ? "The passkey prompt was dismissed." : error.message, true);
+  }
+  try {
+    if (session.access) {
+      await showSignedIn();
+    } else {
+      showSignedOut();
+    }
+  } catch (error) {
+    session.clear();
+    showSignedOut();
+  }
+  setState(session.access ? "signed-in" : "signed-out");
+}
+
+async function signUp() {
+  const username = element("username").value.trim();
+  if (!username) throw new Error("Choose a username to create an account.");
+  const options = await call("POST", "/v1/webauthn/register/options", { username, client_id: clientID() });
+  const credential = await navigator.credentials.create({ publicKey: creationOptions(options.publicKey) });
+  const result = await call("POST", "/v1/webauthn/register/verify", credentialJSON(credential));
+  session.save(result);
+  return `Welcome, ${result.username}. Your passkey is ready.`;
+}
+
+async function signIn() {
+  const username = element("username").value.trim();
+  const body = { client_id: clientID() };
+  if (username) body.username = username;
+  const options = await call("POST", "/v1/webauthn/login/options", body);
+  const credential = await navigator.credentials.get({ publicKey: requestOptions(options.publicKey) });
+  const result = await call("POST", "/v1/webauthn/login/verify", credentialJSON(credential));
+  session.save(result);
+  return `Signed in as ${result.username}.`;
+}
+
+async function addPasskey() {
+  const options = await call("POST", "/v1/webauthn/register/options", {});
+  const credential = await navigator.credentials.create({ publicKey: creationOptions(options.publicKey) });
+  await call("POST", "/v1/webauthn/register/verify", credentialJSON(credential));
+  return "Passkey added.";
+}
+
+async function removePasskey(id) {
+  await call("DELETE", "/v1/passkeys/" + encodeURIComponent(id));
+  return "Passkey removed.";
+}
+
+async function revokeDevice(id) {
+  await call("DELETE", "/v1/devices/" + encodeURIComponent(id));
+  return "Device revoked.";
+}
+
+async function signOut() {
+  try {
+    await call("DELETE", "/v1/sessions/current");
+  } finally {
+    session.clear();
+  }
+  return "Signed out.";
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  if (!window.PublicKeyCredential) {
+    say("This browser has no passkeys (WebAuthn needs https or localhost).", true);
+  }
+  element("sign-up").addEventListener("click", () => act(signUp));
+  element("sign-in").addEventListener("click", () => act(signIn));
+  element("add-passkey").addEventListener("click", () => act(addPasskey));
+  element("sign-out").addEventListener("click", () => act(signOut));
+  act(async () => null);
+});
