@@ -38,16 +38,16 @@
         ///
         /// - Throws: ``KeyboundError/notSupported`` when the server does not offer ES256 (-7), the
         ///   only algorithm Apple's passkeys use; otherwise what the sheet reports.
-        /// - Important: `excludeCredentials` is not passed on: the API that takes it is newer
+        /// - Important: `excludedCredentialIDs` is not passed on: the API that takes it is newer
         ///   than iOS 17.0 and macOS 14.0; the server still refuses a credential it already has.
-        public func createCredential(_ options: PasskeyCreationOptions) async throws
-            -> PasskeyRegistrationCredential
+        public func createCredential(_ request: PasskeyRegistrationRequest) async throws
+            -> PasskeyRegistration
         {
-            guard options.algorithms.contains(-7) else {
+            guard request.algorithms.contains(-7) else {
                 throw KeyboundError(
                     .notSupported, message: "Apple's passkeys are ES256 (-7), which was not offered")
             }
-            guard case .registration(let registration) = try await perform(.registration(options)) else {
+            guard case .registration(let registration) = try await perform(.registration(request)) else {
                 throw KeyboundError(
                     .unexpected, message: "the sheet returned an assertion for a registration")
             }
@@ -55,9 +55,8 @@
         }
 
         /// Signs the challenge with a passkey the user picks in the system sheet.
-        public func getAssertion(_ options: PasskeyRequestOptions) async throws -> PasskeyAssertionCredential
-        {
-            guard case .assertion(let assertion) = try await perform(.assertion(options)) else {
+        public func getAssertion(_ request: PasskeyAssertionRequest) async throws -> PasskeyAssertion {
+            guard case .assertion(let assertion) = try await perform(.assertion(request)) else {
                 throw KeyboundError(
                     .unexpected, message: "the sheet returned a registration for an assertion")
             }
@@ -84,13 +83,13 @@
     @MainActor
     private final class AuthorizationSession: NSObject {
         enum Ceremony: Sendable {
-            case registration(PasskeyCreationOptions)
-            case assertion(PasskeyRequestOptions)
+            case registration(PasskeyRegistrationRequest)
+            case assertion(PasskeyAssertionRequest)
         }
 
         enum Outcome: Sendable {
-            case registration(PasskeyRegistrationCredential)
-            case assertion(PasskeyAssertionCredential)
+            case registration(PasskeyRegistration)
+            case assertion(PasskeyAssertion)
         }
 
         private let ceremony: Ceremony
@@ -114,7 +113,7 @@
             switch ceremony {
             case .registration(let options):
                 provider = ASAuthorizationPlatformPublicKeyCredentialProvider(
-                    relyingPartyIdentifier: options.rpID)
+                    relyingPartyIdentifier: options.relyingPartyID)
                 let registration = provider.createCredentialRegistrationRequest(
                     challenge: options.challenge, name: options.userName, userID: options.userID)
                 registration.displayName = options.userDisplayName
@@ -123,10 +122,10 @@
                 request = registration
             case .assertion(let options):
                 provider = ASAuthorizationPlatformPublicKeyCredentialProvider(
-                    relyingPartyIdentifier: options.rpID)
+                    relyingPartyIdentifier: options.relyingPartyID)
                 let assertion = provider.createCredentialAssertionRequest(challenge: options.challenge)
-                assertion.allowedCredentials = options.allowCredentials.map {
-                    ASAuthorizationPlatformPublicKeyCredentialDescriptor(credentialID: $0.id)
+                assertion.allowedCredentials = options.allowedCredentialIDs.map {
+                    ASAuthorizationPlatformPublicKeyCredentialDescriptor(credentialID: $0)
                 }
                 assertion.userVerificationPreference = Self.preference(options.userVerification)
                 request = assertion
@@ -169,40 +168,39 @@
                         .unexpected, message: "the new passkey came without an attestation object")
                 }
                 return .registration(
-                    PasskeyRegistrationCredential(
+                    PasskeyRegistration(
                         credentialID: registration.credentialID,
                         clientDataJSON: registration.rawClientDataJSON, attestationObject: attestationObject,
-                        authenticatorAttachment: Self.attachment(of: registration)))
+                        attachment: Self.attachment(of: registration)))
             case let assertion as ASAuthorizationPlatformPublicKeyCredentialAssertion:
                 return .assertion(
-                    PasskeyAssertionCredential(
+                    PasskeyAssertion(
                         credentialID: assertion.credentialID, clientDataJSON: assertion.rawClientDataJSON,
                         authenticatorData: assertion.rawAuthenticatorData, signature: assertion.signature,
-                        userHandle: assertion.userID, authenticatorAttachment: Self.attachment(of: assertion))
+                        userHandle: assertion.userID, attachment: Self.attachment(of: assertion))
                 )
             default:
                 throw KeyboundError(.unexpected, message: "the sheet returned \(type(of: credential))")
             }
         }
 
-        /// WebAuthn's `userVerification` text; an unknown value gets the default, `preferred`.
-        private static func preference(_ requirement: String)
+        private static func preference(_ requirement: PasskeyUserVerification)
             -> ASAuthorizationPublicKeyCredentialUserVerificationPreference
         {
             switch requirement {
-            case "required": .required
-            case "discouraged": .discouraged
-            default: .preferred
+            case .required: .required
+            case .preferred: .preferred
+            case .discouraged: .discouraged
             }
         }
 
-        private static func attestation(_ conveyance: AttestationConveyance)
+        private static func attestation(_ conveyance: String)
             -> ASAuthorizationPublicKeyCredentialAttestationKind
         {
             switch conveyance {
-            case .direct: .direct
-            case .indirect: .indirect
-            case .none: .none
+            case "direct": .direct
+            case "indirect": .indirect
+            default: .none
             }
         }
 

@@ -20,7 +20,7 @@ import KeyboundWebAuthn
 /// ```swift
 /// let passkeys = try EmulatedPasskeyAuthenticator(device: phone)
 /// await phone.present(.match)
-/// let registration = try await passkeys.createCredential(options)
+/// let registration = try await passkeys.createCredential(request)
 /// ```
 public actor EmulatedPasskeyAuthenticator: PasskeyAuthenticator {
     /// How the emulated authenticator behaves.
@@ -125,21 +125,18 @@ public actor EmulatedPasskeyAuthenticator: PasskeyAuthenticator {
     /// - Throws: ``KeyboundError``: `notSupported` when ES256 (-7) is not offered,
     ///   `duplicateItem` when it holds an excluded credential, and whatever the device's prompt
     ///   throws (`userCancel`, `biometryLockout`, `authenticationFailed`, …).
-    public func createCredential(_ options: PasskeyCreationOptions) async throws
-        -> PasskeyRegistrationCredential
-    {
-        guard options.algorithms.contains(Self.es256) else {
+    public func createCredential(_ request: PasskeyRegistrationRequest) async throws -> PasskeyRegistration {
+        guard request.algorithms.contains(Self.es256) else {
             throw KeyboundError(
                 .notSupported, message: "the platform authenticator makes ES256 (-7) keys only")
         }
-        let existing = try await passkeys().filter { $0.relyingPartyID == options.rpID }
-        let excluded = options.excludeCredentials.map(\.id)
-        if existing.contains(where: { excluded.contains($0.credentialID) }) {
+        let existing = try await passkeys().filter { $0.relyingPartyID == request.relyingPartyID }
+        if existing.contains(where: { request.excludedCredentialIDs.contains($0.credentialID) }) {
             throw KeyboundError(
                 .duplicateItem, message: "this device already holds a passkey for that account")
         }
         _ = try await device.verify(
-            settings.policy, prompt: prompt("Create a passkey for \(options.rpName)"))
+            settings.policy, prompt: prompt("Create a passkey for \(request.relyingPartyName)"))
 
         let credentialID = random.bytes(16)
         let publicKey: P256PublicKey
@@ -151,40 +148,41 @@ public actor EmulatedPasskeyAuthenticator: PasskeyAuthenticator {
         } catch {
             throw KeyboundError(.unexpected, message: "the secure element returned no P-256 key: \(error)")
         }
-        for replaced in existing where replaced.userHandle == options.userID {
+        for replaced in existing where replaced.userHandle == request.userID {
             try await forget(replaced)
         }
         let stored = StoredPasskey(
-            credentialID: credentialID, relyingPartyID: options.rpID, userHandle: options.userID,
-            userName: options.userName, signCount: 0)
+            credentialID: credentialID, relyingPartyID: request.relyingPartyID, userHandle: request.userID,
+            userName: request.userName, signCount: 0)
         try await save(try await passkeys() + [stored])
 
         let clientData = clientDataJSON(
-            "webauthn.create", options.challenge, relyingPartyID: options.rpID)
+            "webauthn.create", request.challenge, relyingPartyID: request.relyingPartyID)
         let authenticatorData = try AuthenticatorData(
-            rpIdHash: Digest.sha256(Data(options.rpID.utf8)), flags: flags, signCount: 0,
+            rpIdHash: Digest.sha256(Data(request.relyingPartyID.utf8)), flags: flags, signCount: 0,
             attestedCredential: (Data(count: 16), credentialID, CredentialPublicKey(publicKey)))
         let attestation = AttestationObject(
             format: "none", statement: CBORMap([]), authenticatorData: authenticatorData)
-        return PasskeyRegistrationCredential(
+        return PasskeyRegistration(
             credentialID: credentialID, clientDataJSON: clientData, attestationObject: attestation.encoded(),
-            authenticatorAttachment: "platform")
+            attachment: "platform")
     }
 
-    /// Signs the challenge with the newest passkey of the relying party that the options allow,
+    /// Signs the challenge with the newest passkey of the relying party that the request allows,
     /// after the device verified the user.
     ///
     /// - Throws: ``KeyboundError``: `itemNotFound` when it holds no such passkey, `invalidated`
     ///   when an enrollment change destroyed it (its record is removed too), and whatever the
     ///   device's prompt throws.
-    public func getAssertion(_ options: PasskeyRequestOptions) async throws -> PasskeyAssertionCredential {
-        let allowed = options.allowCredentials.map(\.id)
+    public func getAssertion(_ request: PasskeyAssertionRequest) async throws -> PasskeyAssertion {
+        let allowed = request.allowedCredentialIDs
         let candidates = try await passkeys().filter {
-            $0.relyingPartyID == options.rpID && (allowed.isEmpty || allowed.contains($0.credentialID))
+            $0.relyingPartyID == request.relyingPartyID
+                && (allowed.isEmpty || allowed.contains($0.credentialID))
         }
         guard var passkey = candidates.last else {
             throw KeyboundError(
-                .itemNotFound, message: "no passkey for \(options.rpID) on this device")
+                .itemNotFound, message: "no passkey for \(request.relyingPartyID) on this device")
         }
         let name = try keyName(passkey.credentialID)
         // Known dead before any prompt, as the device's own keys are.
@@ -199,23 +197,23 @@ public actor EmulatedPasskeyAuthenticator: PasskeyAuthenticator {
             throw KeyboundError(.itemNotFound, message: "the passkey's key is gone")
         }
         let verification = try await device.verify(
-            settings.policy, prompt: prompt("Sign in to \(options.rpID)"))
+            settings.policy, prompt: prompt("Sign in to \(request.relyingPartyID)"))
 
         if settings.signCounter == .incrementing { passkey.signCount += 1 }
         let authenticatorData = try AuthenticatorData(
-            rpIdHash: Digest.sha256(Data(options.rpID.utf8)), flags: flags,
+            rpIdHash: Digest.sha256(Data(request.relyingPartyID.utf8)), flags: flags,
             signCount: passkey.signCount)
         let clientData = clientDataJSON(
-            "webauthn.get", options.challenge, relyingPartyID: options.rpID)
+            "webauthn.get", request.challenge, relyingPartyID: request.relyingPartyID)
         let signature = try await keys.sign(
             authenticatorData.rawValue + Digest.sha256(clientData), with: name, verification: verification)
         let counted = passkey
         try await save(try await passkeys().map { $0.credentialID == counted.credentialID ? counted : $0 })
-        return PasskeyAssertionCredential(
+        return PasskeyAssertion(
             credentialID: passkey.credentialID, clientDataJSON: clientData,
             authenticatorData: authenticatorData.rawValue, signature: signature,
             userHandle: passkey.userHandle,
-            authenticatorAttachment: "platform")
+            attachment: "platform")
     }
 
     /// Deletes a passkey and its key (the user removed it in Settings › Passwords).

@@ -15,29 +15,27 @@ struct PasskeyAuthenticatorTests {
     let challenge = Data(repeating: 0xC7, count: 32)
 
     func creation(excluding excluded: [Data] = [], algorithms: [Int] = [-7, -8, -257])
-        -> PasskeyCreationOptions
+        -> PasskeyRegistrationRequest
     {
-        PasskeyCreationOptions(
-            rpID: "acme.example", rpName: "Acme", userID: userHandle, userName: "ada", userDisplayName: "Ada",
-            challenge: challenge, algorithms: algorithms, timeout: 300_000,
-            excludeCredentials: excluded.map(PasskeyCredentialDescriptor.init), userVerification: "required",
-            attestation: .none)
+        PasskeyRegistrationRequest(
+            relyingPartyID: "acme.example", relyingPartyName: "Acme", userID: userHandle, userName: "ada",
+            userDisplayName: "Ada", challenge: challenge, algorithms: algorithms,
+            excludedCredentialIDs: excluded)
     }
 
-    func request(_ challenge: Data, allowing allowed: [Data] = []) -> PasskeyRequestOptions {
-        PasskeyRequestOptions(
-            challenge: challenge, timeout: 300_000, rpID: "acme.example",
-            allowCredentials: allowed.map(PasskeyCredentialDescriptor.init), userVerification: "required")
+    func request(_ challenge: Data, allowing allowed: [Data] = []) -> PasskeyAssertionRequest {
+        PasskeyAssertionRequest(
+            relyingPartyID: "acme.example", challenge: challenge, allowedCredentialIDs: allowed)
     }
 
     /// Registers a passkey (Face ID matches) and returns the relying party's record of it.
     func register(_ authenticator: EmulatedPasskeyAuthenticator, on device: EmulatedDevice, time: ManualClock)
-        async throws -> (PasskeyRegistrationCredential, VerifiedRegistration)
+        async throws -> (PasskeyRegistration, VerifiedRegistration)
     {
         await device.present(.match)
         let registration = try await authenticator.createCredential(creation())
         let verified = try rp.verifyRegistration(
-            RegistrationResponse(json: registration.jsonData), challenge: challenge, at: time.now)
+            RegistrationResponse(json: registration.credential.jsonData), challenge: challenge, at: time.now)
         return (registration, verified)
     }
 
@@ -48,11 +46,12 @@ struct PasskeyAuthenticatorTests {
             userHandle: userHandle, backupEligible: verified.backupEligible)
     }
 
-    func login(_ assertion: PasskeyAssertionCredential, _ record: CredentialRecord, challenge: Data) throws
+    func login(_ assertion: PasskeyAssertion, _ record: CredentialRecord, challenge: Data) throws
         -> VerifiedAuthentication
     {
         try rp.verifyAuthentication(
-            AuthenticationResponse(json: assertion.jsonData), challenge: challenge, credential: record,
+            AuthenticationResponse(json: assertion.credential.jsonData), challenge: challenge,
+            credential: record,
             identification: .beforeCeremony)
     }
 
@@ -65,7 +64,7 @@ struct PasskeyAuthenticatorTests {
         #expect(verified.userVerified && verified.backupEligible && verified.backedUp)
         #expect(verified.signCount == 0 && verified.publicKey.algorithm == .es256)
         #expect(verified.credentialId == registration.credentialID)
-        let clientData = try RegistrationResponse(json: registration.jsonData).clientData()
+        let clientData = try RegistrationResponse(json: registration.credential.jsonData).clientData()
         #expect(clientData.type == "webauthn.create" && clientData.origin == "https://acme.example")
 
         for round in 0..<2 {
