@@ -94,6 +94,7 @@ let package = Package(
             name: "KeyboundTestSupport",
             dependencies: [
                 "Keybound", "KeyboundServer", "KeyboundWebAuthn", "KeyboundCrypto", "KeyboundWire",
+                "KeyboundEmulator",
             ],
             path: "Tests/KeyboundTestSupport"),
         // Runs the real `keybound` binary as a subprocess; depending on it makes SwiftPM build it first.

@@ -26,12 +26,13 @@ public final class EmulatedAppAttestAuthority: Sendable {
     /// The root certificate: the App Attest trust anchor of a server under test.
     public let rootCertificate: Certificate
     /// The intermediate's certificate (DER), sent in every attestation after the leaf.
-    let intermediateCertificate: Data
+    package let intermediateCertificate: Data
     /// The intermediate's signing key. A software key: it stands for Apple's CA, not the device.
     private let intermediateKey: P256SigningKey
     private let clock: Clock
     private let random: RandomSource
 
+    private static let intermediateName = "Keybound Emulated App Attestation CA 1"
     /// Apple's leaves live three days.
     static let leafLifetime: TimeInterval = 3 * 24 * 3600
     private static let caLifetime: TimeInterval = 10 * 365 * 24 * 3600
@@ -49,7 +50,7 @@ public final class EmulatedAppAttestAuthority: Sendable {
         do {
             let rootKey = try P256SigningKey()
             let rootName = X509.name(commonName: "Keybound Emulated App Attestation Root CA")
-            let intermediateName = X509.name(commonName: "Keybound Emulated App Attestation CA 1")
+            let intermediateName = X509.name(commonName: Self.intermediateName)
             let now = clock.now()
             let validity = (now.addingTimeInterval(-24 * 3600), now.addingTimeInterval(Self.caLifetime))
             rootCertificate = try Certificate(
@@ -71,17 +72,24 @@ public final class EmulatedAppAttestAuthority: Sendable {
         return "-----BEGIN CERTIFICATE-----\n\(base64)\n-----END CERTIFICATE-----\n"
     }
 
-    /// The leaf certificate of one attestation: `publicKey` certified, `nonce` in Apple's
-    /// extension 1.2.840.113635.100.8.2, the key id (hex) as its common name, as Apple's.
-    func issueLeaf(publicKey: P256PublicKey, keyID: Data, nonce: Data) throws -> Data {
+    /// The leaf certificate of one attestation, issued now for Apple's three days.
+    func leaf(for publicKey: P256PublicKey, nonce: Data) throws -> Data {
         let now = clock.now()
+        return try leaf(for: publicKey, nonce: nonce, notBefore: now - 60, notAfter: now + Self.leafLifetime)
+    }
+
+    /// The leaf certificate of one attestation: `publicKey` certified, `nonce` in Apple's
+    /// extension 1.2.840.113635.100.8.2, the key id (SHA-256 of the point, hex) as its common name,
+    /// as Apple's. Server tests choose the validity to prove expiry.
+    package func leaf(for publicKey: P256PublicKey, nonce: Data, notBefore: Date, notAfter: Date) throws
+        -> Data
+    {
         // The nonce extension's value: SEQUENCE { [1] EXPLICIT OCTET STRING nonce }.
         let nonceValue = DER.sequence([DER.tagged(1, DER.octetString(nonce))])
         return try X509.certificate(
-            serial: random.bytes(16), issuer: X509.name(commonName: "Keybound Emulated App Attestation CA 1"),
-            subject: X509.name(commonName: Hex.encode(keyID)),
-            validity: (now.addingTimeInterval(-60), now.addingTimeInterval(Self.leafLifetime)),
-            publicKey: publicKey,
+            serial: random.bytes(16), issuer: X509.name(commonName: Self.intermediateName),
+            subject: X509.name(commonName: Hex.encode(Digest.sha256(publicKey.x963Representation))),
+            validity: (notBefore, notAfter), publicKey: publicKey,
             extensions: [
                 X509.extensionEntry(X509.keyUsageOID, critical: true, DER.bitString([0x80], unusedBits: 7)),
                 X509.extensionEntry(X509.appleNonceOID, critical: false, nonceValue),

@@ -98,9 +98,9 @@ public actor EmulatedAppAttestService: AppAttestService {
         let publicKey = try Self.p256(try await device.publicKey(key.name))
         let authenticatorData = try AuthenticatorData(
             rpIdHash: Digest.sha256(Data(appID.utf8)), flags: [], signCount: 0,
-            attestedCredential: (Self.aaguid(environment), keyID, CredentialPublicKey(publicKey)))
+            attestedCredential: (environment.aaguid, keyID, CredentialPublicKey(publicKey)))
         let nonce = Digest.sha256(authenticatorData.rawValue + Digest.sha256(clientData))
-        let leaf = try authority.issueLeaf(publicKey: publicKey, keyID: keyID, nonce: nonce)
+        let leaf = try authority.leaf(for: publicKey, nonce: nonce)
         let statement = CBORMap([
             (.text("x5c"), .array([.bytes(leaf), .bytes(authority.intermediateCertificate)])),
             // Apple's receipt is a signed PKCS #7 blob for its fraud-metric service, which servers
@@ -130,13 +130,6 @@ public actor EmulatedAppAttestService: AppAttestService {
         return CBOR.map([
             (.text("signature"), .bytes(signature)), (.text("authenticatorData"), .bytes(authenticatorData)),
         ]).encoded()
-    }
-
-    private static func aaguid(_ environment: AppAttest.Environment) -> Data {
-        switch environment {
-        case .development: Data("appattestdevelop".utf8)
-        case .production: Data("appattest".utf8) + Data(count: 7)
-        }
     }
 
     private static func p256(_ spki: Data) throws -> P256PublicKey {
