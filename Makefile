@@ -10,7 +10,7 @@ DOCC       ?= $(if $(filter Darwin,$(UNAME)),xcrun docc,docc)
 DOCS_BUILD := .build/docs-build
 SUDO       := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: deps test-deps build test lint demo bench docs clean
+.PHONY: deps test-deps build test lint demo bench docs clean fuzz fuzz-smoke
 
 ## deps: install the C libraries that pkg-config cannot find yet
 deps:
@@ -42,7 +42,7 @@ test: check-generated build lint docs test-deps
 	$(SWIFT) test -Xswiftc -warnings-as-errors
 
 lint:
-	$(SWIFT) format lint --strict -r Sources Tests Package.swift Benchmarks
+	$(SWIFT) format lint --strict -r Sources Tests Package.swift Benchmarks Fuzz
 
 .PHONY: openapi sign-in-page check-generated
 
@@ -83,6 +83,17 @@ docs:
 ## bench: the performance targets of docs/design.md, measured in one release run (about a minute)
 bench: deps
 	$(SWIFT) run -c release keybound-bench
+
+## fuzz: every libFuzzer harness (Fuzz/Harnesses) for FUZZ_SECONDS each (default 600), from the
+## committed seeds in Fuzz/Corpus; HARNESSES="cbor json" runs only those. Linux only (libFuzzer
+## comes with the Swift toolchain there). Not part of `make test`; see docs/fuzzing.md.
+FUZZ_SECONDS ?= 600
+fuzz: deps
+	FUZZ_SECONDS=$(FUZZ_SECONDS) SWIFT="$(SWIFT)" bash scripts/fuzz.sh $(HARNESSES)
+
+## fuzz-smoke: every harness for 20 s, to check that they build, start and find nothing quickly
+fuzz-smoke: deps
+	FUZZ_SECONDS=20 SWIFT="$(SWIFT)" bash scripts/fuzz.sh $(HARNESSES)
 
 clean:
 	rm -rf .build

@@ -112,3 +112,20 @@ let package = Package(
     ],
     swiftLanguageModes: [.v6]
 )
+
+// Coverage-guided fuzzing (docs/fuzzing.md). The harnesses exist only when KEYBOUND_FUZZ is set,
+// as `make fuzz` does for a build of its own (`--scratch-path .build/fuzz`, `-sanitize=fuzzer,address`):
+// `swift build` and `make test` never compile them, and they see the modules' internals (`@testable`).
+if Context.environment["KEYBOUND_FUZZ"] != nil {
+    package.targets += [
+        // Declares libFuzzer's driver, which `-sanitize=fuzzer` links in.
+        .systemLibrary(name: "CLibFuzzer", path: "Fuzz/CLibFuzzer"),
+        .executableTarget(
+            name: "keybound-fuzz",
+            dependencies: [
+                "CLibFuzzer", "Keybound", "KeyboundWire", "KeyboundCrypto", "KeyboundEmulator",
+                "KeyboundServer", "KeyboundWebAuthn",
+            ],
+            path: "Fuzz/Harnesses"),
+    ]
+}

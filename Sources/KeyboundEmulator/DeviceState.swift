@@ -64,16 +64,38 @@ struct SecretVerifier: Codable, Sendable {
     /// device derives one when it is made: far above a bare hash, far below what would slow the
     /// test suites down. A real passcode does not belong in an emulator at all.
     static let defaultIterations = 100_000
+    /// The most iterations a state file may ask for: ten times what the emulator writes, room to
+    /// raise ``defaultIterations`` later. Without a bound, a file asking for billions makes every
+    /// passcode check run for minutes (found with the `emulator-state` fuzz harness).
+    static let maximumIterations = 10 * defaultIterations
     static let saltByteCount = 16
 
     let salt: Data
     let iterations: Int
     let derived: Data
 
+    private enum CodingKeys: String, CodingKey {
+        case salt, iterations, derived
+    }
+
     init(_ secret: String, random: RandomSource) throws {
         salt = random.bytes(Self.saltByteCount)
         iterations = Self.defaultIterations
         derived = try Self.derive(secret, salt: salt, iterations: iterations)
+    }
+
+    /// Decodes a verifier from a state file, refusing an iteration count outside
+    /// 1…``maximumIterations``.
+    init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        iterations = try container.decode(Int.self, forKey: .iterations)
+        guard (1...Self.maximumIterations).contains(iterations) else {
+            throw DecodingError.dataCorruptedError(
+                forKey: .iterations, in: container,
+                debugDescription: "\(iterations) iterations, not 1…\(Self.maximumIterations)")
+        }
+        salt = try container.decode(Data.self, forKey: .salt)
+        derived = try container.decode(Data.self, forKey: .derived)
     }
 
     /// A device passcode: 4–64 characters.

@@ -573,14 +573,21 @@ public actor EmulatedDevice: UserVerifier, SecureStore, KeyVault {
         from url: URL, key: Data, clock: Clock = .system, random: RandomSource = .system
     ) throws -> EmulatedDevice {
         let sealed = try OwnerOnlyFile.read(url)
-        let state: DeviceState
         do {
             let plaintext = try AES256GCM.open(sealed, key: key, authenticating: fileContext)
-            state = try JSONDecoder().decode(DeviceState.self, from: plaintext)
+            return try EmulatedDevice(statePlaintext: plaintext, clock: clock, random: random)
         } catch {
             throw KeyboundError.invalidInput("\(url.path) is not a device state sealed with this key")
         }
-        return EmulatedDevice(state: state, clock: clock, random: random)
+    }
+
+    /// A device from the plaintext of a state file, as ``load(from:key:clock:random:)`` opens it.
+    /// A seam of its own so that the `emulator-state` fuzz harness reaches the decoder without
+    /// having to get past the seal.
+    init(statePlaintext: Data, clock: Clock, random: RandomSource) throws {
+        self.init(
+            state: try JSONDecoder().decode(DeviceState.self, from: statePlaintext), clock: clock,
+            random: random)
     }
 
     // MARK: - Helpers
