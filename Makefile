@@ -80,7 +80,7 @@ docs:
 	  --fallback-display-name Keybound --fallback-bundle-identifier dev.keybound.Keybound \
 	  --warnings-as-errors
 
-## bench: the performance targets of docs/design.md, measured in one release run (about a minute)
+## bench: the performance targets of docs/design.md, measured in one release run (about 80 s)
 bench: deps
 	$(SWIFT) run -c release keybound-bench
 

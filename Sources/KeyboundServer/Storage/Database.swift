@@ -2,50 +2,69 @@ import Foundation
 
 /// A value bound to or read from SQL. Only the types every engine has alike: 64-bit integers
 /// (`BIGINT`), text (`TEXT`) and NULL. Binary data is stored as base64url or hex text.
-enum SQLValue: Sendable, Equatable {
+package enum SQLValue: Sendable, Equatable {
+    /// SQL NULL.
     case null
+    /// A `BIGINT`.
     case integer(Int64)
+    /// A `TEXT`.
     case text(String)
 }
 
 extension SQLValue: ExpressibleByStringLiteral, ExpressibleByIntegerLiteral {
-    init(stringLiteral value: String) { self = .text(value) }
-    init(integerLiteral value: Int64) { self = .integer(value) }
+    /// A text literal.
+    package init(stringLiteral value: String) { self = .text(value) }
+    /// An integer literal.
+    package init(integerLiteral value: Int64) { self = .integer(value) }
 }
 
 extension Optional where Wrapped == String {
-    var sql: SQLValue { map { .text($0) } ?? .null }
+    /// The text, or NULL.
+    package var sql: SQLValue { map { .text($0) } ?? .null }
 }
 
 extension Optional where Wrapped == Int64 {
-    var sql: SQLValue { map { .integer($0) } ?? .null }
+    /// The integer, or NULL.
+    package var sql: SQLValue { map { .integer($0) } ?? .null }
 }
 
 /// One result row.
-struct SQLRow: Sendable {
-    let values: [SQLValue]
+package struct SQLRow: Sendable {
+    /// The columns, in the order of the `SELECT`.
+    package let values: [SQLValue]
 
-    func text(_ column: Int) throws -> String {
+    /// Wraps the values of one row.
+    package init(values: [SQLValue]) { self.values = values }
+
+    /// The text in `column`.
+    /// - Throws: ``DatabaseError/unexpectedType(column:)`` when it holds no text.
+    package func text(_ column: Int) throws -> String {
         guard column < values.count, case .text(let text) = values[column] else {
             throw DatabaseError.unexpectedType(column: column)
         }
         return text
     }
 
-    func optionalText(_ column: Int) throws -> String? {
+    /// The text in `column`, or nil for NULL.
+    /// - Throws: ``DatabaseError/unexpectedType(column:)`` when it holds neither.
+    package func optionalText(_ column: Int) throws -> String? {
         guard column < values.count else { throw DatabaseError.unexpectedType(column: column) }
         if case .null = values[column] { return nil }
         return try text(column)
     }
 
-    func integer(_ column: Int) throws -> Int64 {
+    /// The integer in `column`.
+    /// - Throws: ``DatabaseError/unexpectedType(column:)`` when it holds no integer.
+    package func integer(_ column: Int) throws -> Int64 {
         guard column < values.count, case .integer(let number) = values[column] else {
             throw DatabaseError.unexpectedType(column: column)
         }
         return number
     }
 
-    func optionalInteger(_ column: Int) throws -> Int64? {
+    /// The integer in `column`, or nil for NULL.
+    /// - Throws: ``DatabaseError/unexpectedType(column:)`` when it holds neither.
+    package func optionalInteger(_ column: Int) throws -> Int64? {
         guard column < values.count else { throw DatabaseError.unexpectedType(column: column) }
         if case .null = values[column] { return nil }
         return try integer(column)
@@ -53,7 +72,7 @@ struct SQLRow: Sendable {
 }
 
 /// Storage failures. None of them is the client's fault.
-enum DatabaseError: Error, CustomStringConvertible {
+package enum DatabaseError: Error, CustomStringConvertible {
     /// The engine reported an error (code and message; never contains bound values).
     case engine(code: Int32, message: String)
     /// The database stayed locked longer than the busy timeout.
@@ -65,7 +84,8 @@ enum DatabaseError: Error, CustomStringConvertible {
     /// The schema is newer than this server knows.
     case schemaTooNew(Int64)
 
-    var description: String {
+    /// What failed, for the log.
+    package var description: String {
         switch self {
         case .engine(let code, let message): "database error \(code): \(message)"
         case .busy: "database busy"
@@ -78,7 +98,7 @@ enum DatabaseError: Error, CustomStringConvertible {
 
 /// A connection inside a transaction. SQL uses `?` placeholders and portable syntax only
 /// (`BIGINT`, `TEXT`, no engine-specific functions), so every engine runs the same statements.
-protocol SQLConnection: AnyObject {
+package protocol SQLConnection: AnyObject {
     /// Runs a statement that returns rows.
     func query(_ sql: String, _ parameters: [SQLValue]) throws -> [SQLRow]
     /// Runs a statement and returns the number of rows it changed.
@@ -87,16 +107,19 @@ protocol SQLConnection: AnyObject {
 }
 
 extension SQLConnection {
-    func queryOne(_ sql: String, _ parameters: [SQLValue]) throws -> SQLRow? {
+    /// Runs a statement and returns its first row, if any.
+    package func queryOne(_ sql: String, _ parameters: [SQLValue]) throws -> SQLRow? {
         try query(sql, parameters).first
     }
 }
 
-/// The storage protocol: transactions over a pool of connections. The SQLite implementation is
+/// The storage protocol: transactions over connections. The SQLite implementation is
 /// ``SQLiteDatabase``; a PostgreSQL implementation provides the same two methods.
-protocol Database: Sendable {
-    /// Runs `body` in one write transaction and commits it; any thrown error rolls back.
-    /// When this returns, the change is durable.
+package protocol Database: Sendable {
+    /// Runs `body` as one atomic write and commits it; any thrown error undoes all of `body`'s
+    /// statements (and only them: an engine may commit several callers' bodies together, each in
+    /// its own savepoint). When this returns, the change is durable. `body` must not use the
+    /// database itself.
     @discardableResult
     func write<T>(_ body: (any SQLConnection) throws -> T) throws -> T
     /// Runs `body` in a read-only transaction (one consistent snapshot).
@@ -105,8 +128,9 @@ protocol Database: Sendable {
 
 /// Versioned schema migrations, identical in meaning on every engine. Each runs in one
 /// transaction together with the row that records it.
-enum Migrations {
-    static let all: [(version: Int64, statements: [String])] = [
+package enum Migrations {
+    /// Every migration, oldest first.
+    package static let all: [(version: Int64, statements: [String])] = [
         (
             1,
             [
@@ -233,6 +257,20 @@ enum Migrations {
             ]
         ),
         (
+            4,
+            [
+                // Login challenges are no longer stored when issued (their id carries them, under
+                // an HMAC with a key from `server_secrets`); a used one is recorded, once.
+                "CREATE TABLE server_secrets (name TEXT PRIMARY KEY, value TEXT NOT NULL)",
+                "CREATE TABLE used_challenges (id TEXT PRIMARY KEY, expires_at BIGINT NOT NULL)",
+                "CREATE INDEX used_challenges_by_expiry ON used_challenges (expires_at)",
+                "DROP TABLE challenges",
+                // A login ends the client's live sessions: found without reading the ended ones,
+                // which pile up for the retention period.
+                "CREATE INDEX sessions_live_by_user ON sessions (user_id, client_id) WHERE revoked_at IS NULL",
+            ]
+        ),
+        (
             5,
             [
                 // Enumerated values became snake_case on the wire, and the devices table stores
@@ -240,7 +278,6 @@ enum Migrations {
                 "UPDATE devices SET key_protection = 'secure_enclave' WHERE key_protection = 'secureEnclave'"
             ]
         ),
-        // 4 is another branch's; the numbering is settled when it merges.
         (
             6,
             [
@@ -308,8 +345,14 @@ enum Migrations {
         ),
     ]
 
+    /// What a migration writes besides its statements, in the same transaction, when SQL cannot
+    /// say it portably (random secrets).
+    static let rows: [Int64: @Sendable (any SQLConnection) throws -> Void] = [
+        4: { try ServerSecrets.create(in: $0) }
+    ]
+
     /// Applies every migration newer than the recorded version, each in its own transaction.
-    static func apply(to database: any Database) throws {
+    package static func apply(to database: any Database) throws {
         try database.write { connection in
             try connection.execute(
                 "CREATE TABLE IF NOT EXISTS schema_migrations (version BIGINT PRIMARY KEY, applied_at BIGINT NOT NULL)",
@@ -331,6 +374,7 @@ enum Migrations {
                         == nil
                 else { return }
                 for statement in migration.statements { try connection.execute(statement, []) }
+                try rows[migration.version]?(connection)
                 try connection.execute(
                     "INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)",
                     [.integer(migration.version), .integer(Int64(Date().timeIntervalSince1970))])
