@@ -139,17 +139,14 @@ struct TLSTests {
         let directory = try TemporaryDirectory()
         let key = directory.path("key.pem")
         let certificate = directory.path("cert.pem")
-        let openssl = Process()
-        openssl.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
-        openssl.arguments = [
-            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", certificate, "-days",
-            "1",
-            "-subj", "/CN=127.0.0.1",
-        ]
-        openssl.standardError = FileHandle.nullDevice
-        try openssl.run()
-        openssl.waitUntilExit()
-        #expect(openssl.terminationStatus == 0)
+        let openssl = try runTool(
+            "/usr/bin/openssl",
+            [
+                "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", certificate, "-days",
+                "1",
+                "-subj", "/CN=127.0.0.1",
+            ])
+        #expect(openssl.0 == 0, "\(openssl.1)")
 
         let live = try TestServer {
             $0.tlsKeyPath = key
@@ -174,4 +171,56 @@ func runTool(_ path: String, _ arguments: [String]) throws -> (Int32, String) {
     child.process.waitUntilExit()
     let output = try child.output()
     return (child.process.terminationStatus, String(decoding: output.stdout + output.stderr, as: UTF8.self))
+}
+
+/// ``SpawnedProcess``, which every subprocess test launches through, keeps `Process`'s meanings.
+@Suite("Spawned process")
+struct SpawnedProcessTests {
+    /// Runs `/bin/sh -c SCRIPT` as a ``ChildProcess`` and waits for it.
+    private func shell(_ script: String, input: String = "", environment: [String: String]? = nil) throws -> (
+        child: ChildProcess, stdout: String, directory: TemporaryDirectory
+    ) {
+        let directory = try TemporaryDirectory()
+        let child = try ChildProcess(
+            URL(fileURLWithPath: "/bin/sh"), ["-c", script], input: Data(input.utf8),
+            environment: environment,
+            workingDirectory: directory.url, files: directory.url, name: "sh")
+        try child.process.run()
+        child.process.waitUntilExit()
+        #expect(!child.process.isRunning)
+        return (child, String(decoding: try child.output().stdout, as: UTF8.self), directory)
+    }
+
+    @Test func reportsTheExitCodeAndWhatTheChildWasGiven() throws {
+        let run = try shell(
+            #"read line; echo "$line $KEYBOUND_X $(pwd -P)"; exit 3"#, input: "hello\n",
+            environment: ["KEYBOUND_X": "x", "PATH": "/usr/bin:/bin"])
+        #expect(run.child.process.terminationStatus == 3)
+        #expect(!run.child.crashed)
+        let directory = run.directory.url.resolvingSymlinksInPath().path
+        #expect(run.stdout == "hello x \(directory)\n")
+    }
+
+    @Test func reportsTheSignalThatEndedTheChild() throws {
+        let run = try shell("kill -TERM $$")
+        #expect(run.child.crashed)
+        #expect(run.child.process.terminationStatus == SIGTERM)
+    }
+
+    /// Only standard input, output and error: no other descriptor of the test process leaks.
+    @Test func theChildInheritsNoOtherDescriptor() throws {
+        let run = try shell("ls /proc/self/fd")
+        // The fourth is the directory `ls` itself opened to list.
+        #expect(run.stdout.split(separator: "\n") == ["0", "1", "2", "3"])
+    }
+
+    @Test func aMissingExecutableThrows() throws {
+        let directory = try TemporaryDirectory()
+        let child = try ChildProcess(
+            URL(fileURLWithPath: directory.path("missing")), [], workingDirectory: directory.url,
+            files: directory.url, name: "missing")
+        #expect(throws: SpawnedProcess.LaunchError.self) { try child.process.run() }
+        #expect(!child.process.isRunning)
+        child.process.waitUntilExit()
+    }
 }

@@ -6,8 +6,8 @@ import Foundation
 /// (never pipes that could fill up and stall it). Start `process`, wait for it as suits the
 /// caller, then ``output()``.
 public final class ChildProcess: Sendable {
-    /// The configured, not yet started process.
-    public let process = Process()
+    /// The configured, not yet started process (not Foundation's `Process`: see ``SpawnedProcess``).
+    public let process = SpawnedProcess()
     private let outURL: URL
     private let errURL: URL
     private let out: FileHandle
@@ -28,7 +28,7 @@ public final class ChildProcess: Sendable {
         let standardInput = Pipe()
         try standardInput.fileHandleForWriting.write(contentsOf: input)
         try standardInput.fileHandleForWriting.close()
-        process.standardInput = standardInput
+        process.standardInput = standardInput.fileHandleForReading
         outURL = files.appendingPathComponent("\(name).out")
         errURL = files.appendingPathComponent("\(name).err")
         try Data().write(to: outURL)
