@@ -8,15 +8,14 @@
 #   scripts/test-sanitizers.sh thread       only these (address, thread)
 #
 # Any sanitizer report fails the run: ASan stops at the first error, LeakSanitizer and TSan make the
-# process exit non-zero. Suppressions, each with its reason, are in scripts/asan-suppressions.txt
-# and scripts/lsan-suppressions.txt; they cover only code Keybound does not own. Prints how long
-# each build and each test run took.
+# process exit non-zero. The leak suppressions, each with its reason, are in
+# scripts/lsan-suppressions.txt; they cover only code Keybound does not own. Prints how long each
+# build and each test run took.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 swift=${SWIFT:-swift}
 here=$(pwd)
 
-export ASAN_OPTIONS="suppressions=$here/scripts/asan-suppressions.txt"
 # print_suppressions=0: the summary would land on the children's standard error, which tests read.
 export LSAN_OPTIONS="suppressions=$here/scripts/lsan-suppressions.txt:print_suppressions=0"
 
