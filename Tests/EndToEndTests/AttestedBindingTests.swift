@@ -51,13 +51,49 @@ struct AttestedBindingTests {
         #expect(devices.count == 1 && devices.first?.attested == true)
 
         // The server requires App Attest: every device login carries an assertion whose counter
-        // rises, and succeeds.
+        // rises, and succeeds, also from the app relaunched (a new App Attest service: the key
+        // and its counter are the device's).
         for _ in 0..<2 {
-            let relaunched = try Self.app(backend, device: phone, appAttest: appAttest)
+            let relaunchedAppAttest = try EmulatedAppAttestService(
+                device: phone, appID: Self.appID, authority: authority)
+            let relaunched = try Self.app(backend, device: phone, appAttest: relaunchedAppAttest)
             await phone.present(.match)
             try await relaunched.unlock()
             #expect(try await relaunched.client.me().authMethod == .device)
         }
+    }
+
+    @Test("where App Attest is not supported the binding goes on unattested, unless the server requires it")
+    func unsupportedAppAttestBindsUnattested() async throws {
+        let authority = try EmulatedAppAttestAuthority()
+        let phone = try makePhone()
+        // The Simulator: DCAppAttestService.isSupported is false.
+        let simulator = try EmulatedAppAttestService(
+            device: phone, appID: Self.appID, authority: authority, isSupported: false)
+
+        let requiring = try Self.backend(authority)
+        defer { requiring.shutDown() }
+        try await requiring.createUser("ada")
+        let refused = try Self.app(requiring, device: phone, appAttest: simulator)
+        try await refused.loginWithPassword(username: "ada", password: Backend.password)
+        await expectKeyboundError(.server, serverCode: .appAttestRequired) { try await refused.enable() }
+        #expect(try await refused.client.devices().isEmpty)
+        #expect(try await refused.state() == .notEnabled)
+
+        let lenient = try Backend {
+            $0.appIDs = [Self.appID]
+            $0.appAttestRoots = [authority.rootCertificate]
+        }
+        defer { lenient.shutDown() }
+        try await lenient.createUser("ada")
+        let app = try Self.app(lenient, device: phone, appAttest: simulator)
+        try await app.loginWithPassword(username: "ada", password: Backend.password)
+        try await app.enable()
+        #expect(try await app.client.devices().map(\.attested) == [false])
+        await phone.present(.match)
+        let relaunched = try Self.app(lenient, device: phone, appAttest: simulator)
+        try await relaunched.unlock()
+        #expect(try await relaunched.client.me().authMethod == .device)
     }
 
     @Test("an attestation made for another app is refused, and nothing stays bound")

@@ -33,7 +33,7 @@ struct AppAttestServiceTests {
     @Test("an attestation verifies under the test root, and its assertions count up")
     func attestationAndAssertionsVerify() async throws {
         let (service, authority, device, time) = try make()
-        #expect(await service.isSupported)
+        #expect(service.isSupported)
         let keyID = try await service.generateKey()
         let attestation = try await service.attestKey(keyID, clientData: clientData)
         let key = try verifier(authority).verifyAttestation(
@@ -116,6 +116,49 @@ struct AppAttestServiceTests {
         }
         #expect(authority.rootCertificatePEM.hasPrefix("-----BEGIN CERTIFICATE-----\n"))
         #expect(try Certificate(pemRepresentation: authority.rootCertificatePEM) == authority.rootCertificate)
+    }
+
+    @Test("the app relaunched asserts with the key it attested before; another app cannot")
+    func keysOutliveTheServiceAsDCAppAttestServiceKeysDo() async throws {
+        let (service, authority, device, time) = try make()
+        let keyID = try await service.generateKey()
+        let key = try verifier(authority).verifyAttestation(
+            try await service.attestKey(keyID, clientData: clientData), keyId: keyID,
+            clientDataHash: Digest.sha256(clientData), at: time.now)
+        let first = try verifier(authority).verifyAssertion(
+            try await service.generateAssertion(keyID, clientData: clientData), clientData: clientData,
+            publicKey: key.publicKey, appId: Self.appID, previousCounter: 0)
+
+        // Relaunched: a new service of the same app on the same device.
+        let relaunched = try EmulatedAppAttestService(device: device, appID: Self.appID, authority: authority)
+        let data = Data("after the relaunch".utf8)
+        let next = try verifier(authority).verifyAssertion(
+            try await relaunched.generateAssertion(keyID, clientData: data), clientData: data,
+            publicKey: key.publicKey, appId: Self.appID, previousCounter: first)
+        #expect(first == 1 && next == 2)
+        await expectKeyboundError(.invalidated) { try await relaunched.attestKey(keyID, clientData: data) }
+
+        // Another app on the same device has keys of its own, and none of this one's.
+        let other = try EmulatedAppAttestService(
+            device: device, appID: "TEAMID1234.com.other.app", authority: authority)
+        await expectKeyboundError(.invalidated) { try await other.generateAssertion(keyID, clientData: data) }
+    }
+
+    @Test("where App Attest is not supported it says so, and makes no key")
+    func unsupportedServiceRefusesEveryCall() async throws {
+        let (device, time) = try makeDevice()
+        let service = try EmulatedAppAttestService(
+            device: device, appID: Self.appID, authority: try EmulatedAppAttestAuthority(clock: time.clock),
+            isSupported: false)
+        #expect(!service.isSupported)
+        await expectKeyboundError(.notSupported) { try await service.generateKey() }
+        await expectKeyboundError(.notSupported) {
+            try await service.attestKey(Data(count: 32), clientData: clientData)
+        }
+        await expectKeyboundError(.notSupported) {
+            try await service.generateAssertion(Data(count: 32), clientData: clientData)
+        }
+        #expect(await device.snapshot().keys.isEmpty)
     }
 
     @Test("a key is attested once, and only attested keys assert")
