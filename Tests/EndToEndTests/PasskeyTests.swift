@@ -112,6 +112,38 @@ struct PasskeyTests {
         #expect(try await app.client.me().authMethod == .passkey)
     }
 
+    @Test("an enrollment change kills the passkey before any prompt; a new one on the phone signs in")
+    func enrollmentChangeInvalidatesThePasskey() async throws {
+        let backend = try Self.backend()
+        defer { backend.shutDown() }
+        let phone = try makePhone()
+        let passkeys = try EmulatedPasskeyAuthenticator(device: phone)
+        await phone.present(.match)
+        let signUp = Self.app(backend, passkeys)
+        try await signUp.signUp(username: "grace")
+        let verifiesBefore = try await backend.requests(route: "/v1/webauthn/login/verify")
+
+        // Someone adds a face: the passkey's key is destroyed with the enrollment, as a key's is.
+        try await phone.enroll()
+        await phone.present(.match)
+        let app = Self.app(backend, passkeys, clientID: "phone-passkey-relaunched")
+        await expectKeyboundError(.invalidated, recovery: .reenroll) { try await app.signIn() }
+        #expect(await phone.snapshot().queuedOutcomes == 1, "no prompt was shown")
+        #expect(try await backend.requests(route: "/v1/webauthn/login/verify") == verifiesBefore)
+        #expect(try await passkeys.passkeys().isEmpty)
+
+        // Within the step-up window of the sign-up session, the re-enrolled face (the match still
+        // queued) makes a new one.
+        let added = try await PasskeyLogin(
+            client: signUp.client, authenticator: passkeys, clock: backend.clientClock
+        ).addPasskey()
+        #expect(try await signUp.passkeys().count == 2)
+        await phone.present(.match)
+        try await app.signIn()
+        #expect(try await app.client.me().username == "grace")
+        #expect(try await passkeys.passkeys().map(\.credentialID) == [added.credentialID])
+    }
+
     @Test("adding a passkey after the step-up window asks for a sign-in first, before any prompt")
     func addingNeedsARecentSignIn() async throws {
         let backend = try Self.backend()
