@@ -38,8 +38,9 @@ let package = Package(
         .target(name: "Keybound", dependencies: ["KeyboundWire"]),
         // Keychain, LocalAuthentication and Secure Enclave backends (files gated by canImport).
         .target(name: "KeyboundApple", dependencies: ["Keybound"]),
-        // The emulated Apple device: sensor, passcode, keychain semantics, secure element.
-        .target(name: "KeyboundEmulator", dependencies: ["Keybound", "KeyboundCrypto"]),
+        // The emulated Apple device: sensor, passcode, keychain semantics, secure element, and its
+        // passkeys and App Attest, whose attestation objects KeyboundWebAuthn's encoder writes.
+        .target(name: "KeyboundEmulator", dependencies: ["Keybound", "KeyboundCrypto", "KeyboundWebAuthn"]),
         // WebAuthn and App Attest verification: CBOR, COSE keys, attestation, the RP ceremonies.
         // OpenSSL on every platform: X.509 chains, RSA and Ed25519 have no CryptoKit twin.
         .target(name: "KeyboundWebAuthn", dependencies: ["KeyboundCrypto", "KeyboundWire", "COpenSSL"]),
@@ -71,7 +72,10 @@ let package = Package(
         .testTarget(name: "KeyboundTests", dependencies: ["Keybound", "KeyboundWire", "KeyboundApple"]),
         .testTarget(
             name: "KeyboundEmulatorTests",
-            dependencies: ["KeyboundEmulator", "KeyboundCrypto", "KeyboundTestSupport"]),
+            dependencies: [
+                "KeyboundEmulator", "KeyboundCrypto", "KeyboundWebAuthn", "KeyboundWire",
+                "KeyboundTestSupport",
+            ]),
         .testTarget(name: "KeyboundWireTests", dependencies: ["KeyboundWire"]),
         .testTarget(
             name: "KeyboundWebAuthnTests",
@@ -90,6 +94,7 @@ let package = Package(
             name: "KeyboundTestSupport",
             dependencies: [
                 "Keybound", "KeyboundServer", "KeyboundWebAuthn", "KeyboundCrypto", "KeyboundWire",
+                "KeyboundEmulator",
             ],
             path: "Tests/KeyboundTestSupport"),
         // Runs the real `keybound` binary as a subprocess; depending on it makes SwiftPM build it first.

@@ -140,12 +140,35 @@ public actor KeyboundClient {
 
     /// Registers a device public key. Needs a password login within the server's step-up window
     /// (``MeResponse/stepUpExpiresAt`` says until when).
-    public func bindDevice(publicKey: Data, name: String, keyProtection: KeyProtection) async throws -> String
-    {
-        let response: BindDeviceResponse = try await authorized(
-            "POST", "/v1/devices",
-            body: BindDeviceRequest(publicKey: publicKey, name: name, keyProtection: keyProtection))
+    ///
+    /// - Parameters:
+    ///   - publicKey: the device key, SubjectPublicKeyInfo DER.
+    ///   - name: the name the user sees in their device list.
+    ///   - keyProtection: where the key lives.
+    ///   - appAttestation: an App Attest key's id and its attestation over
+    ///     ``appAttestChallenge()`` followed by `publicKey` (``BiometricLogin`` makes it when given
+    ///     an ``AppAttestService``); the device is then listed as attested. Servers started with
+    ///     `--require-app-attest` refuse a binding without one.
+    /// - Returns: the device's id.
+    public func bindDevice(
+        publicKey: Data, name: String, keyProtection: KeyProtection,
+        appAttestation: (keyID: Data, attestation: Data)? = nil
+    ) async throws -> String {
+        let request = BindDeviceRequest(
+            publicKey: publicKey, name: name, keyProtection: keyProtection,
+            appAttest: appAttestation.map { AppAttestBinding(keyID: $0.keyID, attestation: $0.attestation) })
+        let response: BindDeviceResponse = try await authorized("POST", "/v1/devices", body: request)
         return response.deviceID
+    }
+
+    /// A fresh challenge for the App Attest attestation of this session's next device binding
+    /// (it replaces any earlier one).
+    /// - Returns: the 32 challenge bytes; the attestation covers them followed by the device's
+    ///   public key.
+    public func appAttestChallenge() async throws -> Data {
+        let response: AppAttestChallengeResponse = try await authorized(
+            "POST", "/v1/app-attest/challenges", body: nil)
+        return response.challenge
     }
 
     /// The user's devices.
@@ -167,11 +190,114 @@ public actor KeyboundClient {
     }
 
     /// Completes a device-key login and holds the new session.
+    ///
+    /// - Parameters:
+    ///   - challengeID: the challenge of ``loginChallenge(deviceID:)``.
+    ///   - signature: the device key's signature of the challenge's payload bytes (DER).
+    ///   - appAttestAssertion: for a device bound with App Attest, its App Attest key's assertion
+    ///     over the payload bytes; servers started with `--require-app-attest` refuse an attested
+    ///     device's login without one.
     @discardableResult
-    public func loginWithDevice(challengeID: String, signature: Data) async throws -> Session {
-        let tokens: TokenResponse = try await send(
-            "POST", "/v1/sessions/device", DeviceLoginRequest(challengeID: challengeID, signature: signature))
+    public func loginWithDevice(challengeID: String, signature: Data, appAttestAssertion: Data? = nil)
+        async throws -> Session
+    {
+        let request = DeviceLoginRequest(
+            challengeID: challengeID, signature: signature, appAttestAssertion: appAttestAssertion)
+        let tokens: TokenResponse = try await send("POST", "/v1/sessions/device", request)
         return await adopt(tokens)
+    }
+
+    // MARK: - Passkeys
+
+    /// Starts a passkey sign-up: the server checks that `username` is free and says what the
+    /// authenticator must create. Sent without the session's token, whatever session the client holds.
+    ///
+    /// - Parameters:
+    ///   - username: the new account's name.
+    ///   - displayName: the name the authenticator shows (default: the username).
+    ///   - clientID: identifies this installation for the new session, as in
+    ///     ``loginWithPassword(username:password:clientID:)``; nil: one per session.
+    /// - Throws: ``KeyboundError/invalidInput`` for a username or client id outside the grammar of
+    ///   ``Username`` or ``ClientID`` (checked before anything is sent); `server` with
+    ///   `username_taken` (409) or `throttled`.
+    public func passkeySignUpRequest(username: String, displayName: String? = nil, clientID: String? = nil)
+        async throws -> PasskeyRegistrationRequest
+    {
+        let request = PasskeyRegistrationOptionsRequest(
+            username: try KeyboundError.validating { try Username(username) }, displayName: displayName,
+            clientID: try clientID.map { id in try KeyboundError.validating { try ClientID(id) } })
+        let options: PasskeyCreationOptions = try await send("POST", "/v1/webauthn/register/options", request)
+        return PasskeyRegistrationRequest(options)
+    }
+
+    /// Finishes a passkey sign-up with the passkey the authenticator created, and holds the new
+    /// account's session (creating the passkey verified the user).
+    @discardableResult
+    public func signUpWithPasskey(_ registration: PasskeyRegistration) async throws -> Session {
+        let result: PasskeyRegistrationResult = try await send(
+            "POST", "/v1/webauthn/register/verify", registration.credential)
+        guard let tokens = result.tokens else {
+            throw KeyboundError(.unexpected, message: "the server opened no session for the new account")
+        }
+        return await adopt(tokens)
+    }
+
+    /// Starts adding a passkey to the logged-in account: what the authenticator must create.
+    /// Needs a password or passkey login within the server's step-up window.
+    public func addPasskeyRequest(displayName: String? = nil) async throws -> PasskeyRegistrationRequest {
+        let options: PasskeyCreationOptions = try await authorized(
+            "POST", "/v1/webauthn/register/options",
+            body: PasskeyRegistrationOptionsRequest(username: nil, displayName: displayName))
+        return PasskeyRegistrationRequest(options)
+    }
+
+    /// Registers the passkey the authenticator created for ``addPasskeyRequest(displayName:)``.
+    /// - Returns: the new passkey as the account's list shows it.
+    public func addPasskey(_ registration: PasskeyRegistration) async throws -> PasskeyInfo {
+        let result: PasskeyRegistrationResult = try await authorized(
+            "POST", "/v1/webauthn/register/verify", body: registration.credential)
+        guard let added = try await passkeys().first(where: { $0.credentialID == result.credentialID }) else {
+            throw KeyboundError(.unexpected, message: "the new passkey is not in the account's list")
+        }
+        return added
+    }
+
+    /// Starts a passkey login: what the authenticator must sign.
+    /// - Parameters:
+    ///   - username: whose passkeys may answer; nil lets the user pick any passkey of the site.
+    ///   - clientID: identifies this installation, as in ``loginWithPassword(username:password:clientID:)``.
+    /// - Throws: ``KeyboundError/invalidInput`` for a username or client id outside their grammar.
+    public func passkeyLoginRequest(username: String? = nil, clientID: String? = nil) async throws
+        -> PasskeyAssertionRequest
+    {
+        let request = PasskeyLoginOptionsRequest(
+            username: try username.map { name in try KeyboundError.validating { try Username(name) } },
+            clientID: try clientID.map { id in try KeyboundError.validating { try ClientID(id) } })
+        let options: PasskeyRequestOptions = try await send("POST", "/v1/webauthn/login/options", request)
+        return PasskeyAssertionRequest(options)
+    }
+
+    /// Completes a passkey login with the authenticator's assertion and holds the new session.
+    @discardableResult
+    public func loginWithPasskey(_ assertion: PasskeyAssertion) async throws -> Session {
+        let result: PasskeyLoginResult = try await send(
+            "POST", "/v1/webauthn/login/verify", assertion.credential)
+        return await adopt(result.tokens)
+    }
+
+    /// The logged-in account's passkeys, oldest first.
+    public func passkeys() async throws -> [PasskeyInfo] {
+        let response: PasskeyListResponse = try await authorized("GET", "/v1/passkeys", body: nil)
+        return response.passkeys
+    }
+
+    /// Removes one of the logged-in account's passkeys; it can sign in no more.
+    /// - Throws: `server` with `last_passkey` (409) for the last passkey of an account without a
+    ///   password.
+    public func removePasskey(_ passkeyID: String) async throws {
+        _ =
+            try await authorized("DELETE", "/v1/passkeys/\(try pathSegment(passkeyID))", body: nil)
+            as EmptyResponse
     }
 
     // MARK: - Approvals and audit

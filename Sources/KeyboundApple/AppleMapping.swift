@@ -122,6 +122,31 @@ extension KeyboundError {
         package static let osStatus = "NSOSStatusErrorDomain"
         /// `TKErrorDomain` (CryptoTokenKit): Secure Enclave key operations.
         package static let cryptoTokenKit = "CryptoTokenKit"
+        /// `ASAuthorizationErrorDomain` (AuthenticationServices): passkey ceremonies.
+        package static let authorization = "com.apple.AuthenticationServices.AuthorizationError"
+        /// `DCErrorDomain` (DeviceCheck): App Attest.
+        package static let deviceCheck = "com.apple.devicecheck.error"
+    }
+
+    /// `ASAuthorizationError.Code` raw values (ASAuthorizationError.h) that passkey ceremonies report.
+    package enum ASAuthorizationErrorCode {
+        package static let unknown = 1000
+        package static let canceled = 1001
+        package static let invalidResponse = 1002
+        package static let notHandled = 1003
+        package static let failed = 1004
+        package static let notInteractive = 1005
+        /// iOS 18 and macOS 15: the device holds one of the excluded credentials.
+        package static let matchedExcludedCredential = 1006
+    }
+
+    /// `DCError.Code` raw values (DCError.h) that App Attest reports.
+    package enum DCErrorCode {
+        package static let unknownSystemFailure = 0
+        package static let featureUnsupported = 1
+        package static let invalidInput = 2
+        package static let invalidKey = 3
+        package static let serverUnavailable = 4
     }
 
     /// CryptoTokenKit `TKError.Code` raw values (TKError.h) that Secure Enclave operations report.
@@ -136,7 +161,8 @@ extension KeyboundError {
     /// The Keybound error for an `NSError`/`CFError` given as domain and code: LocalAuthentication
     /// codes through ``init(laErrorCode:message:)``, `OSStatus` through
     /// ``init(osStatus:message:)``, CryptoTokenKit codes from the Secure Enclave as their
-    /// Keychain equivalents; anything else is `unexpected`.
+    /// Keychain equivalents, passkey (`ASAuthorizationError`) and App Attest (`DCError`) codes
+    /// as the table in docs/apple-mapping.md says; anything else is `unexpected`.
     package init(nativeDomain domain: String, code: Int, message: String? = nil) {
         switch domain {
         case NativeDomain.localAuthentication:
@@ -157,6 +183,30 @@ extension KeyboundError {
                 mapped = .authenticationFailed
             case TKErrorCode.objectNotFound: mapped = .itemNotFound
             case TKErrorCode.badParameter: mapped = .invalidInput
+            default: mapped = .unexpected
+            }
+            self.init(mapped, message: "\(domain) \(code)" + (message.map { ": \($0)" } ?? ""))
+        case NativeDomain.authorization:
+            let mapped: Code
+            switch code {
+            case ASAuthorizationErrorCode.canceled: mapped = .userCancel
+            case ASAuthorizationErrorCode.failed: mapped = .authenticationFailed
+            // Without the sheet (preferImmediatelyAvailableCredentials) there was nothing to offer.
+            case ASAuthorizationErrorCode.notInteractive: mapped = .itemNotFound
+            case ASAuthorizationErrorCode.notHandled: mapped = .notSupported
+            case ASAuthorizationErrorCode.matchedExcludedCredential: mapped = .duplicateItem
+            default: mapped = .unexpected
+            }
+            self.init(mapped, message: "\(domain) \(code)" + (message.map { ": \($0)" } ?? ""))
+        case NativeDomain.deviceCheck:
+            let mapped: Code
+            switch code {
+            case DCErrorCode.featureUnsupported: mapped = .notSupported
+            case DCErrorCode.invalidInput: mapped = .invalidInput
+            // Unknown, already attested, or rejected by Apple: the app makes a new key.
+            case DCErrorCode.invalidKey: mapped = .invalidated
+            // Apple asks to retry later with the same key and client data.
+            case DCErrorCode.serverUnavailable: mapped = .network
             default: mapped = .unexpected
             }
             self.init(mapped, message: "\(domain) \(code)" + (message.map { ": \($0)" } ?? ""))

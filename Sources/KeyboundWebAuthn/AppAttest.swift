@@ -27,7 +27,7 @@ public struct AppAttest: Sendable {
         case production
 
         /// The AAGUID Apple puts in attestations made in this environment.
-        var aaguid: Data {
+        package var aaguid: Data {
             switch self {
             case .development: Data("appattestdevelop".utf8)
             case .production: Data("appattest".utf8) + Data(count: 7)

@@ -22,7 +22,9 @@ enum DemoCommand {
         database (production Argon2id settings), creates an emulated Face ID device, and runs
         every story: password login, biometric login, device-key login, a what-you-see-is-what-
         you-sign approval with replay and tampering refused, app lock, enrollment change and
-        re-enrollment, lockout and recovery by passcode.
+        re-enrollment, lockout and recovery by passcode, a passkey sign-up and sign-in, and a
+        device binding attested by App Attest (under a test CA the demo's server trusts as
+        Apple's), refused when the attestation is for another app.
 
         options:
         \(Option.help(options))
@@ -128,6 +130,11 @@ struct DemoStory {
     private let username = "ada"
     private let password = "correct horse battery staple"
     private let recipient = "0x12a4c8b2e19d7f3a5c6b8e0d4f2a1b3c9d7e5fef"
+    /// The passkeys' relying party; Apple's platform authenticator writes `https://` and it as
+    /// the origin for an app of that domain.
+    private static let relyingPartyID = "acme.example"
+    /// The genuine app's App ID (`TEAMID.bundle.id`), the only one the server accepts.
+    private static let appID = "DEMOTEAM01.com.acme.bank"
 
     func run() async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
@@ -141,6 +148,13 @@ struct DemoStory {
         configuration.databaseURL = "sqlite:" + databasePath
         configuration.serverID = "demo.keybound.local"
         configuration.log = .discard
+        configuration.relyingPartyID = Self.relyingPartyID
+        configuration.origins = ["https://\(Self.relyingPartyID)"]
+        // App Attest under the emulator's CA, standing in for Apple's App Attestation CA.
+        let appAttestCA = try EmulatedAppAttestAuthority()
+        configuration.appIDs = [Self.appID]
+        configuration.appAttestEnvironment = .development
+        configuration.appAttestRoots = [appAttestCA.rootCertificate]
         let server = try Server(configuration: configuration)
         try server.start()
         defer { server.stop() }
@@ -164,6 +178,7 @@ struct DemoStory {
         try await enrollmentChange(
             tokenLogin: tokenLogin, keyLogin: keyLogin, device: device, oldDeviceID: deviceID)
         try await lockout(keyLogin, device: device, baseURL: baseURL)
+        try await passkeysAndAppAttest(device: device, baseURL: baseURL, appAttestCA: appAttestCA)
     }
 
     // MARK: - Stories
@@ -359,7 +374,71 @@ struct DemoStory {
         narrator.step("Log in with Face ID again", "logged in")
     }
 
+    /// Passkeys and App Attest: a passkey sign-up and sign-in on the emulated iPhone, then device
+    /// bindings attested by App Attest, accepted from the genuine app and refused from another.
+    private func passkeysAndAppAttest(
+        device: EmulatedDevice, baseURL: URL, appAttestCA: EmulatedAppAttestAuthority
+    )
+        async throws
+    {
+        narrator.chapter("7. Passkeys and App Attest")
+        let passkeys = try EmulatedPasskeyAuthenticator(device: device)
+        let signUp = PasskeyLogin(client: KeyboundClient(baseURL: baseURL), authenticator: passkeys)
+        await device.present(.match)
+        try await signUp.signUp(username: "grace")
+        let grace = try await signUp.client.me()
+        try check(grace.authMethod == .passkey, "the new account should be signed in by its passkey")
+        narrator.step(
+            "Grace signs up with a passkey: Face ID matches, its P-256 key is made in the secure element",
+            "account 'grace' created and signed in (auth_method passkey); it has no password")
+
+        let relaunched = PasskeyLogin(client: KeyboundClient(baseURL: baseURL), authenticator: passkeys)
+        await device.present(.match)
+        try await relaunched.signIn()
+        try check(try await relaunched.client.me().userID == grace.userID, "the passkey should sign Grace in")
+        narrator.step(
+            "Relaunch; Grace taps 'Sign in with a passkey' and Face ID matches",
+            "signed in as grace, with no username and no password typed")
+
+        let genuine = try attestedFlow(
+            baseURL: baseURL, device: device, appID: Self.appID, appAttestCA: appAttestCA,
+            namespace: "demo-genuine")
+        try await genuine.loginWithPassword(username: username, password: password)
+        try await genuine.enable()
+        let attested = try await genuine.client.devices().filter(\.attested)
+        try check(attested.count == 1, "the genuine app's binding should be attested")
+        narrator.step(
+            "Ada's genuine app (\(Self.appID)) binds a new device key with an App Attest attestation of it",
+            "device \(attested[0].deviceID.prefix(8))… bound and listed as attested")
+
+        let repackaged = try attestedFlow(
+            baseURL: baseURL, device: device, appID: "EVILTEAM99.com.acme.bank", appAttestCA: appAttestCA,
+            namespace: "demo-repackaged")
+        try await repackaged.loginWithPassword(username: username, password: password)
+        try await expectError(
+            .server, "A repackaged copy (App ID EVILTEAM99.com.acme.bank) binds its key the same way",
+            serverCode: .rpIDMismatch
+        ) {
+            try await repackaged.enable()
+        }
+        try check(try await repackaged.boundDeviceID() == nil, "the refused binding should leave no device")
+    }
+
     // MARK: - Helpers
+
+    /// Ada's app in device-key mode, attesting its bindings with App Attest as the app `appID`.
+    private func attestedFlow(
+        baseURL: URL, device: EmulatedDevice, appID: String, appAttestCA: EmulatedAppAttestAuthority,
+        namespace: String
+    ) throws -> BiometricLogin {
+        try BiometricLogin(
+            client: KeyboundClient(baseURL: baseURL), device: DeviceBackends(device),
+            configuration: .init(
+                clientID: "demo-phone-\(namespace)", serverID: "demo.keybound.local",
+                deviceName: "Ada's iPhone",
+                keyProtection: .emulator, unlockReason: "Log in to Acme", namespace: namespace),
+            appAttest: try EmulatedAppAttestService(device: device, appID: appID, authority: appAttestCA))
+    }
 
     private func flow(_ mode: BiometricLogin.Mode, baseURL: URL, device: EmulatedDevice) throws
         -> BiometricLogin

@@ -89,4 +89,20 @@ import Testing
             try await store.read("pin", verification: verification)
         }
     }
+
+    @Test func aPasskeyDiesWithTheEnrollment() async throws {
+        let phone = try EmulatedDevice(biometry: .faceID)
+        let passkeys = try EmulatedPasskeyAuthenticator(device: phone)
+        let request = PasskeyRegistrationRequest(
+            relyingPartyID: "acme.example", relyingPartyName: "Acme", userID: Data("user-1".utf8),
+            userName: "ada", userDisplayName: "Ada", challenge: Data(repeating: 7, count: 32))
+
+        await phone.present(.match)  // Face ID approves the new passkey
+        let registration = try await passkeys.createCredential(request)
+
+        try await phone.enroll()  // someone adds a face: the passkey's key is gone
+        let signIn = PasskeyAssertionRequest(relyingPartyID: "acme.example", challenge: Data(count: 32))
+        await #expect(throws: KeyboundError.invalidated) { try await passkeys.getAssertion(signIn) }
+        #expect(try await passkeys.passkeys().allSatisfy { $0.credentialID != registration.credentialID })
+    }
 }

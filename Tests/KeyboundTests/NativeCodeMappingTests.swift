@@ -86,6 +86,50 @@ struct NativeCodeMappingTests {
         #expect(KeyboundError(nativeDomain: "NSCocoaErrorDomain", code: 4).code == .unexpected)
     }
 
+    /// Every `ASAuthorizationError` code (passkey ceremonies), with the error and recovery it becomes.
+    static let authorizationErrors:
+        [(code: Int, expected: KeyboundError.Code, recovery: KeyboundError.Recovery)] =
+            [
+                (1000, .unexpected, .none),
+                (1001, .userCancel, .silent),
+                (1002, .unexpected, .none),
+                (1003, .notSupported, .none),
+                (1004, .authenticationFailed, .retry),
+                (1005, .itemNotFound, .none),
+                (1006, .duplicateItem, .none),
+                (1099, .unexpected, .none),
+            ]
+
+    @Test("ASAuthorizationError codes", arguments: authorizationErrors)
+    func authorizationError(
+        _ row: (code: Int, expected: KeyboundError.Code, recovery: KeyboundError.Recovery)
+    ) {
+        let error = KeyboundError(
+            nativeDomain: "com.apple.AuthenticationServices.AuthorizationError", code: row.code)
+        #expect(error.code == row.expected, "ASAuthorizationError \(row.code)")
+        #expect(error.recovery == row.recovery, "ASAuthorizationError \(row.code)")
+        #expect(error.message?.contains("\(row.code)") == true)
+    }
+
+    /// Every `DCError` code (App Attest), with the error and recovery it becomes.
+    static let deviceCheckErrors:
+        [(code: Int, expected: KeyboundError.Code, recovery: KeyboundError.Recovery)] = [
+            (0, .unexpected, .none),
+            (1, .notSupported, .none),
+            (2, .invalidInput, .none),
+            (3, .invalidated, .reenroll),
+            (4, .network, .retry),
+            (99, .unexpected, .none),
+        ]
+
+    @Test("DCError codes", arguments: deviceCheckErrors)
+    func deviceCheckError(_ row: (code: Int, expected: KeyboundError.Code, recovery: KeyboundError.Recovery))
+    {
+        let error = KeyboundError(nativeDomain: "com.apple.devicecheck.error", code: row.code)
+        #expect(error.code == row.expected, "DCError \(row.code)")
+        #expect(error.recovery == row.recovery, "DCError \(row.code)")
+    }
+
     // MARK: AccessPolicy → SecAccessControl
 
     static let itemPresets: [(name: String, policy: AccessPolicy, flags: [AccessControlFlag]?)] = [

@@ -105,6 +105,9 @@ public actor BiometricLogin {
     private let tokenName: ItemName
     private let keyName: ItemName
     private let deviceIDName: ItemName
+    /// The id of the App Attest key that attested the binding, when there is one.
+    private let appAttestKeyName: ItemName
+    private let appAttest: (any AppAttestService)?
     private let clock: Clock
     /// Whether this flow already follows the client's token rotation.
     private var isKeepingRefreshTokenStored = false
@@ -117,12 +120,18 @@ public actor BiometricLogin {
     ///     KeyboundApple on iOS, an `EmulatedDevice` in tests).
     ///   - configuration: the flow's settings.
     ///   - clock: time, for payload expiry and the step-up window.
+    ///   - appAttest: App Attest (`PlatformAppAttestService` from KeyboundApple), to prove to the
+    ///     server that the device key was bound by a genuine copy of the app: ``enable()`` then
+    ///     attests the binding, and each device-key login carries an assertion of the App Attest
+    ///     key. Where App Attest is not supported (the Simulator), binding goes on unattested.
     /// - Throws: ``KeyboundError/invalidInput`` for a namespace that is not a valid item name or a
     ///   client id outside the grammar of ``ClientID``.
     public init(
-        client: KeyboundClient, device: DeviceBackends, configuration: Configuration, clock: Clock = .system
+        client: KeyboundClient, device: DeviceBackends, configuration: Configuration, clock: Clock = .system,
+        appAttest: (any AppAttestService)? = nil
     ) throws {
         self.client = client
+        self.appAttest = appAttest
         self.clock = clock
         self.device = device
         self.configuration = configuration
@@ -131,6 +140,7 @@ public actor BiometricLogin {
         tokenName = try ItemName("\(configuration.namespace).refresh-token")
         keyName = try ItemName("\(configuration.namespace).device-key")
         deviceIDName = try ItemName("\(configuration.namespace).device-id")
+        appAttestKeyName = try ItemName("\(configuration.namespace).app-attest-key-id")
         _ = try KeyboundError.validating { try ClientID(configuration.clientID) }
     }
 
@@ -201,22 +211,24 @@ public actor BiometricLogin {
             // Binding needs a password login within the server's step-up window, which the server
             // states: check before the old key is replaced, so a refused bind does not leave a key
             // the server does not know.
-            let me = try await client.me()
-            guard let stepUpExpiresAt = me.stepUpExpiresAt, clock.now() < stepUpExpiresAt else {
-                throw KeyboundError(
-                    .server, message: "binding a device needs a recent password login; log in again",
-                    serverCode: .stepUpRequired, recovery: .usePassword)
-            }
+            try StepUp.require(try await client.me(), now: clock.now(), for: "binding a device")
             let publicKey = try await keys.createKey(keyName, policy: configuration.policy)
             do {
+                let attestation = try await attestBinding(of: publicKey)
                 let deviceID = try await client.bindDevice(
                     publicKey: publicKey, name: configuration.deviceName,
-                    keyProtection: configuration.keyProtection)
+                    keyProtection: configuration.keyProtection, appAttestation: attestation)
                 try await items.store(deviceID, as: deviceIDName, policy: .noVerification)
+                if let attestation {
+                    try await items.store(attestation.keyID, as: appAttestKeyName, policy: .noVerification)
+                } else {
+                    try await items.delete(appAttestKeyName)
+                }
             } catch {
                 // Leave a clean "not enabled" state rather than a key no server knows.
                 try? await keys.deleteKey(keyName)
                 try? await items.delete(deviceIDName)
+                try? await items.delete(appAttestKeyName)
                 throw error
             }
         }
@@ -230,6 +242,7 @@ public actor BiometricLogin {
         }
         try await items.delete(tokenName)
         try await items.delete(deviceIDName)
+        try await items.delete(appAttestKeyName)
         try await keys.deleteKey(keyName)
     }
 
@@ -275,8 +288,31 @@ public actor BiometricLogin {
                 now: clock.now())
             let verification = try await device.verifier.verify(configuration.policy, prompt: prompt)
             let signature = try await keys.sign(challenge.payload, with: keyName, verification: verification)
-            return try await client.loginWithDevice(challengeID: challenge.challengeID, signature: signature)
+            return try await client.loginWithDevice(
+                challengeID: challenge.challengeID, signature: signature,
+                appAttestAssertion: try await appAttestAssertion(over: challenge.payload))
         }
+    }
+
+    // MARK: - App Attest
+
+    /// The App Attest attestation of a binding of `publicKey`, over the server's challenge
+    /// followed by the key (so it vouches for this key alone); nil without a supported service.
+    private func attestBinding(of publicKey: Data) async throws -> (keyID: Data, attestation: Data)? {
+        guard let appAttest, await appAttest.isSupported else { return nil }
+        let challenge = try await client.appAttestChallenge()
+        // A key is attested once: each binding gets its own.
+        let keyID = try await appAttest.generateKey()
+        let attestation = try await appAttest.attestKey(
+            keyID, clientData: AppAttestClientData.binding(challenge: challenge, publicKey: publicKey))
+        return (keyID, attestation)
+    }
+
+    /// The App Attest key's assertion over `payload`, when the binding was attested.
+    private func appAttestAssertion(over payload: Data) async throws -> Data? {
+        guard let appAttest, try await items.status(appAttestKeyName) == .present else { return nil }
+        let keyID = try await items.read(appAttestKeyName, verification: nil)
+        return try await appAttest.generateAssertion(keyID, clientData: payload)
     }
 
     /// After `biometryLockout`: asks for the device passcode, which clears the lockout.
