@@ -593,9 +593,10 @@ extension Validate {
         clientID?.rawValue ?? "passkey:" + SecureRandomBytes.make(12)
     }
 
-    /// A display name shown by the authenticator: 1–64 characters, no control characters.
+    /// A display name shown by the authenticator: 1–64 code points (as the spec counts them), no
+    /// control characters.
     static func displayName(_ name: String) throws -> String {
-        guard (1...64).contains(name.count), name.utf8.count <= 256,
+        guard (1...64).contains(name.unicodeScalars.count),
             !name.unicodeScalars.contains(where: { $0.properties.generalCategory == .control })
         else { throw APIError.invalid("displayName must be 1-64 characters without control characters") }
         return name
