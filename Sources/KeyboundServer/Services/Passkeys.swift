@@ -74,7 +74,8 @@ extension Application {
             let request = try context.decode(PasskeyRegistrationOptionsRequest.self)
             if let username = request.username, username.rawValue != caller.username {
                 // 403, not 400: the body is well-formed; the caller may not act on another account.
-                throw APIError(403, .usernameMismatch, "username must be the signed-in user's, or be left out")
+                throw APIError(
+                    403, .usernameMismatch, "username must be the signed-in user's, or be left out")
             }
             let displayName = try Validate.displayName(request.displayName ?? caller.username)
             let exclude = try database.read { try passkeyCredentialIDs($0, userID: caller.userID) }
