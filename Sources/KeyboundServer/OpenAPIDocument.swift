@@ -386,7 +386,7 @@ paths:
     post:
       operationId: deviceLogin
       summary: Device-key login
-      description: Verifies the signature over the issued payload with the device key and opens a session (auth_method device). A device bound with App Attest may add app_attest_assertion, an assertion of its App Attest key over SHA-256 of the payload bytes, whose counter must be above every earlier one (401 replayed_assertion); with --require-app-attest it must. A device without an App Attest key sends none (400). A checked attempt uses the challenge up; of several simultaneous attempts exactly one can succeed. A valid signature always logs in. Bad signatures are throttled per device (5 consecutive) and per client address (failed logins of any kind); further bad ones get 429 with Retry-After and do not use the challenge up. A device is never suspended. Refusals that check no signature (unknown, used or expired challenge, revoked device) are not audited.
+      description: Verifies the signature over the issued payload with the device key and opens a session (auth_method device). A device bound with App Attest may add app_attest_assertion, an assertion of its App Attest key over SHA-256 of the payload bytes, whose counter must be above every earlier one (401 replayed_assertion); with --require-app-attest it must. A device without an App Attest key sends none (else 401 unknown_credential). A checked attempt uses the challenge up; of several simultaneous attempts exactly one can succeed. A valid signature always logs in. Bad signatures are throttled per device (5 consecutive) and per client address (failed logins of any kind); further bad ones get 429 with Retry-After and do not use the challenge up. A device is never suspended. Refusals that check no signature (unknown, used or expired challenge, revoked device) are not audited.
       security: []
       requestBody:
         required: true
@@ -410,7 +410,7 @@ paths:
         '400':
           $ref: '#/components/responses/BadRequest'
         '401':
-          description: signature_invalid, or for app_attest_assertion signature_invalid, rp_id_mismatch, replayed_assertion, malformed_credential.
+          description: signature_invalid, or for app_attest_assertion signature_invalid, rp_id_mismatch, replayed_assertion, malformed_credential, unknown_credential (the device has no App Attest key).
           content:
             application/problem+json:
               schema:
@@ -531,7 +531,7 @@ paths:
         '400':
           $ref: '#/components/responses/BadRequest'
         '401':
-          description: token_invalid or signature_invalid; for app_attest_assertion also rp_id_mismatch, replayed_assertion, malformed_credential.
+          description: token_invalid or signature_invalid; for app_attest_assertion also rp_id_mismatch, replayed_assertion, malformed_credential, unknown_credential (the device has no App Attest key).
           content:
             application/problem+json:
               schema:
