@@ -10,7 +10,7 @@ DOCC       ?= $(if $(filter Darwin,$(UNAME)),xcrun docc,docc)
 DOCS_BUILD := .build/docs-build
 SUDO       := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: deps test-deps build test test-sanitizers lint demo bench docs clean fuzz fuzz-smoke
+.PHONY: deps test-deps api-test-deps build test test-sanitizers lint demo bench docs clean fuzz fuzz-smoke fuzz-api
 
 ## deps: install the C libraries that pkg-config cannot find yet
 deps:
@@ -37,9 +37,22 @@ test-deps:
 	  || echo "make: chromium could not be installed; the real-browser passkey test will be skipped"; \
 	fi
 
-## test: build with zero warnings, check formatting and the documentation, run every test
-test: check-generated build lint docs test-deps
+## api-test-deps: python3 with venv, for schemathesis (scripts/fuzz-api.sh installs schemathesis
+## itself into .build/schemathesis); Debian's python3 makes venvs only with python3-venv
+api-test-deps:
+	@d=$$(mktemp -d); if ! python3 -m venv "$$d/venv" >/dev/null 2>&1; then \
+	  if [ "$(UNAME)" = Darwin ]; then brew install python3; \
+	  else echo "make: installing python3-venv for schemathesis"; \
+	    $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+	    $(SUDO) apt-get install -y -qq --no-install-recommends python3 python3-venv; fi; \
+	fi; rm -rf "$$d"
+
+## test: build with zero warnings, check formatting and the documentation, run every test, then
+## a bounded schemathesis run against the live server (API_TEST_SECONDS of generation)
+API_TEST_SECONDS ?= 60
+test: check-generated build lint docs test-deps api-test-deps
 	$(SWIFT) test -Xswiftc -warnings-as-errors
+	API_FUZZ_SECONDS=$(API_TEST_SECONDS) SWIFT="$(SWIFT)" bash scripts/fuzz-api.sh
 
 ## test-sanitizers: the whole suite under AddressSanitizer (with LeakSanitizer), then under
 ## ThreadSanitizer, each from a build of its own (.build/asan, .build/tsan). Not part of `make test`
@@ -100,6 +113,12 @@ fuzz: deps
 ## fuzz-smoke: every harness for 20 s, to check that they build, start and find nothing quickly
 fuzz-smoke: deps
 	FUZZ_SECONDS=20 SWIFT="$(SWIFT)" bash scripts/fuzz.sh $(HARNESSES)
+
+## fuzz-api: the schemathesis run of `make test` for API_FUZZ_SECONDS (default 1800): every
+## operation, every check, authenticated and stateful; see docs/testing.md
+API_FUZZ_SECONDS ?= 1800
+fuzz-api: deps api-test-deps
+	API_FUZZ_SECONDS=$(API_FUZZ_SECONDS) SWIFT="$(SWIFT)" bash scripts/fuzz-api.sh
 
 clean:
 	rm -rf .build

@@ -68,6 +68,13 @@ paths:
             application/json:
               schema:
                 $ref: '#/components/schemas/CreateAccountResponse'
+          links:
+            PasswordLogin:
+              operationId: passwordLogin
+              description: The new account logs in with the username and password it was created with.
+              requestBody:
+                username: '$request.body#/username'
+                password: '$request.body#/password'
         '400':
           $ref: '#/components/responses/BadRequest'
         '403':
@@ -115,6 +122,12 @@ paths:
             application/json:
               schema:
                 $ref: '#/components/schemas/Tokens'
+          links:
+            Refresh:
+              operationId: refresh
+              description: The session's refresh token rotates.
+              requestBody:
+                refresh_token: '$response.body#/refresh_token'
         '400':
           $ref: '#/components/responses/BadRequest'
         '401':
@@ -156,6 +169,17 @@ paths:
             application/json:
               schema:
                 $ref: '#/components/schemas/Tokens'
+          links:
+            RefreshAgain:
+              operationId: refresh
+              description: The new refresh token rotates again.
+              requestBody:
+                refresh_token: '$response.body#/refresh_token'
+            ReuseOld:
+              operationId: refresh
+              description: The refresh token just used, presented again (reuse revokes the session).
+              requestBody:
+                refresh_token: '$request.body#/refresh_token'
         '400':
           $ref: '#/components/responses/BadRequest'
         '401':
@@ -214,6 +238,22 @@ paths:
             application/json:
               schema:
                 $ref: '#/components/schemas/BindDeviceResponse'
+          links:
+            Challenge:
+              operationId: createChallenge
+              description: A login challenge for this device.
+              requestBody:
+                device_id: '$response.body#/device_id'
+            Approval:
+              operationId: createApproval
+              description: An approval this device is asked to sign.
+              requestBody:
+                device_id: '$response.body#/device_id'
+            Revoke:
+              operationId: revokeDevice
+              description: Revokes this device.
+              parameters:
+                id: '$response.body#/device_id'
         '400':
           description: 'invalid_request, unknown_member or invalid_public_key; for app_attest: challenge_mismatch (no challenge for this session), malformed_credential, invalid_attestation, rp_id_mismatch (another app), environment_mismatch.'
           content:
@@ -255,6 +295,22 @@ paths:
             application/json:
               schema:
                 $ref: '#/components/schemas/DeviceList'
+          links:
+            Challenge:
+              operationId: createChallenge
+              description: A login challenge for this device.
+              requestBody:
+                device_id: '$response.body#/devices/0/device_id'
+            Approval:
+              operationId: createApproval
+              description: An approval this device is asked to sign.
+              requestBody:
+                device_id: '$response.body#/devices/0/device_id'
+            Revoke:
+              operationId: revokeDevice
+              description: Revokes this device.
+              parameters:
+                id: '$response.body#/devices/0/device_id'
         '401':
           $ref: '#/components/responses/TokenInvalid'
         default:
@@ -304,6 +360,12 @@ paths:
             application/json:
               schema:
                 $ref: '#/components/schemas/Challenge'
+          links:
+            DeviceLogin:
+              operationId: deviceLogin
+              description: Logs in by signing this challenge's payload.
+              requestBody:
+                challenge_id: '$response.body#/challenge_id'
         '400':
           $ref: '#/components/responses/BadRequest'
         '403':
@@ -324,7 +386,7 @@ paths:
     post:
       operationId: deviceLogin
       summary: Device-key login
-      description: Verifies the signature over the issued payload with the device key and opens a session (auth_method device). A device bound with App Attest may add app_attest_assertion, an assertion of its App Attest key over SHA-256 of the payload bytes, whose counter must be above every earlier one (401 replayed_assertion); with --require-app-attest it must. A device without an App Attest key sends none (400). A checked attempt uses the challenge up; of several simultaneous attempts exactly one can succeed. A valid signature always logs in. Bad signatures are throttled per device (5 consecutive) and per client address (failed logins of any kind); further bad ones get 429 with Retry-After and do not use the challenge up. A device is never suspended. Refusals that check no signature (unknown, used or expired challenge, revoked device) are not audited.
+      description: Verifies the signature over the issued payload with the device key and opens a session (auth_method device). A device bound with App Attest may add app_attest_assertion, an assertion of its App Attest key over SHA-256 of the payload bytes, whose counter must be above every earlier one (401 replayed_assertion); with --require-app-attest it must. A device without an App Attest key sends none (else 401 unknown_credential). A checked attempt uses the challenge up; of several simultaneous attempts exactly one can succeed. A valid signature always logs in. Bad signatures are throttled per device (5 consecutive) and per client address (failed logins of any kind); further bad ones get 429 with Retry-After and do not use the challenge up. A device is never suspended. Refusals that check no signature (unknown, used or expired challenge, revoked device) are not audited.
       security: []
       requestBody:
         required: true
@@ -339,10 +401,16 @@ paths:
             application/json:
               schema:
                 $ref: '#/components/schemas/Tokens'
+          links:
+            Refresh:
+              operationId: refresh
+              description: The session's refresh token rotates.
+              requestBody:
+                refresh_token: '$response.body#/refresh_token'
         '400':
           $ref: '#/components/responses/BadRequest'
         '401':
-          description: signature_invalid, or for app_attest_assertion signature_invalid, rp_id_mismatch, replayed_assertion, malformed_credential.
+          description: signature_invalid, or for app_attest_assertion signature_invalid, rp_id_mismatch, replayed_assertion, malformed_credential, unknown_credential (the device has no App Attest key).
           content:
             application/problem+json:
               schema:
@@ -405,6 +473,17 @@ paths:
             application/json:
               schema:
                 $ref: '#/components/schemas/ApprovalChallenge'
+          links:
+            Status:
+              operationId: getApproval
+              description: This approval's status.
+              parameters:
+                id: '$response.body#/approval_id'
+            Confirm:
+              operationId: confirmApproval
+              description: Confirms this approval with a signature of its payload.
+              parameters:
+                id: '$response.body#/approval_id'
         '400':
           $ref: '#/components/responses/BadRequest'
         '401':
@@ -452,7 +531,7 @@ paths:
         '400':
           $ref: '#/components/responses/BadRequest'
         '401':
-          description: token_invalid or signature_invalid; for app_attest_assertion also rp_id_mismatch, replayed_assertion, malformed_credential.
+          description: token_invalid or signature_invalid; for app_attest_assertion also rp_id_mismatch, replayed_assertion, malformed_credential, unknown_credential (the device has no App Attest key).
           content:
             application/problem+json:
               schema:
@@ -503,6 +582,17 @@ paths:
             application/json:
               schema:
                 $ref: '#/components/schemas/Approval'
+          links:
+            Confirm:
+              operationId: confirmApproval
+              description: Confirms (or tries again to confirm) this approval.
+              parameters:
+                id: '$response.body#/approval_id'
+            Challenge:
+              operationId: createChallenge
+              description: A login challenge for the approval's device.
+              requestBody:
+                device_id: '$response.body#/device_id'
         '401':
           $ref: '#/components/responses/TokenInvalid'
         '404':
@@ -591,7 +681,7 @@ paths:
     post:
       operationId: passkeyRegistrationOptions
       summary: Start a passkey registration
-      description: 'Without a bearer token, a sign-up: username is required and must be free (409 username_taken), --registration closed answers 403 registration_closed, and every attempt counts against the client address''s sign-up limit (429 with Retry-After), as for POST /v1/accounts. With a bearer token, another passkey for the caller, whose session must come from a password or passkey login within the last 5 minutes (else 403 step_up_required); username may then be left out and must otherwise be the caller''s; the caller''s passkeys are listed in excludeCredentials. The answer is {"publicKey": PublicKeyCredentialCreationOptionsJSON} (WebAuthn Level 3), which PublicKeyCredential.parseCreationOptionsFromJSON accepts as it is. Its challenge is single-use and valid for timeout milliseconds (5 minutes); user.id is the account''s id as UTF-8, returned as userHandle at login.'
+      description: 'Without a bearer token, a sign-up: username is required and must be free (409 username_taken), --registration closed answers 403 registration_closed, and every attempt counts against the client address''s sign-up limit (429 with Retry-After), as for POST /v1/accounts. With a bearer token, another passkey for the caller, whose session must come from a password or passkey login within the last 5 minutes (else 403 step_up_required); username may then be left out and must otherwise be the caller''s (else 403 username_mismatch); the caller''s passkeys are listed in excludeCredentials. The answer is {"publicKey": PublicKeyCredentialCreationOptionsJSON} (WebAuthn Level 3), which PublicKeyCredential.parseCreationOptionsFromJSON accepts as it is. Its challenge is single-use and valid for timeout milliseconds (5 minutes); user.id is the account''s id as UTF-8, returned as userHandle at login.'
       security:
         - {}
         - bearer: []
@@ -613,7 +703,7 @@ paths:
         '401':
           $ref: '#/components/responses/TokenInvalid'
         '403':
-          description: registration_closed (sign-up) or step_up_required (adding a passkey).
+          description: registration_closed (sign-up), or, adding a passkey, step_up_required or username_mismatch (a username that is not the caller's).
           content:
             application/problem+json:
               schema:
@@ -870,11 +960,11 @@ components:
       description: 'RFC 3339, UTC, whole seconds: YYYY-MM-DDTHH:MM:SSZ.'
     Base64URL:
       type: string
-      pattern: ^[A-Za-z0-9_-]+$
-      description: Binary data, base64url without padding (RFC 4648 section 5).
+      pattern: '^(?:[A-Za-z0-9_-]{4})*(?:[A-Za-z0-9_-][AQgw]|[A-Za-z0-9_-]{2}[AEIMQUYcgkosw048])?$'
+      description: 'Binary data, base64url without padding (RFC 4648 section 5), canonical: no length of 4n+1 characters, and the unused low bits of the last character are zero.'
     Token:
       type: string
-      pattern: ^[A-Za-z0-9_-]{43}$
+      pattern: ^[A-Za-z0-9_-]{42}[AEIMQUYcgkosw048]$
       description: 'Opaque token: 256 random bits, base64url. Store it as a secret.'
     Problem:
       type: object
@@ -938,6 +1028,7 @@ components:
             - app_attest_required
             - environment_mismatch
             - replayed_assertion
+            - username_mismatch
           description: Stable machine-readable code. Clients switch on this, never on title or detail.
         detail:
           type: string
@@ -966,7 +1057,7 @@ components:
           type: string
           minLength: 8
           maxLength: 1024
-          description: 8 to 1024 characters, no composition rules.
+          description: 8 to 1024 characters (Unicode code points), no composition rules.
     CreateAccountResponse:
       type: object
       additionalProperties: false
@@ -985,10 +1076,12 @@ components:
       properties:
         username:
           type: string
-          maxLength: 64
+          pattern: ^[A-Za-z0-9._@+-]{1,64}$
+          description: Compared case-insensitively.
         password:
           type: string
           maxLength: 1024
+          description: At most 1024 characters (Unicode code points).
         client_id:
           type: string
           pattern: ^[A-Za-z0-9._:-]{1,128}$
@@ -1067,12 +1160,14 @@ components:
         - key_protection
       properties:
         public_key:
-          $ref: '#/components/schemas/Base64URL'
-          description: P-256 public key as SubjectPublicKeyInfo DER, base64url.
+          type: string
+          format: p256-spki
+          pattern: ^MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAE[A-Za-z0-9_-]{85}[AQgw]$
+          description: 'A P-256 public key as SubjectPublicKeyInfo DER (91 bytes: id-ecPublicKey, prime256v1, an uncompressed point), base64url, 122 characters. The format p256-spki adds what no pattern can state: the point is on the curve (else 400 invalid_public_key).'
         name:
           type: string
-          minLength: 1
-          maxLength: 64
+          pattern: ^[^\u0000-\u001F\u007F-\u009F]{1,64}$
+          description: 1 to 64 characters (Unicode code points), no control characters (Unicode category Cc).
         key_protection:
           type: string
           enum:
@@ -1179,7 +1274,7 @@ components:
           type:
             - string
             - 'null'
-          pattern: ^[A-Za-z0-9_-]+$
+          pattern: '^(?:[A-Za-z0-9_-]{4})*(?:[A-Za-z0-9_-][AQgw]|[A-Za-z0-9_-]{2}[AEIMQUYcgkosw048])?$'
           description: For a device bound with App Attest, the CBOR assertion generateAssertion(keyId, clientDataHash = SHA-256 of the payload bytes) returned, base64url; null or absent for none.
     TransferAction:
       type: object
@@ -1196,7 +1291,9 @@ components:
         amount:
           type: string
           pattern: ^(0|[1-9][0-9]{0,29})(\.[0-9]{1,18})?$
-          description: Positive decimal string, never a JSON number.
+          not:
+            pattern: ^[0.]*$
+          description: Positive decimal string, never a JSON number (not all zeros).
         asset:
           type: string
           pattern: ^[A-Z0-9]{1,16}$
@@ -1242,7 +1339,7 @@ components:
           type:
             - string
             - 'null'
-          pattern: ^[A-Za-z0-9_-]+$
+          pattern: '^(?:[A-Za-z0-9_-]{4})*(?:[A-Za-z0-9_-][AQgw]|[A-Za-z0-9_-]{2}[AEIMQUYcgkosw048])?$'
           description: For a device bound with App Attest, its assertion over SHA-256 of the payload bytes, base64url; null or absent for none.
     ConfirmApprovalResponse:
       type: object
@@ -1385,9 +1482,8 @@ components:
           type:
             - string
             - 'null'
-          minLength: 1
-          maxLength: 64
-          description: What the authenticator shows; no control characters. Default the username.
+          pattern: ^[^\u0000-\u001F\u007F-\u009F]{1,64}$
+          description: What the authenticator shows; 1 to 64 characters (Unicode code points), no control characters (Unicode category Cc). Default the username.
         attestation:
           type:
             - string
@@ -1471,7 +1567,7 @@ components:
                   type: string
             challenge:
               type: string
-              pattern: ^[A-Za-z0-9_-]{43}$
+              pattern: ^[A-Za-z0-9_-]{42}[AEIMQUYcgkosw048]$
               description: 32 random bytes, base64url; single use.
             pubKeyCredParams:
               type: array
@@ -1639,7 +1735,7 @@ components:
           properties:
             challenge:
               type: string
-              pattern: ^[A-Za-z0-9_-]{43}$
+              pattern: ^[A-Za-z0-9_-]{42}[AEIMQUYcgkosw048]$
               description: 32 random bytes, base64url; single use.
             timeout:
               type: integer
@@ -1688,7 +1784,7 @@ components:
               type:
                 - string
                 - 'null'
-              pattern: ^[A-Za-z0-9_-]+$
+              pattern: '^(?:[A-Za-z0-9_-]{4})*(?:[A-Za-z0-9_-][AQgw]|[A-Za-z0-9_-]{2}[AEIMQUYcgkosw048])?$'
         authenticatorAttachment:
           type: string
         clientExtensionResults:
@@ -1801,7 +1897,7 @@ components:
       properties:
         challenge:
           type: string
-          pattern: ^[A-Za-z0-9_-]{43}$
+          pattern: ^[A-Za-z0-9_-]{42}[AEIMQUYcgkosw048]$
           description: 32 random bytes, base64url. clientDataHash = SHA-256(these 32 bytes followed by the public_key DER to bind).
         expires_at:
           $ref: '#/components/schemas/Timestamp'
@@ -1814,7 +1910,7 @@ components:
       properties:
         key_id:
           type: string
-          pattern: ^[A-Za-z0-9_-]{43}$
+          pattern: ^[A-Za-z0-9_-]{42}[AEIMQUYcgkosw048]$
           description: The App Attest key id (32 bytes), base64url (DCAppAttestService gives it in standard base64; convert).
         attestation:
           $ref: '#/components/schemas/Base64URL'

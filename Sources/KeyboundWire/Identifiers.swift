@@ -9,11 +9,12 @@ public struct Username: Sendable, Hashable, CustomStringConvertible, Expressible
     /// Lowercases `text` and checks the grammar.
     /// - Throws: ``WireError`` (`invalid_request`) outside the grammar.
     public init(_ text: String) throws(WireFailure) {
-        let lowercased = text.lowercased()
-        guard (1...64).contains(lowercased.utf8.count),
-            lowercased.utf8.allSatisfy({ Grammar.isAlphanumeric($0) || Array("._@+-".utf8).contains($0) })
+        // The grammar is checked before lowercasing: Unicode lowercases some non-ASCII letters to
+        // ASCII (the Kelvin sign U+212A becomes "k"), which would let them in as another name.
+        guard (1...64).contains(text.utf8.count),
+            text.utf8.allSatisfy({ Grammar.isAlphanumeric($0) || Array("._@+-".utf8).contains($0) })
         else { throw WireError(.invalidRequest, "username must be 1-64 of a-z 0-9 . _ @ + -") }
-        rawValue = lowercased
+        rawValue = text.lowercased()
     }
 
     /// A literal username in code. A malformed literal is a programming error and traps.

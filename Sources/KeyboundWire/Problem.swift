@@ -46,6 +46,9 @@ public struct ProblemCode: OpenVocabulary {
     public static let registrationClosed = ProblemCode(rawValue: "registration_closed")
     /// The username is taken (409).
     public static let usernameTaken = ProblemCode(rawValue: "username_taken")
+    /// A signed-in caller named another account's username (403): a bearer token acts only on
+    /// its own account.
+    public static let usernameMismatch = ProblemCode(rawValue: "username_mismatch")
     /// The server is busy; retry after the `Retry-After` header (503).
     public static let unavailable = ProblemCode(rawValue: "unavailable")
     /// An unexpected server error (500); never caused by client input.
@@ -119,7 +122,7 @@ public struct ProblemCode: OpenVocabulary {
         .credentialMismatch, .userHandleMismatch, .clonedAuthenticator, .invalidAttestation,
         .unknownCredential,
         .credentialExists, .lastPasskey, .passkeyLimitReached, .appAttestRequired, .environmentMismatch,
-        .replayedAssertion,
+        .replayedAssertion, .usernameMismatch,
     ]
 }
 

@@ -28,6 +28,22 @@ struct AccountTests {
         try await live.client.createAccount("bob", password: String(repeating: "é", count: 1024))
     }
 
+    /// Lengths are Unicode code points, as docs/openapi.yaml's minLength/maxLength count them,
+    /// not grapheme clusters: a letter with seven combining accents is 8 characters, and 1025
+    /// code points are too many even when they make fewer clusters.
+    @Test func passwordLengthsCountCodePoints() async throws {
+        let live = try TestServer()
+        let accented = "e" + String(repeating: "\u{301}", count: 7)
+        #expect(accented.count == 1 && accented.unicodeScalars.count == 8)
+        try await live.client.createAccount("carol", password: accented)
+        let tooLong = String(repeating: "e\u{301}", count: 512) + "e"
+        #expect(tooLong.count == 513 && tooLong.unicodeScalars.count == 1025)
+        let reply = try await live.client.post(
+            "/v1/accounts", CreateAccountRequest(username: "dave", password: tooLong))
+        #expect(reply.status == 400)
+        #expect(reply.problem?.code == .invalidRequest)
+    }
+
     @Test func loginMeLogout() async throws {
         let live = try TestServer()
         let userID = try await live.client.createAccount("alice")

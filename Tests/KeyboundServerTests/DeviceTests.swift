@@ -252,6 +252,23 @@ struct DeviceTests {
         }
     }
 
+    /// A device name is 1–64 code points, as the spec's pattern counts them: 65 code points are
+    /// refused even when they make fewer than 64 grapheme clusters.
+    @Test func deviceNameLengthCountsCodePoints() async throws {
+        let live = try TestServer()
+        try await live.client.createAccount("alice")
+        let tokens = try await live.client.login("alice")
+        let name = String(repeating: "e\u{301}", count: 32) + "e"
+        #expect(name.count == 33 && name.unicodeScalars.count == 65)
+        let reply = try await live.client.post(
+            "/v1/devices",
+            BindDeviceRequest(
+                publicKey: try P256SigningKey().publicKey.spkiDER, name: name, keyProtection: .software),
+            token: tokens.accessToken)
+        #expect(reply.status == 400)
+        #expect(reply.problem?.code == .invalidRequest)
+    }
+
     @Test func anotherUsersDeviceIsNotFound() async throws {
         let live = try TestServer()
         let (_, _, aliceDevice) = try await live.client.userWithDevice("alice")

@@ -358,12 +358,14 @@ struct PasskeyTests {
         let fresh = try await live.client.registrationOptions(
             .init(username: "alice"), token: tokens.accessToken)
         #expect(fresh.userName == "alice" && fresh.excludeCredentials.isEmpty)
+        // Another account's username with this bearer token: well-formed, but not allowed (403,
+        // not 400, so that a schema-valid body is never refused as malformed).
         try await expectProblem(
             live.client.send(
                 "POST", "/v1/webauthn/register/options",
                 body: PasskeyRegistrationOptionsRequest(username: "bob").jsonData,
                 token: tokens.accessToken),
-            400, .invalidRequest)
+            403, .usernameMismatch)
         // A password account gains a passkey, then signs in with it.
         let passkey = try Self.authenticator(for: live)
         let added = try await live.client.send(

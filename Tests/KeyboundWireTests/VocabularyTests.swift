@@ -11,7 +11,10 @@ struct IdentifierTests {
         let mixedCase = "Ada.Lovelace+1@example"
         #expect(try Username(mixedCase).rawValue == "ada.lovelace+1@example")
         #expect(try Username(mixedCase) == "ada.lovelace+1@example")
-        for bad in ["", String(repeating: "a", count: 65), "ada lovelace", "ada/1", "ädä", "ada\n"] {
+        // The Kelvin sign (U+212A) lowercases to an ASCII "k": it must not pass as the user "k".
+        for bad in [
+            "", String(repeating: "a", count: 65), "ada lovelace", "ada/1", "ädä", "ada\n", "\u{212A}",
+        ] {
             #expect(
                 throws: WireError(.invalidRequest, "username must be 1-64 of a-z 0-9 . _ @ + -"), "\(bad)"
             ) {

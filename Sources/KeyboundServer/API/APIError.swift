@@ -59,6 +59,7 @@ struct APIError: Error {
         case .notFound: "Not found"
         case .methodNotAllowed: "Method not allowed"
         case .usernameTaken: "Username taken"
+        case .usernameMismatch: "Not the signed-in user"
         case .registrationClosed: "Registration closed"
         case .unavailable: "Service unavailable"
         case .malformedCredential: "Malformed credential"

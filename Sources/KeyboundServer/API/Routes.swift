@@ -75,22 +75,25 @@ extension Application {
 /// The input rules only the server checks, once at the edge. (The grammars the SDK checks too,
 /// usernames, client ids and opaque ids, are KeyboundWire's `Username`, `ClientID` and `Grammar`.)
 enum Validate {
-    /// Passwords: 8–1024 characters, no composition rules.
+    /// Passwords: 8–1024 characters, no composition rules. Characters are Unicode code points, as
+    /// JSON Schema's `minLength`/`maxLength` count them in docs/openapi.yaml (a count of grapheme
+    /// clusters would refuse a password the spec allows: eight combining marks are one cluster).
     static func newPassword(_ password: String) throws {
-        guard (8...1024).contains(password.count), password.utf8.count <= 4096 else {
+        guard (8...1024).contains(password.unicodeScalars.count) else {
             throw APIError.invalid("password must be 8-1024 characters")
         }
     }
 
     /// A password given at login: only the upper bound is checked (the hash does the rest).
     static func loginPassword(_ password: String) throws {
-        guard password.count <= 1024, password.utf8.count <= 4096 else {
+        guard password.unicodeScalars.count <= 1024 else {
             throw APIError.invalid("password must be at most 1024 characters")
         }
     }
 
+    /// Device names: 1–64 code points (as the spec counts them), no control characters.
     static func deviceName(_ name: String) throws {
-        guard (1...64).contains(name.count), name.utf8.count <= 256,
+        guard (1...64).contains(name.unicodeScalars.count),
             !name.unicodeScalars.contains(where: { $0.properties.generalCategory == .control })
         else { throw APIError.invalid("name must be 1-64 characters without control characters") }
     }

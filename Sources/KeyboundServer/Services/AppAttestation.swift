@@ -134,8 +134,8 @@ extension Application {
     ///
     /// - Returns: nil when the request may go on (no App Attest key and no assertion; an attested
     ///   device without an assertion while none is required; a valid assertion), otherwise the
-    ///   refusal: 400 for an assertion from a device without a key, 403 `app_attest_required`, 401
-    ///   for an assertion that does not verify (audited) or is replayed.
+    ///   refusal: 401 `unknown_credential` for an assertion from a device without a key, 403
+    ///   `app_attest_required`, 401 for an assertion that does not verify (audited) or is replayed.
     func checkAppAttestAssertion(
         _ assertion: Data?, device: DeviceRecord, clientData: Data, _ connection: any SQLConnection,
         _ context: RequestContext
@@ -145,8 +145,14 @@ extension Application {
                 "SELECT public_key, app_id, counter FROM app_attest_keys WHERE device_id = ?",
                 [.text(device.id)])
         else {
+            // 401, not 400: the body is well-formed (no schema can tie it to how the device was
+            // bound); there is just no App Attest key to check the assertion against.
             return assertion == nil
-                ? nil : APIError.invalid("app_attest_assertion is only for devices bound with App Attest")
+                ? nil
+                : APIError(
+                    401, .unknownCredential,
+                    "app_attest_assertion is only for devices bound with App Attest; this one has no App Attest key."
+                )
         }
         guard let assertion else {
             guard configuration.requireAppAttest else { return nil }

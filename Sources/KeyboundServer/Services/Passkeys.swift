@@ -73,7 +73,9 @@ extension Application {
             try requireStepUp(caller, context, for: "Adding a passkey")
             let request = try context.decode(PasskeyRegistrationOptionsRequest.self)
             if let username = request.username, username.rawValue != caller.username {
-                throw APIError.invalid("username must be the signed-in user's, or be left out")
+                // 403, not 400: the body is well-formed; the caller may not act on another account.
+                throw APIError(
+                    403, .usernameMismatch, "username must be the signed-in user's, or be left out")
             }
             let displayName = try Validate.displayName(request.displayName ?? caller.username)
             let exclude = try database.read { try passkeyCredentialIDs($0, userID: caller.userID) }
@@ -593,9 +595,10 @@ extension Validate {
         clientID?.rawValue ?? "passkey:" + SecureRandomBytes.make(12)
     }
 
-    /// A display name shown by the authenticator: 1–64 characters, no control characters.
+    /// A display name shown by the authenticator: 1–64 code points (as the spec counts them), no
+    /// control characters.
     static func displayName(_ name: String) throws -> String {
-        guard (1...64).contains(name.count), name.utf8.count <= 256,
+        guard (1...64).contains(name.unicodeScalars.count),
             !name.unicodeScalars.contains(where: { $0.properties.generalCategory == .control })
         else { throw APIError.invalid("displayName must be 1-64 characters without control characters") }
         return name

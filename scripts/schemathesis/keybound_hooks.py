@@ -1,0 +1,248 @@
+"""Schemathesis hooks for Keybound's API run (scripts/fuzz-api.sh; docs/testing.md).
+
+- Authentication: a test account's bearer token, from a real password login, on every operation
+  whose `security` admits a bearer token. It is refreshed every minute (so the session stays
+  inside the 5-minute step-up window that binding a device needs) and at once when a response is
+  401 (the run itself logs the session out now and then). The run learns the account's username
+  from GET /v1/me and tries it with wrong passwords, which blocks that account on the run's address
+  (5 consecutive failures): the test account therefore logs in from another loopback address,
+  127.0.0.2, as the design promises that wrong passwords from one address never stop the right
+  password from another.
+- The string format `p256-spki` (docs/openapi.yaml, BindDeviceRequest.public_key): a P-256 point
+  on the curve, which no regular expression can state, generated here from a random scalar.
+- A device that holds its key: the hooks remember the private scalar of every p256-spki key they
+  generate, which device id a binding of it got, and which device each login challenge and
+  approval payload names; half of the positive device logins and approval confirmations for such
+  a payload then carry a real signature of its bytes instead of a generated one, so the stateful
+  phase reaches the 200s of POST /v1/sessions/device and POST /v1/approvals/{id}/confirm too.
+- The check `keybound_refusal_codes`: where the configuration lets a schema-valid request get 400
+  (a documented semantic refusal no schema can state, such as a WebAuthn ceremony that was never
+  started), the problem code must say so; `invalid_request` or `unknown_member` on schema-valid
+  data means the spec is missing a grammar, and fails the run.
+
+Pure Python and the packages schemathesis brings (requests, hypothesis): nothing else to install.
+"""
+
+import base64
+import hashlib
+import json
+import os
+import secrets
+import threading
+
+import requests
+import schemathesis
+from hypothesis import strategies as st
+from requests.adapters import HTTPAdapter
+
+BASE_URL = os.environ["KEYBOUND_URL"].rstrip("/")
+USERNAME = "schemathesis"
+PASSWORD = secrets.token_urlsafe(24)
+CLIENT_ID = "schemathesis"
+
+# --- authentication -----------------------------------------------------------------------------
+
+_account_created = False
+
+
+class _SourceAddressAdapter(HTTPAdapter):
+    """Connects from a chosen local address."""
+
+    def init_poolmanager(self, *args, **kwargs):
+        kwargs["source_address"] = (os.environ.get("KEYBOUND_AUTH_SOURCE", "127.0.0.2"), 0)
+        super().init_poolmanager(*args, **kwargs)
+
+
+_auth_http = requests.Session()
+_auth_http.mount("http://", _SourceAddressAdapter())
+
+
+def _password_login() -> str:
+    global _account_created
+    if not _account_created:
+        created = _auth_http.post(
+            f"{BASE_URL}/v1/accounts", json={"username": USERNAME, "password": PASSWORD}, timeout=30
+        )
+        if created.status_code not in (201, 409):
+            raise RuntimeError(f"creating the test account: {created.status_code} {created.text}")
+        _account_created = True
+    reply = _auth_http.post(
+        f"{BASE_URL}/v1/sessions/password",
+        json={"username": USERNAME, "password": PASSWORD, "client_id": CLIENT_ID},
+        timeout=30,
+    )
+    if reply.status_code != 200:
+        raise RuntimeError(f"logging the test account in: {reply.status_code} {reply.text}")
+    return reply.json()["access_token"]
+
+
+def _admits_bearer(operation) -> bool:
+    security = operation.definition.raw.get("security") or []
+    return any("bearer" in requirement for requirement in security)
+
+
+@schemathesis.auth(refresh_interval=60)
+class KeyboundBearer:
+    """A fresh password login of the test account (step-up window included)."""
+
+    def get(self, case, context):
+        return _password_login()
+
+    def set(self, case, data, context):
+        if not _admits_bearer(context.operation):
+            return
+        case.headers = case.headers or {}
+        case.headers["Authorization"] = f"Bearer {data}"
+
+
+# --- the p256-spki format -----------------------------------------------------------------------
+
+# NIST P-256 (SEC 2 secp256r1): y^2 = x^3 - 3x + b over GF(p), base point G of order N.
+_P = 0xFFFFFFFF00000001000000000000000000000000FFFFFFFFFFFFFFFFFFFFFFFF
+_B = 0x5AC635D8AA3A93E7B3EBBD55769886BC651D06B0CC53B0F63BCE3C3E27D2604B
+_N = 0xFFFFFFFF00000000FFFFFFFFFFFFFFFFBCE6FAADA7179E84F3B9CAC2FC632551
+_G = (
+    0x6B17D1F2E12C4247F8BCE6E563A440F277037D812DEB33A0F4A13945D898C296,
+    0x4FE342E2FE1A7F9B8EE7EB4A7C0F9E162BCE33576B315ECECBB6406837BF51F5,
+)
+# DER SubjectPublicKeyInfo header of id-ecPublicKey / prime256v1 with an uncompressed point.
+_SPKI_HEADER = bytes.fromhex("3059301306072a8648ce3d020106082a8648ce3d030107034200")
+
+
+def _add(p, q):
+    if p is None:
+        return q
+    if q is None:
+        return p
+    if p[0] == q[0] and (p[1] + q[1]) % _P == 0:
+        return None
+    if p == q:
+        slope = (3 * p[0] * p[0] - 3) * pow(2 * p[1], -1, _P) % _P
+    else:
+        slope = (q[1] - p[1]) * pow(q[0] - p[0], -1, _P) % _P
+    x = (slope * slope - p[0] - q[0]) % _P
+    return x, (slope * (p[0] - x) - p[1]) % _P
+
+
+def _multiply(k, point):
+    result = None
+    while k:
+        if k & 1:
+            result = _add(result, point)
+        point = _add(point, point)
+        k >>= 1
+    return result
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def _unb64(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+# What the hooks know, filled as responses arrive: key (SPKI text) -> scalar, device id -> scalar,
+# challenge or approval id -> payload bytes.
+_lock = threading.Lock()
+_scalars: dict[str, int] = {}
+_device_keys: dict[str, int] = {}
+_payloads: dict[str, bytes] = {}
+
+
+def _spki(scalar: int) -> str:
+    x, y = _multiply(scalar, _G)
+    assert (y * y - x * x * x + 3 * x - _B) % _P == 0
+    text = _b64(_SPKI_HEADER + b"\x04" + x.to_bytes(32, "big") + y.to_bytes(32, "big"))
+    with _lock:
+        _scalars[text] = scalar
+    return text
+
+
+def _der_integer(value: int) -> bytes:
+    raw = value.to_bytes(33, "big").lstrip(b"\x00")
+    if raw[0] & 0x80:
+        raw = b"\x00" + raw
+    return b"\x02" + bytes([len(raw)]) + raw
+
+
+def _sign(scalar: int, message: bytes) -> str:
+    """ECDSA P-256 over SHA-256, DER, as the device would sign the payload."""
+    digest = int.from_bytes(hashlib.sha256(message).digest(), "big")
+    while True:
+        k = secrets.randbelow(_N - 1) + 1
+        r = _multiply(k, _G)[0] % _N
+        s = pow(k, -1, _N) * (digest + r * scalar) % _N
+        if r and s:
+            body = _der_integer(r) + _der_integer(s)
+            return _b64(b"\x30" + bytes([len(body)]) + body)
+
+
+schemathesis.openapi.format("p256-spki", st.integers(min_value=1, max_value=_N - 1).map(_spki))
+
+def _json(response):
+    try:
+        return response.json()
+    except ValueError:
+        return None
+
+
+@schemathesis.hook
+def after_call(context, case, response):
+    """Remembers device ids of keys the hooks generated, and the payloads issued to them."""
+    label = f"{case.method.upper()} {case.path}"
+    body = _json(response) if 200 <= response.status_code < 300 else None
+    if not isinstance(body, dict):
+        return
+    with _lock:
+        if label == "POST /v1/devices" and isinstance(case.body, dict):
+            scalar = _scalars.get(case.body.get("public_key"))
+            if scalar is not None and "device_id" in body:
+                _device_keys[body["device_id"]] = scalar
+        elif label in ("POST /v1/challenges", "POST /v1/approvals"):
+            identifier = body.get("challenge_id") or body.get("approval_id")
+            if identifier and "payload" in body:
+                _payloads[identifier] = _unb64(body["payload"])
+
+
+@schemathesis.hook
+def before_call(context, case, kwargs):
+    """Half of the positive device logins and confirmations of a known payload get a real signature."""
+    label = f"{case.method.upper()} {case.path}"
+    if label == "POST /v1/sessions/device" and isinstance(case.body, dict):
+        identifier = case.body.get("challenge_id")
+    elif label == "POST /v1/approvals/{id}/confirm" and isinstance(case.body, dict):
+        identifier = (case.path_parameters or {}).get("id")
+    else:
+        return
+    meta = case.meta
+    if meta is None or not meta.generation.mode.is_positive or secrets.randbelow(2):
+        return
+    with _lock:
+        payload = _payloads.get(identifier)
+        device = json.loads(payload).get("device") if payload else None
+        scalar = _device_keys.get(device)
+    if scalar is not None:
+        case.body["signature"] = _sign(scalar, payload)
+
+
+# --- refusal codes ------------------------------------------------------------------------------
+
+SYNTAX_CODES = {"invalid_request", "unknown_member"}
+
+
+@schemathesis.check
+def keybound_refusal_codes(ctx, response, case):
+    """A schema-valid request is never refused for its syntax (the spec states every grammar)."""
+    meta = case.meta
+    if meta is None or not meta.generation.mode.is_positive or response.status_code != 400:
+        return None
+    try:
+        code = response.json().get("code")
+    except ValueError:
+        code = None
+    if code in SYNTAX_CODES:
+        raise AssertionError(
+            f"schema-valid request refused with {code}: the spec misses a grammar the server checks"
+        )
+    return None
