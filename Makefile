@@ -26,6 +26,9 @@ deps:
 ## build: compile everything with warnings treated as errors
 build: deps
 	$(SWIFT) build -Xswiftc -warnings-as-errors
+	@# The fuzz harnesses exist only with KEYBOUND_FUZZ set: compile them too (without libFuzzer,
+	@# which only `make fuzz` links), so that they cannot fall behind the code they fuzz.
+	KEYBOUND_FUZZ=1 $(SWIFT) build --target keybound-fuzz -Xswiftc -warnings-as-errors
 
 ## test-deps: headless Chromium for the sign-in page's real-browser test (without it that test
 ## is skipped, and says so)

@@ -47,7 +47,7 @@ final class ServerFixture: Sendable {
     private let application: Application
     /// A session opened at start, for inputs that cannot end it.
     let standingTokens: TokenResponse
-    private static let username = "fuzz"
+    private static let username: Username = "fuzz"
     private static let password = "fuzz-password"
 
     private init() {
@@ -58,7 +58,7 @@ final class ServerFixture: Sendable {
             var configuration = Configuration.testing(
                 databasePath: directory.appendingPathComponent("keybound.sqlite").path)
             configuration.sqliteSynchronous = .normal
-            configuration.clock = ManualClock(start: Date(timeIntervalSince1970: 1_780_000_000)).clock
+            configuration.clock = ServerClock { Date(timeIntervalSince1970: 1_780_000_000) }
             configuration.accountFailureLimit = Int(Int32.max)
             configuration.accountFailureCeiling = Int(Int32.max)
             configuration.deviceFailureLimit = Int(Int32.max)

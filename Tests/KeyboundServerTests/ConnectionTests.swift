@@ -168,24 +168,38 @@ struct ConnectionTests {
     @Test(arguments: ["closed pipe", "full pipe", "/dev/full"])
     func serverKeepsAnsweringWhenItsLogCannotBeWritten(standardError: String) async throws {
         let directory = try TemporaryDirectory()
-        let port = try RawConnection.freePort()
-        let child = try ChildProcess(
-            try KeyboundExecutable.url(),
-            [
-                "serve", "--listen", "127.0.0.1:\(port)", "--db", "sqlite:" + directory.path("k.sqlite"),
-            ],
-            workingDirectory: directory.url, files: directory.url, name: "serve")
-        let pipe = Pipe()
-        switch standardError {
-        case "closed pipe":
-            try pipe.fileHandleForReading.close()
-            child.process.standardError = pipe.fileHandleForWriting
-        case "full pipe":
-            child.process.standardError = pipe.fileHandleForWriting
-        default:
-            child.process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: standardError))
+        // The log cannot be read here, so the port is chosen beforehand; another test may bind it
+        // between the choice and the child's bind (the child then exits): try another one.
+        var started: (child: ChildProcess, pipe: Pipe, port: UInt16)?
+        for attempt in 0..<5 where started == nil {
+            let port = try RawConnection.freePort()
+            let child = try ChildProcess(
+                try KeyboundExecutable.url(),
+                [
+                    "serve", "--listen", "127.0.0.1:\(port)", "--db",
+                    "sqlite:" + directory.path("k\(attempt).sqlite"),
+                ],
+                workingDirectory: directory.url, files: directory.url, name: "serve\(attempt)")
+            let pipe = Pipe()
+            switch standardError {
+            case "closed pipe":
+                try pipe.fileHandleForReading.close()
+                child.process.standardError = pipe.fileHandleForWriting
+            case "full pipe":
+                child.process.standardError = pipe.fileHandleForWriting
+            default:
+                child.process.standardError = try FileHandle(
+                    forWritingTo: URL(fileURLWithPath: standardError))
+            }
+            try child.process.run()
+            let process = child.process
+            if try await offThePool({
+                RawConnection.waitUntilListening(port: port, while: { process.isRunning })
+            }) {
+                started = (child, pipe, port)
+            }
         }
-        try child.process.run()
+        let (child, pipe, port) = try #require(started)
         defer {
             if child.process.isRunning {
                 kill(child.process.processIdentifier, SIGKILL)
@@ -194,7 +208,6 @@ struct ConnectionTests {
         }
         let process = child.process
         let answered = try await offThePool {
-            guard RawConnection.waitUntilListening(port: port, while: { process.isRunning }) else { return 0 }
             // One log line per request: about 100 KB, more than a pipe holds (64 KiB).
             let connection = try RawConnection(port: port)
             var answered = 0
