@@ -249,20 +249,29 @@ final class RawConnection {
     private var buffer: [UInt8] = []
 
     init(port: UInt16, from source: String = "127.0.0.1") throws {
-        descriptor = try Self.socket(boundTo: source)
+        descriptor = try Self.connected(to: port, from: source)
+    }
+
+    /// A connected socket, or a thrown error and no descriptor left open. (Not inside `init`:
+    /// a class whose `init` throws after its properties are set runs `deinit`, which would close
+    /// the descriptor a second time — by then perhaps another thread's file or socket.)
+    private static func connected(to port: UInt16, from source: String) throws -> Int32 {
+        let descriptor = try socket(boundTo: source)
         var timeout = timeval(tv_sec: 10, tv_usec: 0)
         _ = setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
         _ = setsockopt(descriptor, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        var address = Self.address("127.0.0.1", port: port)
+        var address = address("127.0.0.1", port: port)
         let status = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
                 connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
             }
         }
         guard status == 0 else {
+            let reason = errno
             close(descriptor)
-            throw TestFailure("connect to port \(port) failed: errno \(errno)")
+            throw TestFailure("connect to port \(port) failed: errno \(reason)")
         }
+        return descriptor
     }
 
     deinit { close(descriptor) }
