@@ -94,18 +94,4 @@
 
         deinit { EVP_KDF_free(pointer) }
     }
-
-    extension Data {
-        /// Calls `body` with a pointer that is never null, even for empty data: OpenSSL refuses a
-        /// null pointer in places where a zero length would be fine (an empty HKDF key, for one).
-        func withNonNullBytes<R>(_ body: (UnsafePointer<UInt8>, Int) throws -> R) rethrows -> R {
-            try withUnsafeBytes { raw in
-                if let base = raw.baseAddress {
-                    return try body(base.assumingMemoryBound(to: UInt8.self), raw.count)
-                }
-                var empty: UInt8 = 0
-                return try withUnsafePointer(to: &empty) { try body($0, 0) }
-            }
-        }
-    }
 #endif

@@ -1,5 +1,6 @@
 internal import COpenSSL
 import Foundation
+import KeyboundCrypto
 
 /// An X.509 certificate, parsed and checked once.
 ///

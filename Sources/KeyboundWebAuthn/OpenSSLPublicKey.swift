@@ -1,5 +1,6 @@
 internal import COpenSSL
 import Foundation
+import KeyboundCrypto
 
 /// An RSA or Ed25519 public key in OpenSSL, for the algorithms KeyboundCrypto does not have.
 ///
@@ -124,19 +125,5 @@ final class OpenSSLPublicKey: @unchecked Sendable {
     private static func invalidKey(_ function: String) -> WebAuthnError {
         ERR_clear_error()
         return WebAuthnError.invalidPublicKey.with("\(function) failed")
-    }
-}
-
-extension Data {
-    /// Calls `body` with a pointer that is never null, even for empty data: OpenSSL refuses a null
-    /// pointer in places where a zero length would be fine.
-    func withNonNullBytes<R>(_ body: (UnsafePointer<UInt8>, Int) throws -> R) rethrows -> R {
-        try withUnsafeBytes { raw in
-            if let base = raw.baseAddress {
-                return try body(base.assumingMemoryBound(to: UInt8.self), raw.count)
-            }
-            var empty: UInt8 = 0
-            return try withUnsafePointer(to: &empty) { try body($0, 0) }
-        }
     }
 }
