@@ -73,17 +73,10 @@ final class OpenSSLPublicKey: @unchecked Sendable {
 
     /// A key from a DER `SubjectPublicKeyInfo`, if it is RSA or Ed25519.
     static func fromSPKI(_ der: Data) throws -> OpenSSLPublicKey {
-        let pointer: OpaquePointer? = der.withNonNullBytes { bytes, count in
-            var cursor: UnsafePointer<UInt8>? = bytes
-            guard let key = d2i_PUBKEY(nil, &cursor, count) else { return nil }
-            // A SubjectPublicKeyInfo followed by anything else is not one.
-            guard cursor == bytes + count else {
-                EVP_PKEY_free(key)
-                return nil
-            }
-            return key
-        }
-        guard let pointer else { throw invalidKey("d2i_PUBKEY") }
+        guard
+            let pointer = decodeWholeDER(
+                der, decode: { d2i_PUBKEY(nil, $0, $1) }, free: { EVP_PKEY_free($0) })
+        else { throw invalidKey("d2i_PUBKEY") }
         let key = OpenSSLPublicKey(owning: pointer)
         if key.isRSA { try key.checkRSASize() }
         return key
