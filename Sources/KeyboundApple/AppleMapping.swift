@@ -164,9 +164,11 @@ extension KeyboundError {
     /// Keychain equivalents, passkey (`ASAuthorizationError`) and App Attest (`DCError`) codes
     /// as the table in docs/apple-mapping.md says; anything else is `unexpected`.
     package init(nativeDomain domain: String, code: Int, message: String? = nil) {
+        let mapped: Code
         switch domain {
         case NativeDomain.localAuthentication:
             self.init(laErrorCode: code, message: message)
+            return
         case NativeDomain.osStatus:
             if let status = Int32(exactly: code),
                 let error = KeyboundError(osStatus: status, message: message)
@@ -175,8 +177,8 @@ extension KeyboundError {
             } else {
                 self.init(.unexpected, message: message ?? "\(domain) \(code)")
             }
+            return
         case NativeDomain.cryptoTokenKit:
-            let mapped: Code
             switch code {
             case TKErrorCode.canceledByUser: mapped = .userCancel
             case TKErrorCode.authenticationFailed, TKErrorCode.authenticationNeeded:
@@ -185,9 +187,7 @@ extension KeyboundError {
             case TKErrorCode.badParameter: mapped = .invalidInput
             default: mapped = .unexpected
             }
-            self.init(mapped, message: "\(domain) \(code)" + (message.map { ": \($0)" } ?? ""))
         case NativeDomain.authorization:
-            let mapped: Code
             switch code {
             case ASAuthorizationErrorCode.canceled: mapped = .userCancel
             case ASAuthorizationErrorCode.failed: mapped = .authenticationFailed
@@ -197,9 +197,7 @@ extension KeyboundError {
             case ASAuthorizationErrorCode.matchedExcludedCredential: mapped = .duplicateItem
             default: mapped = .unexpected
             }
-            self.init(mapped, message: "\(domain) \(code)" + (message.map { ": \($0)" } ?? ""))
         case NativeDomain.deviceCheck:
-            let mapped: Code
             switch code {
             case DCErrorCode.featureUnsupported: mapped = .notSupported
             case DCErrorCode.invalidInput: mapped = .invalidInput
@@ -209,10 +207,11 @@ extension KeyboundError {
             case DCErrorCode.serverUnavailable: mapped = .network
             default: mapped = .unexpected
             }
-            self.init(mapped, message: "\(domain) \(code)" + (message.map { ": \($0)" } ?? ""))
         default:
-            self.init(.unexpected, message: "\(domain) \(code)" + (message.map { ": \($0)" } ?? ""))
+            mapped = .unexpected
         }
+        // The domain and code first, so logs show what the platform reported.
+        self.init(mapped, message: "\(domain) \(code)" + (message.map { ": \($0)" } ?? ""))
     }
 }
 

@@ -78,6 +78,31 @@
         }
 
         deinit { EVP_KDF_CTX_free(pointer) }
+
+        /// Derives `byteCount` bytes with SHA-256 as the KDF's digest and `parameters` as its
+        /// inputs: the one place HKDF and PBKDF2 call `EVP_KDF_derive`.
+        ///
+        /// Every pointer `parameters` hold must stay valid until this returns.
+        /// - Parameter algorithm: Names the KDF in the error (`HKDF-SHA256`).
+        func deriveSHA256(_ algorithm: String, byteCount: Int, _ parameters: [OSSL_PARAM]) throws -> Data {
+            var output = Data(count: byteCount)
+            let digest = UnsafeMutablePointer(mutating: keybound_digest_sha256)
+            var params =
+                [OSSL_PARAM_construct_utf8_string(keybound_param_kdf_digest, digest, 0)] + parameters
+                + [OSSL_PARAM_construct_end()]
+            let ok = output.withUnsafeMutableBytes { output in
+                EVP_KDF_derive(pointer, output.bindMemory(to: UInt8.self).baseAddress, output.count, &params)
+            }
+            guard ok == 1 else { throw openSSLError("EVP_KDF_derive(\(algorithm))") }
+            return output
+        }
+    }
+
+    /// An `OSSL_PARAM` naming `count` bytes at `bytes`, which OpenSSL reads but never writes.
+    func octetStringParameter(_ name: UnsafePointer<CChar>, _ bytes: UnsafePointer<UInt8>, _ count: Int)
+        -> OSSL_PARAM
+    {
+        OSSL_PARAM_construct_octet_string(name, UnsafeMutableRawPointer(mutating: bytes), count)
     }
 
     /// Owns one fetched `EVP_KDF`.
@@ -93,19 +118,5 @@
         }
 
         deinit { EVP_KDF_free(pointer) }
-    }
-
-    extension Data {
-        /// Calls `body` with a pointer that is never null, even for empty data: OpenSSL refuses a
-        /// null pointer in places where a zero length would be fine (an empty HKDF key, for one).
-        func withNonNullBytes<R>(_ body: (UnsafePointer<UInt8>, Int) throws -> R) rethrows -> R {
-            try withUnsafeBytes { raw in
-                if let base = raw.baseAddress {
-                    return try body(base.assumingMemoryBound(to: UInt8.self), raw.count)
-                }
-                var empty: UInt8 = 0
-                return try withUnsafePointer(to: &empty) { try body($0, 0) }
-            }
-        }
     }
 #endif

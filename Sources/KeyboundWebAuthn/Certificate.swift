@@ -163,17 +163,8 @@ final class X509Handle: @unchecked Sendable {
     let pointer: OpaquePointer
 
     init(der: Data) throws {
-        let pointer: OpaquePointer? = der.withNonNullBytes { bytes, count in
-            var cursor: UnsafePointer<UInt8>? = bytes
-            guard let certificate = d2i_X509(nil, &cursor, count) else { return nil }
-            // One certificate fills the bytes: anything after it is not part of it.
-            guard cursor == bytes + count else {
-                X509_free(certificate)
-                return nil
-            }
-            return certificate
-        }
-        guard let pointer else {
+        guard let pointer = decodeWholeDER(der, decode: { d2i_X509(nil, $0, $1) }, free: { X509_free($0) })
+        else {
             ERR_clear_error()
             throw WebAuthnError.malformedCertificate.with("not one DER X.509 certificate")
         }

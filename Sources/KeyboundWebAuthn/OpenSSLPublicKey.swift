@@ -1,5 +1,6 @@
 internal import COpenSSL
 import Foundation
+import KeyboundCrypto
 
 /// An RSA or Ed25519 public key in OpenSSL, for the algorithms KeyboundCrypto does not have.
 ///
@@ -72,17 +73,10 @@ final class OpenSSLPublicKey: @unchecked Sendable {
 
     /// A key from a DER `SubjectPublicKeyInfo`, if it is RSA or Ed25519.
     static func fromSPKI(_ der: Data) throws -> OpenSSLPublicKey {
-        let pointer: OpaquePointer? = der.withNonNullBytes { bytes, count in
-            var cursor: UnsafePointer<UInt8>? = bytes
-            guard let key = d2i_PUBKEY(nil, &cursor, count) else { return nil }
-            // A SubjectPublicKeyInfo followed by anything else is not one.
-            guard cursor == bytes + count else {
-                EVP_PKEY_free(key)
-                return nil
-            }
-            return key
-        }
-        guard let pointer else { throw invalidKey("d2i_PUBKEY") }
+        guard
+            let pointer = decodeWholeDER(
+                der, decode: { d2i_PUBKEY(nil, $0, $1) }, free: { EVP_PKEY_free($0) })
+        else { throw invalidKey("d2i_PUBKEY") }
         let key = OpenSSLPublicKey(owning: pointer)
         if key.isRSA { try key.checkRSASize() }
         return key
@@ -124,19 +118,5 @@ final class OpenSSLPublicKey: @unchecked Sendable {
     private static func invalidKey(_ function: String) -> WebAuthnError {
         ERR_clear_error()
         return WebAuthnError.invalidPublicKey.with("\(function) failed")
-    }
-}
-
-extension Data {
-    /// Calls `body` with a pointer that is never null, even for empty data: OpenSSL refuses a null
-    /// pointer in places where a zero length would be fine.
-    func withNonNullBytes<R>(_ body: (UnsafePointer<UInt8>, Int) throws -> R) rethrows -> R {
-        try withUnsafeBytes { raw in
-            if let base = raw.baseAddress {
-                return try body(base.assumingMemoryBound(to: UInt8.self), raw.count)
-            }
-            var empty: UInt8 = 0
-            return try withUnsafePointer(to: &empty) { try body($0, 0) }
-        }
     }
 }
