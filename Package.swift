@@ -29,6 +29,8 @@ let package = Package(
         .systemLibrary(
             name: "CMicroHTTPD", pkgConfig: "libmicrohttpd",
             providers: [.apt(["libmicrohttpd-dev"]), .brew(["libmicrohttpd"])]),
+        .systemLibrary(
+            name: "CLibPQ", pkgConfig: "libpq", providers: [.apt(["libpq-dev"]), .brew(["libpq"])]),
 
         // Crypto primitives: CryptoKit on Apple platforms, OpenSSL 3 elsewhere.
         .target(name: "KeyboundCrypto", dependencies: [.target(name: "COpenSSL", condition: linuxOnly)]),
@@ -49,6 +51,7 @@ let package = Package(
             name: "KeyboundServer",
             dependencies: [
                 "KeyboundWire", "KeyboundCrypto", "KeyboundWebAuthn", "CSodium", "CSQLite", "CMicroHTTPD",
+                "CLibPQ",
             ],
             exclude: ["Resources"]),
         .executableTarget(

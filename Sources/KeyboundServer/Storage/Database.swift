@@ -60,8 +60,11 @@ enum DatabaseError: Error, CustomStringConvertible {
     case busy
     /// A column did not hold the expected type.
     case unexpectedType(column: Int)
-    /// The configured URL names no supported engine.
+    /// The configured URL names no supported engine, or is malformed (the reason, which never
+    /// repeats the URL: it could hold a password).
     case unsupportedURL(String)
+    /// The database cannot be reached (refused, lost, timed out, shutting down): 503.
+    case unavailable(String)
     /// The schema is newer than this server knows.
     case schemaTooNew(Int64)
 
@@ -70,7 +73,8 @@ enum DatabaseError: Error, CustomStringConvertible {
         case .engine(let code, let message): "database error \(code): \(message)"
         case .busy: "database busy"
         case .unexpectedType(let column): "unexpected column type at \(column)"
-        case .unsupportedURL(let url): "unsupported database URL \(url) (use sqlite:PATH)"
+        case .unsupportedURL(let reason): "bad database URL: \(reason)"
+        case .unavailable(let reason): "database unavailable: \(reason)"
         case .schemaTooNew(let version): "database schema version \(version) is newer than this server"
         }
     }
@@ -101,6 +105,16 @@ protocol Database: Sendable {
     func write<T>(_ body: (any SQLConnection) throws -> T) throws -> T
     /// Runs `body` in a read-only transaction (one consistent snapshot).
     func read<T>(_ body: (any SQLConnection) throws -> T) throws -> T
+    /// Runs `body` as one schema migration step: a write transaction that no other server's
+    /// migration runs beside, so N servers starting at once migrate once.
+    @discardableResult
+    func migrate<T>(_ body: (any SQLConnection) throws -> T) throws -> T
+}
+
+extension Database {
+    /// One writer at a time already keeps migrations apart (SQLite).
+    @discardableResult
+    func migrate<T>(_ body: (any SQLConnection) throws -> T) throws -> T { try write(body) }
 }
 
 /// Versioned schema migrations, identical in meaning on every engine. Each runs in one
@@ -310,14 +324,14 @@ enum Migrations {
 
     /// Applies every migration newer than the recorded version, each in its own transaction.
     static func apply(to database: any Database) throws {
-        try database.write { connection in
+        try database.migrate { connection in
             try connection.execute(
                 "CREATE TABLE IF NOT EXISTS schema_migrations (version BIGINT PRIMARY KEY, applied_at BIGINT NOT NULL)",
                 [])
         }
         let newest = all.last?.version ?? 0
         for migration in all {
-            try database.write { connection in
+            try database.migrate { connection in
                 let current =
                     try connection.queryOne("SELECT MAX(version) FROM schema_migrations", [])?
                     .optionalInteger(0) ?? 0
