@@ -1,4 +1,5 @@
 import Foundation
+import Keybound
 
 #if canImport(Glibc)
     import Glibc
@@ -205,53 +206,31 @@ public final class PostgresCluster: Sendable {
             let program = binaries.appendingPathComponent(tool).path
             var command = [program] + arguments
             if asPostgres, let runUser { command = [runUser.path, "-u", "postgres", "--"] + command }
-            let output = folder.appendingPathComponent("\(tool)-\(UUID().uuidString).out").path
-            defer { unlink(output) }
-            let status = try spawn(command, output: output, wait: true)
-            let text = (try? String(contentsOfFile: output, encoding: .utf8)) ?? ""
+            let (status, output) = try PostgresCluster.run(command, files: folder)
             guard status == 0 else {
-                throw Unavailable(description: "\(tool) failed (\(status)): \(text.prefix(2000))")
+                throw Unavailable(description: "\(tool) failed (\(status)): \(output.prefix(2000))")
             }
-            return text.trimmingCharacters(in: .whitespacesAndNewlines)
+            return output.trimmingCharacters(in: .whitespacesAndNewlines)
         }
     }
 
-    /// Starts `command` with standard input from /dev/null and standard output and error into
-    /// `output`, and (with `wait`) waits for it. `posix_spawn` and `waitpid` directly: Foundation's
-    /// `Process.waitUntilExit` on Linux was seen to miss the exit of `pg_ctl` and wait forever.
-    /// - Returns: the exit status (0 when not waited for); 128 + the signal number for a signal.
-    @discardableResult
-    private static func spawn(_ command: [String], output: String, wait: Bool) throws -> Int32 {
-        #if canImport(Darwin)
-            var actions: posix_spawn_file_actions_t?
-        #else
-            var actions = posix_spawn_file_actions_t()
-        #endif
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-        posix_spawn_file_actions_addopen(&actions, 1, output, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
-        posix_spawn_file_actions_adddup2(&actions, 1, 2)
+    /// Runs `command` (with `LC_ALL=C` and without `PGPASSWORD`) and waits for it; its output goes
+    /// through files in `files`.
+    /// - Returns: its exit status, and its standard output or, when it failed, its standard error.
+    private static func run(_ command: [String], files: URL) throws -> (Int32, String) {
         var environment = ProcessInfo.processInfo.environment
         environment["LC_ALL"] = "C"
         environment.removeValue(forKey: "PGPASSWORD")
-        let argv = command.map { strdup($0) } + [nil]
-        let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
-        defer { for pointer in argv + envp { free(pointer) } }
-        var pid = pid_t()
-        let spawned = posix_spawn(&pid, command[0], &actions, nil, argv, envp)
-        guard spawned == 0 else {
-            throw Unavailable(
-                description: "cannot start \(command[0]): \(String(cString: strerror(spawned)))")
-        }
-        guard wait else { return 0 }
-        var status: Int32 = 0
-        while waitpid(pid, &status, 0) < 0 {
-            guard errno == EINTR else { throw Unavailable(description: "waitpid failed for \(command[0])") }
-        }
-        // WIFEXITED / WEXITSTATUS are macros Swift does not import.
-        let signal = status & 0x7f
-        return signal == 0 ? (status >> 8) & 0xff : 128 + signal
+        let name = "run-\(UUID().uuidString)"
+        let child = try ChildProcess(
+            URL(fileURLWithPath: command[0]), Array(command.dropFirst()), environment: environment,
+            workingDirectory: URL(fileURLWithPath: "/"), files: files, name: name)
+        try child.process.run()
+        child.process.waitUntilExit()
+        let (out, err) = try child.output()
+        for suffix in [".out", ".err"] { unlink(files.appendingPathComponent(name + suffix).path) }
+        let status = child.process.terminationStatus
+        return (status, String(decoding: status == 0 || err.isEmpty ? out : err, as: UTF8.self))
     }
 
     /// `KEYBOUND_TEST_PG_BIN`, else the newest `/usr/lib/postgresql/N/bin` (Debian), else the
@@ -300,7 +279,7 @@ public final class PostgresCluster: Sendable {
     // MARK: Clean-up at exit, and after a crash
 
     /// The clusters of this process that still run (folder → stop command).
-    private static let live = Guarded<[String: [String]]>([:])
+    private static let live = Mutex<[String: [String]]>([:])
 
     /// Remembers the cluster for `atexit`, and starts its watchdog: a shell that waits while this
     /// process lives and the folder exists; if the process dies first, it stops the server and
@@ -321,9 +300,9 @@ public final class PostgresCluster: Sendable {
         // `sh -c '(…) &'` returns at once and leaves the watchdog to init: no zombie, and it is
         // nobody's child that could be waited for by mistake.
         let detached = "(" + script + "\n) >/dev/null 2>&1 &"
-        _ = try? spawn(
+        _ = try? run(
             ["/bin/sh", "-c", detached, "keybound-pg-watchdog", String(getpid()), tools.folder.path],
-            output: "/dev/null", wait: true)
+            files: tools.folder)
     }
 
     private static func destroyAll() {
@@ -338,23 +317,8 @@ public final class PostgresCluster: Sendable {
     private static func destroy(folder: String, stop: [String]) {
         live.withLock { _ = $0.removeValue(forKey: folder) }
         if FileManager.default.fileExists(atPath: folder + "/data/postmaster.pid") {
-            _ = try? spawn(stop, output: "/dev/null", wait: true)
+            _ = try? run(stop, files: URL(fileURLWithPath: folder))
         }
         try? FileManager.default.removeItem(atPath: folder)
-    }
-}
-
-/// A value behind a lock (the `Synchronization` module's `Mutex` needs macOS 15).
-private final class Guarded<Value>: @unchecked Sendable {
-    // Safe: `value` is only touched under `lock`.
-    private let lock = NSLock()
-    private var value: Value
-
-    init(_ value: Value) { self.value = value }
-
-    func withLock<Result>(_ body: (inout Value) -> Result) -> Result {
-        lock.lock()
-        defer { lock.unlock() }
-        return body(&value)
     }
 }
