@@ -62,10 +62,14 @@ let package = Package(
             ]),
         // The performance targets of docs/design.md, measured in one run against a loopback server.
         // It seeds large populations straight into the server's SQLite file and measures the raw
-        // Argon2id cost, hence SQLite and libsodium beside the server.
+        // Argon2id cost, hence SQLite and libsodium beside the server; its PostgreSQL figures run on
+        // a throwaway cluster that KeyboundTestSupport starts, as for the tests.
         .executableTarget(
             name: "keybound-bench",
-            dependencies: ["KeyboundServer", "KeyboundWire", "KeyboundCrypto", "CSQLite", "CSodium"],
+            dependencies: [
+                "KeyboundServer", "KeyboundWire", "KeyboundCrypto", "CSQLite", "CSodium",
+                "KeyboundTestSupport",
+            ],
             path: "Benchmarks/keybound-bench"),
 
         .testTarget(

@@ -23,7 +23,7 @@ final class Benchmark {
     let folder: URL
     var report: Report
     /// A real encoded Argon2id hash at the default parameters, stored for every seeded user.
-    private var passwordHash = ""
+    private(set) var passwordHash = ""
 
     init(options: BenchOptions) {
         self.options = options
@@ -46,6 +46,8 @@ final class Benchmark {
         try measureDeviceLoginsAndReads(verifiesPerSecond: verify)
         removeDatabases()
         try measureGrowth(verifiesPerSecond: verify)
+        removeDatabases()
+        if options.postgres { try measurePostgres(verifiesPerSecond: verify) }
         report.totalSeconds = seconds(since: started)
         return report
     }
@@ -155,7 +157,7 @@ final class Benchmark {
 
     // MARK: Servers
 
-    private func configuration(_ name: String, synchronous: SQLiteSynchronous) -> Configuration {
+    func configuration(_ name: String, synchronous: SQLiteSynchronous) -> Configuration {
         var configuration = Configuration()
         configuration.port = 0
         configuration.databaseURL = "sqlite:" + folder.appendingPathComponent("\(name).sqlite").path
@@ -177,7 +179,7 @@ final class Benchmark {
         _ = try Server(configuration: configuration)
     }
 
-    private func start(_ configuration: Configuration) throws -> (Server, UInt16) {
+    func start(_ configuration: Configuration) throws -> (Server, UInt16) {
         let server = try Server(configuration: configuration)
         try server.start()
         guard let port = server.port else { throw HTTPClientError(description: "the server has no port") }
@@ -185,7 +187,7 @@ final class Benchmark {
     }
 
     /// `concurrency` device-login clients, registered in parallel through the API.
-    private func deviceClients(port: UInt16, tag: String) throws -> [DeviceLoginWorker] {
+    func deviceClients(port: UInt16, tag: String) throws -> [DeviceLoginWorker] {
         try parallelMap(options.concurrency, threads: options.concurrency) { index in
             try DeviceLoginWorker(port: port, username: "bench-\(tag)-\(index)")
         }
@@ -239,7 +241,8 @@ final class Benchmark {
     ) {
         let started = nanoseconds()
         let inserted = try Seed.usersWithDevices(
-            path: path(of: configuration), count: users, passwordHash: passwordHash,
+            into: SQLiteSeeder(path: path(of: configuration), cacheMiB: 64), count: users,
+            passwordHash: passwordHash,
             publicKey: P256SigningKey().publicKey.spkiDER, deadline: started + UInt64(budget * 1e9))
         let elapsed = seconds(since: started)
         progress("seeded \(inserted) users with devices in \(f(elapsed, 1)) s")

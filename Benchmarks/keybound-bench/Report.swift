@@ -86,6 +86,8 @@ struct Report {
     var otherMode: DeviceNumbers?
     var reads: ReadNumbers?
     var growth: GrowthNumbers?
+    /// The PostgreSQL phases (Postgres.swift); nil with --no-postgres.
+    var postgres: PostgresNumbers?
     var totalSeconds = 0.0
 
     init(options: BenchOptions, cores: Int) {
@@ -102,12 +104,12 @@ struct Report {
         static let build = "release"
     #endif
 
-    private func failures(_ result: LoadResult) -> String {
+    func failures(_ result: LoadResult) -> String {
         guard result.failed > 0 else { return "0 failed" }
         return "\(result.failed) FAILED (first: \(result.firstError ?? "?"))"
     }
 
-    private func latency(_ result: LoadResult) -> String {
+    func latency(_ result: LoadResult) -> String {
         "p50 \(f(result.percentile(0.5), 2)) ms, p99 \(f(result.percentile(0.99), 2)) ms"
     }
 
@@ -260,7 +262,7 @@ struct Report {
                         "failed": growth.large.failed, "sqlite_synchronous": growth.synchronous.rawValue,
                     ]))
         }
-        return verdicts
+        return verdicts + postgresVerdicts
     }
 
     var text: String {
@@ -291,6 +293,7 @@ struct Report {
                     + "\(f(verdict.target, 1))  \(result)")
             lines += verdict.details.map { "       " + $0 }
         }
+        if let skipped = postgres?.skipped { lines += ["", "PostgreSQL figures skipped: \(skipped)"] }
         let passed = verdicts.filter(\.pass).count
         lines += ["", "\(passed) of \(verdicts.count) targets pass; whole run \(f(totalSeconds, 1)) s"]
         return lines.joined(separator: "\n")
@@ -309,6 +312,7 @@ struct Report {
                 "argon2id_verifies_per_second_all_cores": raw.argon2?.allCoresPerSecond ?? 0,
             ],
         ]
+        if let skipped = postgres?.skipped { object["postgres_skipped"] = skipped }
         object["targets"] = verdicts.map { verdict -> [String: Any] in
             var entry: [String: Any] = [
                 "id": verdict.id, "number": verdict.number, "title": verdict.title, "ratio": verdict.ratio,

@@ -16,6 +16,13 @@ enum SeedValue {
     case null
 }
 
+/// Where seeded rows go, in transactions of many inserts: SQLite through ``SQLiteSeeder``,
+/// PostgreSQL through the server's own storage (``PostgresSeedTarget``).
+protocol SeedTarget {
+    /// Runs `body` in one transaction; `insert` runs one statement with its values.
+    func transaction(_ body: (_ insert: (String, [SeedValue]) throws -> Void) throws -> Void) throws
+}
+
 /// Bulk inserts straight into the server's SQLite file, for populations that the HTTP API
 /// cannot create inside the time bound (each API login is a durable transaction).
 ///
@@ -24,7 +31,7 @@ enum SeedValue {
 /// server writes (base64url ids and keys, SHA-256 hex token hashes, milliseconds). While seeding,
 /// SQLite runs without a journal and without syncing; the file is back in WAL mode when the
 /// seeder closes, as the server expects.
-final class SQLiteSeeder {
+final class SQLiteSeeder: SeedTarget {
     private let handle: OpaquePointer
     private var statements: [String: OpaquePointer] = [:]
 
@@ -95,10 +102,10 @@ final class SQLiteSeeder {
     }
 
     /// Runs `body` in one transaction.
-    func transaction(_ body: () throws -> Void) throws {
+    func transaction(_ body: (_ insert: (String, [SeedValue]) throws -> Void) throws -> Void) throws {
         try execute("BEGIN")
         do {
-            try body()
+            try body(insert)
             try execute("COMMIT")
         } catch {
             _ = sqlite3_exec(handle, "ROLLBACK", nil, nil, nil)
@@ -219,7 +226,7 @@ enum Seed {
     /// B-tree inserts cheaper. Works in batches and stops at `deadline`; returns how many were
     /// inserted.
     static func usersWithDevices(
-        path: String, count: Int, passwordHash: String, publicKey: Data, deadline: UInt64
+        into target: some SeedTarget, count: Int, passwordHash: String, publicKey: Data, deadline: UInt64
     ) throws -> Int {
         guard count > 0 else { return 0 }
         var generator = FastRandom()
@@ -227,21 +234,20 @@ enum Seed {
         let deviceIDs = sortedIdentifiers("dev", count: count, using: &generator)
         let key = Base64URL.encode(publicKey)
         let now = nowMilliseconds()
-        let seeder = try SQLiteSeeder(path: path, cacheMiB: 64)
         let batch = 25_000
         var inserted = 0
         while inserted < count, nanoseconds() < deadline {
             let upper = min(count, inserted + batch)
-            try seeder.transaction {
+            try target.transaction { insert in
                 for index in inserted..<upper {
-                    try seeder.insert(
+                    try insert(
                         insertUser,
                         [
                             .text(userIDs[index]), .text("filler\(1_000_000_000 + index)"),
                             .text(passwordHash),
                             .integer(now),
                         ])
-                    try seeder.insert(
+                    try insert(
                         insertDevice,
                         [
                             .text(deviceIDs[index]), .text(userIDs[index]), .text("filler-phone"),
@@ -266,7 +272,7 @@ enum Seed {
         let now = nowMilliseconds()
         let seeder = try SQLiteSeeder(path: path, cacheMiB: 64)
         var sample: [String] = []
-        try seeder.transaction {
+        try seeder.transaction { _ in
             for username in loginUsers {
                 try seeder.insert(
                     insertUser,
@@ -284,7 +290,7 @@ enum Seed {
         var inserted = 0
         while inserted < count {
             let upper = min(count, inserted + batch)
-            try seeder.transaction {
+            try seeder.transaction { _ in
                 for index in inserted..<upper {
                     let userID = userIDs[index]
                     let sessionID = sessionIDs[index]

@@ -2,50 +2,69 @@ import Foundation
 
 /// A value bound to or read from SQL. Only the types every engine has alike: 64-bit integers
 /// (`BIGINT`), text (`TEXT`) and NULL. Binary data is stored as base64url or hex text.
-enum SQLValue: Sendable, Equatable {
+package enum SQLValue: Sendable, Equatable {
+    /// SQL NULL.
     case null
+    /// A `BIGINT`.
     case integer(Int64)
+    /// A `TEXT`.
     case text(String)
 }
 
 extension SQLValue: ExpressibleByStringLiteral, ExpressibleByIntegerLiteral {
-    init(stringLiteral value: String) { self = .text(value) }
-    init(integerLiteral value: Int64) { self = .integer(value) }
+    /// A text literal.
+    package init(stringLiteral value: String) { self = .text(value) }
+    /// An integer literal.
+    package init(integerLiteral value: Int64) { self = .integer(value) }
 }
 
 extension Optional where Wrapped == String {
-    var sql: SQLValue { map { .text($0) } ?? .null }
+    /// The text, or NULL.
+    package var sql: SQLValue { map { .text($0) } ?? .null }
 }
 
 extension Optional where Wrapped == Int64 {
-    var sql: SQLValue { map { .integer($0) } ?? .null }
+    /// The integer, or NULL.
+    package var sql: SQLValue { map { .integer($0) } ?? .null }
 }
 
 /// One result row.
-struct SQLRow: Sendable {
-    let values: [SQLValue]
+package struct SQLRow: Sendable {
+    /// The columns, in the order of the `SELECT`.
+    package let values: [SQLValue]
 
-    func text(_ column: Int) throws -> String {
+    /// Wraps the values of one row.
+    package init(values: [SQLValue]) { self.values = values }
+
+    /// The text in `column`.
+    /// - Throws: ``DatabaseError/unexpectedType(column:)`` when it holds no text.
+    package func text(_ column: Int) throws -> String {
         guard column < values.count, case .text(let text) = values[column] else {
             throw DatabaseError.unexpectedType(column: column)
         }
         return text
     }
 
-    func optionalText(_ column: Int) throws -> String? {
+    /// The text in `column`, or nil for NULL.
+    /// - Throws: ``DatabaseError/unexpectedType(column:)`` when it holds neither.
+    package func optionalText(_ column: Int) throws -> String? {
         guard column < values.count else { throw DatabaseError.unexpectedType(column: column) }
         if case .null = values[column] { return nil }
         return try text(column)
     }
 
-    func integer(_ column: Int) throws -> Int64 {
+    /// The integer in `column`.
+    /// - Throws: ``DatabaseError/unexpectedType(column:)`` when it holds no integer.
+    package func integer(_ column: Int) throws -> Int64 {
         guard column < values.count, case .integer(let number) = values[column] else {
             throw DatabaseError.unexpectedType(column: column)
         }
         return number
     }
 
-    func optionalInteger(_ column: Int) throws -> Int64? {
+    /// The integer in `column`, or nil for NULL.
+    /// - Throws: ``DatabaseError/unexpectedType(column:)`` when it holds neither.
+    package func optionalInteger(_ column: Int) throws -> Int64? {
         guard column < values.count else { throw DatabaseError.unexpectedType(column: column) }
         if case .null = values[column] { return nil }
         return try integer(column)
@@ -53,7 +72,7 @@ struct SQLRow: Sendable {
 }
 
 /// Storage failures. None of them is the client's fault.
-enum DatabaseError: Error, CustomStringConvertible {
+package enum DatabaseError: Error, CustomStringConvertible {
     /// The engine reported an error (code and message; never contains bound values).
     case engine(code: Int32, message: String)
     /// The database stayed locked longer than the busy timeout.
@@ -63,26 +82,27 @@ enum DatabaseError: Error, CustomStringConvertible {
     /// The configured URL names no supported engine, or is malformed (the reason, which never
     /// repeats the URL: it could hold a password).
     case unsupportedURL(String)
-    /// The database cannot be reached (refused, lost, timed out, shutting down): 503.
-    case unavailable(String)
     /// The schema is newer than this server knows.
     case schemaTooNew(Int64)
+    /// The database cannot be reached (refused, lost, timed out, shutting down): 503.
+    case unavailable(String)
 
-    var description: String {
+    /// What failed, for the log.
+    package var description: String {
         switch self {
         case .engine(let code, let message): "database error \(code): \(message)"
         case .busy: "database busy"
         case .unexpectedType(let column): "unexpected column type at \(column)"
         case .unsupportedURL(let reason): "bad database URL: \(reason)"
-        case .unavailable(let reason): "database unavailable: \(reason)"
         case .schemaTooNew(let version): "database schema version \(version) is newer than this server"
+        case .unavailable(let reason): "database unavailable: \(reason)"
         }
     }
 }
 
 /// A connection inside a transaction. SQL uses `?` placeholders and portable syntax only
 /// (`BIGINT`, `TEXT`, no engine-specific functions), so every engine runs the same statements.
-protocol SQLConnection: AnyObject {
+package protocol SQLConnection: AnyObject {
     /// Runs a statement that returns rows.
     func query(_ sql: String, _ parameters: [SQLValue]) throws -> [SQLRow]
     /// Runs a statement and returns the number of rows it changed.
@@ -91,7 +111,8 @@ protocol SQLConnection: AnyObject {
 }
 
 extension SQLConnection {
-    func queryOne(_ sql: String, _ parameters: [SQLValue]) throws -> SQLRow? {
+    /// Runs a statement and returns its first row, if any.
+    package func queryOne(_ sql: String, _ parameters: [SQLValue]) throws -> SQLRow? {
         try query(sql, parameters).first
     }
 }

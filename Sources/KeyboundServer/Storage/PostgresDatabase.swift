@@ -41,7 +41,7 @@ import Foundation
 ///
 /// Commits are durable when acknowledged as long as the database keeps `synchronous_commit` on
 /// (its default); PostgreSQL groups concurrent commits into one WAL flush by itself.
-final class PostgresDatabase: Database {
+package final class PostgresDatabase: Database {
     /// Time bounds and pool size.
     struct Limits: Sendable {
         /// Seconds to establish a connection (libpq's `connect_timeout`, at least 2).
@@ -110,6 +110,13 @@ final class PostgresDatabase: Database {
         self.parameters = parameters
         let first = try connect()
         idle.withLock { $0.append(first) }
+    }
+
+    /// Opens `url` (`postgres://…`) with the default limits: for the bench's seeding, which
+    /// goes through the server's own storage.
+    /// - Throws: ``DatabaseError/unsupportedURL(_:)``, ``DatabaseError/unavailable(_:)``.
+    package convenience init(url: String, password: String?, maximumConnections: Int) throws {
+        try self.init(url: PostgresURL(url), password: password, maximumConnections: maximumConnections)
     }
 
     private func connect() throws -> PostgresConnection {
@@ -182,7 +189,7 @@ final class PostgresDatabase: Database {
     /// Runs `body` as one write transaction whose statements are pipelined (see
     /// ``PostgresConnection/pipelined(_:)``): for bulk loads, where waiting for each INSERT's answer
     /// would cost a round trip per row. Nothing of it is committed if any statement fails.
-    func bulkWrite(_ body: (any SQLConnection) throws -> Void) throws {
+    package func bulkWrite(_ body: (any SQLConnection) throws -> Void) throws {
         try transaction(.write) { connection in try connection.pipelined { try body(connection) } }
     }
 
