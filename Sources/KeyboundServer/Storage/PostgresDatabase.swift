@@ -18,10 +18,10 @@ import Foundation
 /// - a refresh reads its token (used? then the family is revoked), then marks it used; an approval
 ///   reads `pending`, then decides it.
 ///
-/// Some of these would hold with row locks alone (a challenge is claimed under a unique key; the
-/// token and the approval are claimed by a conditional UPDATE), but `SELECT … FOR UPDATE` is not
-/// portable SQL, and one rule that covers every present and future read-then-write is safer than
-/// one lock per query. PostgreSQL detects the orderings it cannot serialize and rolls one
+/// Some of these would hold with row locks alone (a challenge, a refresh token and an approval
+/// are each claimed by one conditional write), but `SELECT … FOR UPDATE` is not portable SQL, and
+/// one rule that covers every present and future read-then-write is safer than one lock per
+/// query. PostgreSQL detects the orderings it cannot serialize and rolls one
 /// transaction back with SQLSTATE 40001 (40P01 for a deadlock); such a transaction is run again
 /// automatically, up to ``Limits/attempts`` times with a short random backoff. The retry is safe
 /// because nothing of the failed attempt was committed; the work of a transaction must therefore
