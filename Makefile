@@ -13,7 +13,7 @@ DOCC       ?= $(if $(filter Darwin,$(UNAME)),xcrun docc,docc)
 DOCS_BUILD := .build/docs-build
 SUDO       := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: deps test-deps build test lint demo bench docs clean fuzz fuzz-smoke
+.PHONY: deps test-deps build test test-sanitizers lint demo bench docs clean fuzz fuzz-smoke
 
 ## deps: install the C libraries that pkg-config cannot find yet, and the PostgreSQL server the
 ## tests run against (without it those tests are skipped, and say so)
@@ -50,6 +50,12 @@ test-deps:
 ## test: build with zero warnings, check formatting and the documentation, run every test
 test: check-generated build lint docs test-deps
 	$(SWIFT) test -Xswiftc -warnings-as-errors
+
+## test-sanitizers: the whole suite under AddressSanitizer (with LeakSanitizer), then under
+## ThreadSanitizer, each from a build of its own (.build/asan, .build/tsan). Not part of `make test`
+## (about 30 minutes here; see docs/sanitizers.md).
+test-sanitizers: deps test-deps
+	SWIFT="$(SWIFT)" bash scripts/test-sanitizers.sh
 
 lint:
 	$(SWIFT) format lint --strict -r Sources Tests Package.swift Benchmarks Fuzz
@@ -90,7 +96,7 @@ docs:
 	  --fallback-display-name Keybound --fallback-bundle-identifier dev.keybound.Keybound \
 	  --warnings-as-errors
 
-## bench: the performance targets of docs/design.md, measured in one release run (about a minute)
+## bench: the performance targets of docs/design.md, measured in one release run (about 80 s)
 bench: deps
 	$(SWIFT) run -c release keybound-bench
 

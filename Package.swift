@@ -61,15 +61,13 @@ let package = Package(
                 "KeyboundWebAuthn",
             ]),
         // The performance targets of docs/design.md, measured in one run against a loopback server.
-        // It seeds large populations straight into the server's SQLite file and measures the raw
-        // Argon2id cost, hence SQLite and libsodium beside the server; its PostgreSQL figures run on
-        // a throwaway cluster that KeyboundTestSupport starts, as for the tests.
+        // It seeds large populations through the server's own storage and measures the raw Argon2id
+        // cost through the server's password hasher (both `package` API of KeyboundServer); its
+        // PostgreSQL figures run on a throwaway cluster that KeyboundTestSupport starts, as for the
+        // tests.
         .executableTarget(
             name: "keybound-bench",
-            dependencies: [
-                "KeyboundServer", "KeyboundWire", "KeyboundCrypto", "CSQLite", "CSodium",
-                "KeyboundTestSupport",
-            ],
+            dependencies: ["KeyboundServer", "KeyboundWire", "KeyboundCrypto", "KeyboundTestSupport"],
             path: "Benchmarks/keybound-bench"),
 
         .testTarget(

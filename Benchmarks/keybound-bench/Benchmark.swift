@@ -1,4 +1,3 @@
-import CSodium
 import Foundation
 import KeyboundCrypto
 import KeyboundServer
@@ -108,26 +107,20 @@ final class Benchmark {
         let encodedHash: String
     }
 
-    /// One Argon2id verify (libsodium, as the server) at the server's default parameters,
-    /// single-threaded: the median of several.
+    /// One Argon2id verify at the server's default parameters, through the server's own
+    /// ``PasswordHasher`` (libsodium), single-threaded: the median of several.
     private func measureArgon2() throws -> Argon2Cost {
         let parameters = Configuration().argon2
         progress("Argon2id verify at m=\(parameters.memoryKiB) KiB, t=\(parameters.iterations), p=1")
-        guard sodium_init() >= 0 else { throw HTTPClientError(description: "sodium_init failed") }
+        // As many slots as cores, so the all-cores measurement below is not held back.
+        let hasher = try PasswordHasher(parameters: parameters, concurrency: cores)
         let password = "bench password of the login users"
-        let length = UInt64(password.utf8.count)
-        var output = [CChar](repeating: 0, count: kb_pwhash_strbytes())
-        guard
-            crypto_pwhash_str_alg(
-                &output, password, length, UInt64(parameters.iterations), parameters.memoryKiB * 1024,
-                crypto_pwhash_alg_argon2id13()) == 0
-        else { throw HTTPClientError(description: "argon2id hashing failed") }
-        let encoded = String(decoding: output.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        let encoded = try hasher.hash(password)
         var samples: [Double] = []
         let start = nanoseconds()
         while samples.count < 3 || (seconds(since: start) < durations.argon2 && samples.count < 31) {
             let began = nanoseconds()
-            guard crypto_pwhash_str_verify(encoded, password, length) == 0 else {
+            guard hasher.verify(password, against: encoded) else {
                 throw HTTPClientError(description: "argon2id verify failed")
             }
             samples.append(seconds(since: began))
@@ -140,7 +133,7 @@ final class Benchmark {
             var done = 0
             let began = nanoseconds()
             while done < 2 || seconds(since: began) < budget {
-                guard crypto_pwhash_str_verify(encoded, password, length) == 0 else {
+                guard hasher.verify(password, against: encoded) else {
                     throw HTTPClientError(description: "argon2id verify failed")
                 }
                 done += 1
@@ -164,8 +157,11 @@ final class Benchmark {
         configuration.log = .discard
         configuration.sqliteSynchronous = synchronous
         configuration.signupLimit = 0  // every bench client signs up from loopback
-        // Every load connection comes from 127.0.0.1: no per-address cap.
+        // Every load connection comes from 127.0.0.1: no per-address cap, and no per-address
+        // failure count (a password login counts as a failure until its hash has said otherwise,
+        // so many concurrent logins from one address would be throttled).
         configuration.perIPConnectionLimit = 0
+        configuration.addressFailureLimit = 0
         return configuration
     }
 
@@ -173,10 +169,10 @@ final class Benchmark {
         String(configuration.databaseURL.dropFirst("sqlite:".count))
     }
 
-    /// Runs the server's migrations on a new file and closes it again, so seeding writes into
-    /// exactly the server's schema.
+    /// Runs the server's migrations on a new file, so seeding writes into exactly the server's
+    /// schema.
     private func createSchema(_ configuration: Configuration) throws {
-        _ = try Server(configuration: configuration)
+        try Seed.createSchema(path: path(of: configuration))
     }
 
     func start(_ configuration: Configuration) throws -> (Server, UInt16) {
@@ -199,7 +195,7 @@ final class Benchmark {
         let configuration = configuration("memory", synchronous: options.synchronous)
         try createSchema(configuration)
         let loginUsers = (0..<64).map { "login\($0)" }
-        progress("seeding \(options.sessions) live sessions straight into SQLite")
+        progress("seeding \(options.sessions) live sessions through the server's storage")
         let seedStart = nanoseconds()
         let sample = try Seed.sessions(
             path: path(of: configuration), count: options.sessions, passwordHash: argon2.encodedHash,
@@ -241,8 +237,7 @@ final class Benchmark {
     ) {
         let started = nanoseconds()
         let inserted = try Seed.usersWithDevices(
-            into: SQLiteSeeder(path: path(of: configuration), cacheMiB: 64), count: users,
-            passwordHash: passwordHash,
+            path: path(of: configuration), count: users, passwordHash: passwordHash,
             publicKey: P256SigningKey().publicKey.spkiDER, deadline: started + UInt64(budget * 1e9))
         let elapsed = seconds(since: started)
         progress("seeded \(inserted) users with devices in \(f(elapsed, 1)) s")
@@ -265,6 +260,18 @@ final class Benchmark {
         report.deviceLogins = DeviceNumbers(
             result: logins, clients: clients.count, users: fillers + clients.count,
             synchronous: options.synchronous, verifiesPerSecond: verifiesPerSecond)
+
+        progress(
+            "the login's bound (2 x GET /healthz + verify + sign), \(clients.count) clients, \(durations.bound) s"
+        )
+        report.loginBound = runLoad(
+            try clients.map { try LoginBoundWorker(connection: $0.connection) }, warmup: durations.warmup,
+            duration: durations.bound)
+
+        progress("refresh-token rotations, \(clients.count) clients, \(durations.refresh) s")
+        report.refreshes = runLoad(
+            clients.map { RefreshWorker(connection: $0.connection, refreshToken: $0.refreshToken) },
+            warmup: durations.warmup, duration: durations.refresh)
 
         progress(
             "GET /healthz and GET /v1/me alternating, \(clients.count) clients, \(durations.reads) s each")
@@ -292,7 +299,7 @@ final class Benchmark {
         try createSchema(largeConfiguration)
         let wanted = max(0, durations.growthUsers - options.concurrency)
         progress(
-            "seeding up to \(wanted) users with devices straight into SQLite (budget \(durations.growthSeedBudget) s)"
+            "seeding up to \(wanted) users with devices through the server's storage (budget \(durations.growthSeedBudget) s)"
         )
         let (largeFillers, seedSeconds) = try seedFillers(
             largeConfiguration, users: wanted, budget: durations.growthSeedBudget)

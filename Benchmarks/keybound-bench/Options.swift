@@ -6,8 +6,9 @@ struct BenchOptions {
     var quick = false
     var json = false
     var help = false
-    /// Client threads (connections) for device logins and the read comparison.
-    var concurrency = 8
+    /// Client threads (connections) for device logins, refreshes and the read comparison: enough
+    /// requests in flight that a group commit has company while it waits for its sync.
+    var concurrency = 64
     /// Durability of the main measurements; the other mode is measured briefly beside it.
     var synchronous: SQLiteSynchronous = .full
     /// Users for the growth measurement (default 1M, 100k with --quick).
@@ -17,15 +18,18 @@ struct BenchOptions {
     /// Whether to measure on PostgreSQL too (a throwaway cluster; skipped, with a line saying
     /// why, where PostgreSQL cannot run).
     var postgres = true
+    /// `--profile OPERATION N`: only run N operations in-process, for a profiler.
+    var profile: (operation: Profile.Operation, count: Int)?
 
     static let usage = """
         usage: keybound-bench [--quick] [--json] [--concurrency N] [--sqlite-synchronous full|normal]
                               [--growth-users N] [--sessions N] [--no-postgres]
+               keybound-bench --profile healthz|me|challenge|login|refresh N
 
           Measures the performance targets of docs/design.md against an in-process server on 127.0.0.1
-          in one run (about 50 s; --quick about 18 s) and prints each as a ratio with PASS/FAIL.
+          in one run (about 80 s; --quick about 30 s) and prints each as a ratio with PASS/FAIL.
           --json                  one JSON object on standard output instead of the table
-          --concurrency N         client connections for device logins and reads (default 8)
+          --concurrency N         client connections for device logins and reads (default 64)
           --sqlite-synchronous M  durability of the main runs (default full, the server's default);
                                   the growth comparison always runs at normal and also gives the
                                   device-login rate at normal
@@ -34,6 +38,8 @@ struct BenchOptions {
           --no-postgres           skip the PostgreSQL figures (device logins, reads, two servers
                                   against one, the growth to --growth-users users), which otherwise
                                   run on a throwaway cluster after SQLite's
+          --profile OPERATION N   instead: N operations one after another through the server's
+                                  in-process handler (no sockets), to run under perf or callgrind
         """
 
     struct Invalid: Error, CustomStringConvertible {
@@ -63,6 +69,12 @@ struct BenchOptions {
             case "--growth-users": options.growthUsers = try count(argument, 1000...10_000_000)
             case "--sessions": options.sessions = try count(argument, 0...10_000_000)
             case "--no-postgres": options.postgres = false
+            case "--profile":
+                let name = try value(argument)
+                guard let operation = Profile.Operation(rawValue: name) else {
+                    throw Invalid(description: "--profile is one of healthz, me, challenge, login, refresh")
+                }
+                options.profile = (operation, try count("--profile \(name)", 1...10_000_000))
             case "--sqlite-synchronous":
                 let text = try value(argument)
                 guard let mode = SQLiteSynchronous(rawValue: text) else {
@@ -82,6 +94,9 @@ struct Durations {
     let argon2: Double
     let warmup: Double
     let deviceLogins: Double
+    /// The login's bound, right after the logins.
+    let bound: Double
+    let refresh: Double
     let reads: Double
     let growthRounds: Int
     let growthRoundSeconds: Double
@@ -96,12 +111,14 @@ struct Durations {
             (verify, argon2, warmup, deviceLogins, reads, passwordLogins, growthSeedBudget) =
                 (1, 0.4, 0.2, 1.5, 1, 1.5, 4)
             (growthRounds, growthRoundSeconds) = (2, 0.75)
+            (bound, refresh) = (1, 1)
             growthUsers = options.growthUsers ?? 100_000
             postgresSeedBudget = 30
         } else {
             (verify, argon2, warmup, deviceLogins, reads, passwordLogins, growthSeedBudget) =
-                (2, 1.5, 0.3, 4, 2, 4, 20)
+                (2, 1.5, 0.3, 4, 2, 4, 30)
             (growthRounds, growthRoundSeconds) = (3, 1.5)
+            (bound, refresh) = (2, 2)
             growthUsers = options.growthUsers ?? 1_000_000
             postgresSeedBudget = 240
         }

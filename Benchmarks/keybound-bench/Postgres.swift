@@ -3,28 +3,6 @@ import KeyboundCrypto
 import KeyboundServer
 import KeyboundTestSupport
 
-/// Seeds through the server's own PostgreSQL storage: each transaction is one pipelined bulk
-/// write (``PostgresDatabase/bulkWrite(_:)``), so a million rows do not pay a round trip each.
-struct PostgresSeedTarget: SeedTarget {
-    let database: PostgresDatabase
-
-    func transaction(_ body: (_ insert: (String, [SeedValue]) throws -> Void) throws -> Void) throws {
-        try database.bulkWrite { connection in
-            try body { sql, values in
-                try connection.execute(
-                    sql,
-                    values.map {
-                        switch $0 {
-                        case .text(let text): .text(text)
-                        case .integer(let number): .integer(number)
-                        case .null: .null
-                        }
-                    })
-            }
-        }
-    }
-}
-
 /// What the PostgreSQL phases measured, beside SQLite's.
 struct PostgresNumbers {
     /// Why nothing was measured (PostgreSQL cannot run here), else nil.
@@ -94,7 +72,7 @@ extension Benchmark {
         let storage = try PostgresDatabase(
             url: configuration.databaseURL, password: cluster.password, maximumConnections: 1)
         let seeded = try Seed.usersWithDevices(
-            into: PostgresSeedTarget(database: storage), count: users, passwordHash: passwordHash,
+            into: storage, count: users, passwordHash: passwordHash,
             publicKey: P256SigningKey().publicKey.spkiDER, deadline: started + UInt64(budget * 1e9))
         // Statistics for the planner, and the seeded pages written out now rather than by a
         // checkpoint in the middle of a measurement.

@@ -85,6 +85,10 @@ struct Report {
     var deviceLogins: DeviceNumbers?
     var otherMode: DeviceNumbers?
     var reads: ReadNumbers?
+    /// The login's bound: 2 x GET /healthz + one verify + one sign per step, same clients.
+    var loginBound: LoadResult?
+    /// Refresh-token rotations, same clients and server as the device logins.
+    var refreshes: LoadResult?
     var growth: GrowthNumbers?
     /// The PostgreSQL phases (Postgres.swift); nil with --no-postgres.
     var postgres: PostgresNumbers?
@@ -113,6 +117,30 @@ struct Report {
         "p50 \(f(result.percentile(0.5), 2)) ms, p99 \(f(result.percentile(0.99), 2)) ms"
     }
 
+    private func boundRatio(_ device: DeviceNumbers, _ bound: LoadResult) -> Double {
+        bound.perSecond > 0 ? device.result.perSecond / bound.perSecond : 0
+    }
+
+    /// Measurements without a target, printed with their ratio.
+    var information: [(title: String, line: String, numbers: [String: Any])] {
+        guard let refreshes else { return [] }
+        let ratio = raw.verifiesPerSecond > 0 ? refreshes.perSecond / raw.verifiesPerSecond : 0
+        // Keycloak's sizing guide budgets 120 refresh requests per second per vCPU.
+        let keycloak = 120.0 * Double(cores)
+        return [
+            (
+                "refresh-token rotations/s / raw P-256 verifies/s (1 core)",
+                "\(f(refreshes.perSecond, 0)) rotations/s = \(f(ratio, 3)) x verifies; \(latency(refreshes)), "
+                    + "\(failures(refreshes)); Keycloak's sizing guide: 120/s per vCPU = \(f(keycloak, 0))/s here",
+                [
+                    "rotations_per_second": refreshes.perSecond, "ratio_to_verifies": ratio,
+                    "p50_ms": refreshes.percentile(0.5), "p99_ms": refreshes.percentile(0.99),
+                    "failed": refreshes.failed, "seconds": refreshes.window,
+                ]
+            )
+        ]
+    }
+
     var verdicts: [Verdict] {
         var verdicts: [Verdict] = []
         if let device = deviceLogins {
@@ -122,6 +150,12 @@ struct Report {
                 "\(device.clients) clients, \(device.users) users, SQLite synchronous=\(device.synchronous.rawValue), "
                     + "\(latency(device.result)), \(failures(device.result))",
             ]
+            if let bound = loginBound {
+                details.append(
+                    "the login's bound here: \(f(bound.perSecond, 0))/s (2 x GET /healthz + one verify + one sign "
+                        + "per step, same clients and cores); logins reach \(f(boundRatio(device, bound), 2)) of it"
+                )
+            }
             if let other = otherMode {
                 details.append(
                     "synchronous=\(other.synchronous.rawValue): \(f(other.result.perSecond, 0)) logins/s = "
@@ -135,6 +169,11 @@ struct Report {
                 "p50_ms": device.result.percentile(0.5), "p99_ms": device.result.percentile(0.99),
                 "failed": device.result.failed, "seconds": device.result.window,
             ]
+            if let bound = loginBound {
+                numbers["bound_per_second"] = bound.perSecond
+                numbers["ratio_to_bound"] = boundRatio(device, bound)
+                numbers["bound_failed"] = bound.failed
+            }
             if let other = otherMode {
                 numbers["other_mode"] = [
                     "sqlite_synchronous": other.synchronous.rawValue,
@@ -205,8 +244,8 @@ struct Report {
                     details: [
                         "\(f(memory.idleMiB, 1)) MiB VmRSS of the whole bench process (server in-process; "
                             + "\(f(memory.beforeServerMiB, 1)) MiB before the server started)",
-                        "sessions (one user, session, access and refresh token each) seeded straight into "
-                            + "SQLite in \(f(memory.seedSeconds, 1)) s; 100 seeded tokens checked with GET /v1/me",
+                        "sessions (one user, session, access and refresh token each) seeded through the server's "
+                            + "storage in \(f(memory.seedSeconds, 1)) s; 100 seeded tokens checked with GET /v1/me",
                     ],
                     numbers: [
                         "idle_mib": memory.idleMiB, "before_server_mib": memory.beforeServerMiB,
@@ -236,7 +275,7 @@ struct Report {
                     + "\(f(growth.large.perSecond, 0)) vs \(f(growth.small.perSecond, 0)) logins/s, "
                     + "\(failures(growth.large))",
                 "both at synchronous=\(growth.synchronous.rawValue), alternating rounds, \(f(growth.large.window, 1)) s "
-                    + "each; users with a bound device each, seeded straight into SQLite in \(f(growth.seedSeconds, 1)) s",
+                    + "each; users with a bound device each, seeded through the server's storage in \(f(growth.seedSeconds, 1)) s",
             ]
             let smallMedian = growth.small.percentile(0.5)
             let largeMedian = growth.large.percentile(0.5)
@@ -293,6 +332,11 @@ struct Report {
                     + "\(f(verdict.target, 1))  \(result)")
             lines += verdict.details.map { "       " + $0 }
         }
+        let information = information
+        if !information.isEmpty {
+            lines += ["", "measured without a target"]
+            for item in information { lines += ["  \(item.title)", "       \(item.line)"] }
+        }
         if let skipped = postgres?.skipped { lines += ["", "PostgreSQL figures skipped: \(skipped)"] }
         let passed = verdicts.filter(\.pass).count
         lines += ["", "\(passed) of \(verdicts.count) targets pass; whole run \(f(totalSeconds, 1)) s"]
@@ -313,6 +357,7 @@ struct Report {
             ],
         ]
         if let skipped = postgres?.skipped { object["postgres_skipped"] = skipped }
+        object["information"] = information.map { ["title": $0.title, "numbers": $0.numbers] }
         object["targets"] = verdicts.map { verdict -> [String: Any] in
             var entry: [String: Any] = [
                 "id": verdict.id, "number": verdict.number, "title": verdict.title, "ratio": verdict.ratio,

@@ -17,6 +17,8 @@ final class DeviceLoginWorker: LoadWorker, @unchecked Sendable {
     private let key: P256SigningKey
     private let deviceID: String
     private(set) var accessToken: String
+    /// The refresh token of the latest session.
+    private(set) var refreshToken: String
 
     /// Creates the account, logs in with the password (the step-up binding needs) and binds a
     /// fresh P-256 key, all through the public API.
@@ -35,7 +37,8 @@ final class DeviceLoginWorker: LoadWorker, @unchecked Sendable {
             )
             .jsonData)
         try expect(login, 200, "password login")
-        accessToken = try TokenResponse(jsonData: login.body).accessToken
+        let tokens = try TokenResponse(jsonData: login.body)
+        (accessToken, refreshToken) = (tokens.accessToken, tokens.refreshToken)
         key = try P256SigningKey()
         let bound = try connection.send(
             "POST", "/v1/devices",
@@ -59,8 +62,55 @@ final class DeviceLoginWorker: LoadWorker, @unchecked Sendable {
             "POST", "/v1/sessions/device",
             body: DeviceLoginRequest(challengeID: issued.challengeID, signature: signature).jsonData)
         guard login.status == 200 else { return false }
-        accessToken = try TokenResponse(jsonData: login.body).accessToken
+        let tokens = try TokenResponse(jsonData: login.body)
+        (accessToken, refreshToken) = (tokens.accessToken, tokens.refreshToken)
         return true
+    }
+}
+
+/// Refresh-token rotations of one session: `POST /v1/sessions/refresh` with the latest refresh
+/// token, which the answer replaces.
+final class RefreshWorker: LoadWorker, @unchecked Sendable {
+    private let connection: HTTPConnection
+    private var refreshToken: String
+
+    init(connection: HTTPConnection, refreshToken: String) {
+        self.connection = connection
+        self.refreshToken = refreshToken
+    }
+
+    func step() throws -> Bool {
+        let reply = try connection.send(
+            "POST", "/v1/sessions/refresh", body: RefreshRequest(refreshToken: refreshToken).jsonData)
+        guard reply.status == 200 else { return false }
+        refreshToken = try TokenResponse(jsonData: reply.body).refreshToken
+        return true
+    }
+}
+
+/// What a device login cannot go below on this machine: per step the work a login needs apart
+/// from the server's own bookkeeping — two HTTP round trips (`GET /healthz`, the cheapest
+/// request), one P-256 verify (the server's) and one P-256 sign (the device's) of a login
+/// payload, on the same cores and the same connections as the logins.
+final class LoginBoundWorker: LoadWorker, @unchecked Sendable {
+    private let connection: HTTPConnection
+    private let key: P256SigningKey
+    private let payload: Data
+
+    init(connection: HTTPConnection) throws {
+        self.connection = connection
+        key = try P256SigningKey()
+        payload = try SigningPayload(
+            purpose: .login, server: "keybound", device: "dev_AAAAAAAAAAAAAAAAAAAAAA",
+            challenge: SecureRandom.bytes(32), expires: Date(), action: nil
+        ).bytes
+    }
+
+    func step() throws -> Bool {
+        guard try connection.send("GET", "/healthz").status == 200 else { return false }
+        let signature = try key.signature(for: payload)
+        guard key.publicKey.isValidSignature(signature, for: payload) else { return false }
+        return try connection.send("GET", "/healthz").status == 200
     }
 }
 

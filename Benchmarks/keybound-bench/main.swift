@@ -13,6 +13,15 @@ if options.help {
     print(BenchOptions.usage)
     exit(0)
 }
+if let profile = options.profile {
+    do {
+        try Profile.run(profile.operation, count: profile.count)
+        exit(0)
+    } catch {
+        FileHandle.standardError.write(Data("keybound-bench: \(error)\n".utf8))
+        exit(1)
+    }
+}
 do {
     let report = try Benchmark(options: options).run()
     print(options.json ? report.json : report.text)

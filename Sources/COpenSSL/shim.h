@@ -35,6 +35,9 @@ static const char *const keybound_key_type_ec = "EC";
 static const char *const keybound_curve_p256 = "prime256v1";
 static const char *const keybound_digest_sha256 = "SHA256";
 
+// The HMAC digest parameter's name, kept alive like the names above.
+static const char *const keybound_param_mac_digest = OSSL_MAC_PARAM_DIGEST;
+
 // `EVP_PKEY_PUBLIC_KEY` is a compound macro, which Swift does not import.
 static const int keybound_selection_public_key = EVP_PKEY_PUBLIC_KEY;
 

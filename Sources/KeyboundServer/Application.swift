@@ -7,6 +7,8 @@ final class Application: Sendable {
     let configuration: Configuration
     let database: any Database
     let hasher: PasswordHasher
+    /// The HMAC key of login challenges, shared through the database (``LoginChallenge``).
+    let challengeKey: Data
     let metrics = Metrics()
     let logger: Logger
     /// The port the API listener is bound to, set when the server starts: the default passkey
@@ -44,6 +46,7 @@ final class Application: Sendable {
                 synchronous: configuration.sqliteSynchronous, password: configuration.databasePassword)
         try Self.checkPasskeySettings(configuration)
         try Migrations.apply(to: self.database)
+        challengeKey = try ServerSecrets.read(ServerSecrets.loginChallengeKey, from: self.database)
         hasher = try PasswordHasher(
             parameters: configuration.argon2, concurrency: configuration.hashingConcurrency)
     }

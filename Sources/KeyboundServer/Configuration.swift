@@ -47,8 +47,13 @@ public struct Configuration: Sendable {
     public var hashingConcurrency: Int = ProcessInfo.processInfo.activeProcessorCount
     /// The largest accepted request body in bytes (default 64 KiB; larger gives 413).
     public var bodyLimit: Int = 64 * 1024
-    /// HTTP worker threads (default: the core count, at least 2); also the number of database connections.
+    /// libmicrohttpd's threads, which read requests and send responses (default: the core count,
+    /// at least 2); the number of SQLite reader connections is this plus 2.
     public var workerThreads: Int = max(2, ProcessInfo.processInfo.activeProcessorCount)
+    /// Threads that run request handlers (default 64). A request waiting for its group commit
+    /// holds one of these, never one of the ``workerThreads``, so this many requests can wait
+    /// for one commit together; more queue for a free thread.
+    public var handlerThreads: Int = 64
     /// Idle connections are closed after this many seconds without a byte.
     public var connectionTimeout: Int = 30
     /// At most this many simultaneous connections.

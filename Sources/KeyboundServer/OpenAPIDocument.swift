@@ -289,7 +289,7 @@ paths:
     post:
       operationId: createChallenge
       summary: Get a login challenge
-      description: Issues a single-use signing payload (purpose login) for the device, valid 60 seconds.
+      description: Issues a single-use signing payload (purpose login) for the device, valid 60 seconds. Nothing is stored until the challenge is used.
       security: []
       requestBody:
         required: true
@@ -859,6 +859,10 @@ components:
       type: string
       pattern: ^[a-z]{3}_[A-Za-z0-9_-]{22}$
       description: Opaque random id.
+    ChallengeId:
+      type: string
+      pattern: ^chl_[A-Za-z0-9_-]{78,162}$
+      description: Opaque id of a login challenge. It carries the challenge itself, authenticated by the server, so issuing one stores nothing; pass it back unchanged.
     Timestamp:
       type: string
       pattern: ^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z$
@@ -1153,7 +1157,7 @@ components:
         - expires_at
       properties:
         challenge_id:
-          $ref: '#/components/schemas/Id'
+          $ref: '#/components/schemas/ChallengeId'
         payload:
           $ref: '#/components/schemas/Base64URL'
           description: The exact signing payload bytes, base64url. Decode, parse (check purpose login, server, device), sign the decoded bytes.
@@ -1167,7 +1171,7 @@ components:
         - signature
       properties:
         challenge_id:
-          $ref: '#/components/schemas/Id'
+          $ref: '#/components/schemas/ChallengeId'
         signature:
           $ref: '#/components/schemas/Base64URL'
           description: ECDSA P-256 with SHA-256 over the payload bytes, DER (as SecKeyCreateSignature with ecdsaSignatureMessageX962SHA256 produces), base64url.

@@ -78,13 +78,19 @@ public final class Server: Sendable {
 
     /// Opens the database and applies migrations. Does not listen yet.
     /// - Throws: ``ServerError`` when the database cannot be opened or migrated.
-    public init(configuration: Configuration) throws {
+    public convenience init(configuration: Configuration) throws {
+        try self.init(configuration: configuration, database: nil)
+    }
+
+    /// - Parameter database: storage to use instead of opening ``Configuration/databaseURL``
+    ///   (tests wrap the real one to act inside a request).
+    init(configuration: Configuration, database: (any Database)?) throws {
         // A write to a closed pipe or socket (a log line to a closed standard error) must fail
         // with EPIPE, not end the process.
         signal(SIGPIPE, SIG_IGN)
         self.configuration = configuration
         do {
-            application = try Application(configuration: configuration)
+            application = try Application(configuration: configuration, database: database)
         } catch {
             throw ServerError.opening(error)
         }
@@ -112,6 +118,7 @@ public final class Server: Sendable {
         }
         let options = HTTPDaemonOptions(
             host: configuration.host, port: configuration.port, threads: configuration.workerThreads,
+            handlerThreads: configuration.handlerThreads,
             connectionTimeoutSeconds: configuration.connectionTimeout,
             requestTimeoutSeconds: configuration.requestTimeout,
             connectionLimit: configuration.connectionLimit,
@@ -127,7 +134,7 @@ public final class Server: Sendable {
                 if let address = configuration.metricsListen {
                     // Scrapers need a few plain-HTTP connections and send no bodies.
                     let metricsOptions = HTTPDaemonOptions(
-                        host: address.host, port: address.port, threads: 1,
+                        host: address.host, port: address.port, threads: 1, handlerThreads: 1,
                         connectionTimeoutSeconds: configuration.connectionTimeout,
                         requestTimeoutSeconds: configuration.requestTimeout, connectionLimit: 16,
                         perClientConnectionLimit: 4, bodyLimit: 1024, tlsKeyPEM: nil, tlsCertificatePEM: nil)

@@ -54,57 +54,71 @@ package enum JSON {
 
     /// Writes `value` as compact JSON (no whitespace), members in their order.
     package static func serialize(_ value: JSONValue) -> Data {
-        var out = ""
+        var out: [UInt8] = []
+        out.reserveCapacity(256)
         write(value, to: &out)
-        return Data(out.utf8)
+        return Data(out)
     }
 
-    private static func write(_ value: JSONValue, to out: inout String) {
+    /// The JSON string literal for `string`, quotes included, escaped as RFC 8259 requires.
+    package static func quote(_ string: String) -> String {
+        var out: [UInt8] = []
+        out.reserveCapacity(string.utf8.count + 2)
+        writeString(string, to: &out)
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    // The writer works on UTF-8 bytes: a `String` grown scalar by scalar costs several times more.
+    private static func write(_ value: JSONValue, to out: inout [UInt8]) {
         switch value {
-        case .null: out += "null"
-        case .bool(let flag): out += flag ? "true" : "false"
-        case .number(let text): out += text
+        case .null: out.append(contentsOf: "null".utf8)
+        case .bool(let flag): out.append(contentsOf: (flag ? "true" : "false").utf8)
+        case .number(let text): out.append(contentsOf: text.utf8)
         case .string(let text): writeString(text, to: &out)
         case .array(let items):
-            out += "["
+            out.append(UInt8(ascii: "["))
             for (index, item) in items.enumerated() {
-                if index > 0 { out += "," }
+                if index > 0 { out.append(UInt8(ascii: ",")) }
                 write(item, to: &out)
             }
-            out += "]"
+            out.append(UInt8(ascii: "]"))
         case .object(let members):
-            out += "{"
+            out.append(UInt8(ascii: "{"))
             for (index, member) in members.enumerated() {
-                if index > 0 { out += "," }
+                if index > 0 { out.append(UInt8(ascii: ",")) }
                 writeString(member.name, to: &out)
-                out += ":"
+                out.append(UInt8(ascii: ":"))
                 write(member.value, to: &out)
             }
-            out += "}"
+            out.append(UInt8(ascii: "}"))
         }
     }
 
-    private static func writeString(_ text: String, to out: inout String) {
-        out += "\""
-        for scalar in text.unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            case "\u{08}": out += "\\b"
-            case "\u{0C}": out += "\\f"
-            default:
-                if scalar.value < 0x20 {
-                    let hex = String(scalar.value, radix: 16)
-                    out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-                } else {
-                    out.unicodeScalars.append(scalar)
-                }
+    private static let hexDigits: [UInt8] = Array("0123456789abcdef".utf8)
+
+    /// Escapes `"`, `\` and the control characters; every other byte of the UTF-8 is copied as
+    /// it is (bytes of multi-byte characters are never below 0x80, so they never need escaping).
+    private static func writeString(_ text: String, to out: inout [UInt8]) {
+        out.append(UInt8(ascii: "\""))
+        for byte in text.utf8 {
+            switch byte {
+            case UInt8(ascii: "\""): out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\"")])
+            case UInt8(ascii: "\\"): out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\\")])
+            case 0x0A: out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "n")])
+            case 0x0D: out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "r")])
+            case 0x09: out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "t")])
+            case 0x08: out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "b")])
+            case 0x0C: out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "f")])
+            case 0x00..<0x20:
+                out.append(contentsOf: [
+                    UInt8(ascii: "\\"), UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0"),
+                ])
+                out.append(hexDigits[Int(byte >> 4)])
+                out.append(hexDigits[Int(byte & 0x0F)])
+            default: out.append(byte)
             }
         }
-        out += "\""
+        out.append(UInt8(ascii: "\""))
     }
 
     private struct Parser {
@@ -116,7 +130,12 @@ package enum JSON {
         }
 
         mutating func skipWhitespace() {
-            while index < bytes.count, [0x20, 0x09, 0x0A, 0x0D].contains(bytes[index]) { index += 1 }
+            while index < bytes.count {
+                switch bytes[index] {
+                case 0x20, 0x09, 0x0A, 0x0D: index += 1
+                default: return
+                }
+            }
         }
 
         mutating func value(depth: Int) throws(WireFailure) -> JSONValue {
@@ -255,46 +274,44 @@ package enum JSON {
 
         mutating func string() throws(WireFailure) -> String {
             index += 1
-            var scalars = String.UnicodeScalarView()
+            // The string's UTF-8: runs of bytes copied as they are, escapes encoded. Checked once
+            // at the end: String(decoding:) repairs invalid UTF-8, and a repaired string no
+            // longer equals its bytes. (An escape never yields a continuation byte, so a run's
+            // broken sequence cannot be completed by one.)
+            var utf8: [UInt8] = []
             var runStart = index
-            func flushRun(_ parser: Parser, upTo end: Int, into scalars: inout String.UnicodeScalarView)
-                -> Bool
-            {
-                guard runStart < end else { return true }
-                let slice = parser.bytes[runStart..<end]
-                let text = String(decoding: slice, as: UTF8.self)
-                // String(decoding:) repairs invalid UTF-8; a repaired string no longer round-trips.
-                guard text.utf8.elementsEqual(slice) else { return false }
-                scalars.append(contentsOf: text.unicodeScalars)
-                return true
+            func finish(_ utf8: [UInt8]) -> String? {
+                let text = String(decoding: utf8, as: UTF8.self)
+                return text.utf8.elementsEqual(utf8) ? text : nil
             }
             while true {
                 guard index < bytes.count else { throw failure("unterminated string") }
                 let byte = bytes[index]
                 if byte == UInt8(ascii: "\"") {
-                    guard flushRun(self, upTo: index, into: &scalars) else { throw failure("invalid UTF-8") }
+                    utf8.append(contentsOf: bytes[runStart..<index])
                     index += 1
-                    return String(scalars)
+                    guard let text = finish(utf8) else { throw failure("invalid UTF-8") }
+                    return text
                 }
                 if byte < 0x20 { throw failure("control character in string") }
                 if byte != UInt8(ascii: "\\") {
                     index += 1
                     continue
                 }
-                guard flushRun(self, upTo: index, into: &scalars) else { throw failure("invalid UTF-8") }
+                utf8.append(contentsOf: bytes[runStart..<index])
                 index += 1
                 guard index < bytes.count else { throw failure("unterminated string") }
                 let escape = bytes[index]
                 index += 1
                 switch escape {
-                case UInt8(ascii: "\""): scalars.append("\"")
-                case UInt8(ascii: "\\"): scalars.append("\\")
-                case UInt8(ascii: "/"): scalars.append("/")
-                case UInt8(ascii: "b"): scalars.append("\u{08}")
-                case UInt8(ascii: "f"): scalars.append("\u{0C}")
-                case UInt8(ascii: "n"): scalars.append("\n")
-                case UInt8(ascii: "r"): scalars.append("\r")
-                case UInt8(ascii: "t"): scalars.append("\t")
+                case UInt8(ascii: "\""): utf8.append(UInt8(ascii: "\""))
+                case UInt8(ascii: "\\"): utf8.append(UInt8(ascii: "\\"))
+                case UInt8(ascii: "/"): utf8.append(UInt8(ascii: "/"))
+                case UInt8(ascii: "b"): utf8.append(0x08)
+                case UInt8(ascii: "f"): utf8.append(0x0C)
+                case UInt8(ascii: "n"): utf8.append(0x0A)
+                case UInt8(ascii: "r"): utf8.append(0x0D)
+                case UInt8(ascii: "t"): utf8.append(0x09)
                 case UInt8(ascii: "u"):
                     let first = try hex4()
                     var code = first
@@ -310,7 +327,7 @@ package enum JSON {
                         throw failure("unpaired surrogate")
                     }
                     guard let scalar = Unicode.Scalar(code) else { throw failure("bad \\u escape") }
-                    scalars.append(scalar)
+                    UTF8.encode(scalar) { utf8.append($0) }
                 default: throw failure("bad escape")
                 }
                 runStart = index

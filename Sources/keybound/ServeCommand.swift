@@ -30,6 +30,9 @@ enum ServeCommand {
                     "workers", "N", "HTTP worker threads", variable: "KEYBOUND_WORKERS",
                     default: "core count, min 2"),
                 .value(
+                    "handler-threads", "N", "request handler threads", variable: "KEYBOUND_HANDLER_THREADS",
+                    default: "64"),
+                .value(
                     "argon2-memory", "KIB", "Argon2id memory, >= 19456", variable: "KEYBOUND_ARGON2_MEMORY",
                     default: "19456"),
                 .value(
@@ -243,6 +246,7 @@ enum ServeCommand {
         if let retention = try integer("retention", 0...315_360_000) { configuration.retention = retention }
         if let devices = try integer("max-devices", 1...1000) { configuration.maxDevicesPerUser = devices }
         if let workers = try integer("workers", 1...256) { configuration.workerThreads = workers }
+        if let handlers = try integer("handler-threads", 1...4096) { configuration.handlerThreads = handlers }
         if let limit = try integer("body-limit", 1024...16_777_216) { configuration.bodyLimit = limit }
         if let timeout = try integer("connection-timeout", 1...3600) {
             configuration.connectionTimeout = timeout

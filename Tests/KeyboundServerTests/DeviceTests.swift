@@ -115,6 +115,12 @@ struct DeviceTests {
         #expect(statuses.count == 32)
         #expect(statuses.filter { $0 == 200 }.count == 1)
         #expect(statuses.filter { $0 == 409 }.count == 31)
+        let database = try SQLiteDatabase(
+            path: live.directory.path("keybound.sqlite"), readers: 1, synchronous: .normal)
+        #expect(
+            try database.read {
+                try $0.queryOne("SELECT COUNT(*) FROM sessions WHERE auth_method = 'device'", [])?.integer(0)
+            } == 1)
     }
 
     @Test(arguments: Engine.all) func revokedDeviceCanNeitherLogInNorApprove(engine: Engine) async throws {

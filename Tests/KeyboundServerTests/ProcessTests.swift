@@ -63,26 +63,111 @@ final class ServeProcess: Sendable {
 @Suite("keybound serve as a process")
 struct ProcessTests {
     @Test(arguments: ["full", "normal"])
-    func killDashNineRightAfterA2xxLosesNothing(synchronous: String) async throws {
+    func killDashNineDuringABurstOfLoginsLosesNoAcknowledgedWrite(synchronous: String) async throws {
         let directory = try TemporaryDirectory()
-        let database = "sqlite:" + directory.path("durable.sqlite")
+        let path = directory.path("durable.sqlite")
         let first = try await ServeProcess(
-            arguments: ["--db", database, "--server-id", "durable", "--sqlite-synchronous", synchronous])
+            arguments: [
+                "--db", "sqlite:" + path, "--server-id", "durable", "--sqlite-synchronous", synchronous,
+            ])
         try await first.client.createAccount("alice")
         let tokens = try await first.client.login("alice")
-        let (_, deviceID) = try await first.client.bindDevice(tokens.accessToken)
-        // SIGKILL immediately after the 201: no chance to flush anything.
-        _ = first.kill(SIGKILL)
+        let (key, deviceID) = try await first.client.bindDevice(tokens.accessToken)
+
+        // Eight clients log in with the device key over and over; SIGKILL lands in the middle of
+        // that, with logins in flight and in the writer's queue.
+        let acknowledged = Locked<[String]>([])
+        let client = first.client
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for _ in 0..<8 {
+                group.addTask {
+                    while let challenge = try? await client.send(
+                        "POST", "/v1/challenges", body: ChallengeRequest(deviceID: deviceID).jsonData,
+                        checkSpec: false),
+                        challenge.status == 201,
+                        let issued = try? ChallengeResponse(jsonData: challenge.body),
+                        let login = try? await client.send(
+                            "POST", "/v1/sessions/device",
+                            body: DeviceLoginRequest(
+                                challengeID: issued.challengeID,
+                                signature: try sign(issued.payload, with: key)
+                            ).jsonData, checkSpec: false),
+                        login.status == 200
+                    {
+                        let session = try TokenResponse(jsonData: login.body).sessionID
+                        acknowledged.withLock { $0.append(session) }
+                    }
+                }
+            }
+            // Bounded: at most 30 s of logins before the kill.
+            for _ in 0..<3000 where acknowledged.withLock({ $0.count }) < 40 {
+                try await Task.sleep(nanoseconds: 10_000_000)
+            }
+            _ = first.kill(SIGKILL)
+            try await group.waitForAll()
+        }
+        let sessions = acknowledged.withLock { $0 }
+        #expect(sessions.count >= 40)
+
+        // Every acknowledged login is there, and no login was applied twice: each device session
+        // used exactly one challenge and has exactly one audit event.
+        let database = try SQLiteDatabase(path: path, readers: 1, synchronous: .normal)
+        let stored = try database.read { connection in
+            try connection.query("SELECT id FROM sessions WHERE auth_method = 'device'", []).map {
+                try $0.text(0)
+            }
+        }
+        #expect(Set(sessions).isSubset(of: Set(stored)))
+        #expect(Set(sessions).count == sessions.count)
+        let counts = try database.read { connection in
+            try ["used_challenges", "audit_events WHERE type = 'login' AND method = 'device'"].map {
+                try connection.queryOne("SELECT COUNT(*) FROM \($0)", [])?.integer(0) ?? -1
+            }
+        }
+        #expect(counts == [Int64(stored.count), Int64(stored.count)])
 
         let second = try await ServeProcess(
-            arguments: ["--server-id", "durable"], environment: ["KEYBOUND_DB": database])
+            arguments: ["--server-id", "durable"], environment: ["KEYBOUND_DB": "sqlite:" + path])
         let again = try await second.client.login("alice")
         let devices = try await second.client.get("/v1/devices", token: again.accessToken)
             .decode(DeviceListResponse.self).devices
         #expect(devices.map(\.deviceID) == [deviceID])
-        // The old session was replaced by the new login of the same client, as before the crash.
+        // The earlier sessions were replaced by the new login of the same client.
         #expect(try await second.client.get("/v1/me", token: tokens.accessToken).status == 401)
         #expect(second.kill(SIGTERM) == 0)
+    }
+
+    @Test func oneChallengeUsedThirtyTwoTimesAcrossTwoProcessesOpensOneSession() async throws {
+        let directory = try TemporaryDirectory()
+        let path = directory.path("shared.sqlite")
+        let arguments = ["--db", "sqlite:" + path, "--server-id", "shared", "--sqlite-synchronous", "normal"]
+        let first = try await ServeProcess(arguments: arguments)
+        let second = try await ServeProcess(arguments: arguments)
+        let (_, key, deviceID) = try await first.client.userWithDevice("alice")
+        // Issued by the first process, used at both: they share the challenge key and the file.
+        let challenge = try await first.client.challenge(deviceID)
+        let signature = try sign(challenge.payload, with: key)
+        let clients = [first.client, second.client]
+        let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
+            for index in 0..<32 {
+                group.addTask {
+                    try await clients[index % 2].deviceLogin(
+                        challengeID: challenge.challengeID, signature: signature
+                    )
+                    .status
+                }
+            }
+            return try await group.reduce(into: [Int]()) { $0.append($1) }
+        }
+        #expect(statuses.filter { $0 == 200 }.count == 1)
+        #expect(statuses.filter { $0 == 409 }.count == 31)
+        #expect(first.kill(SIGTERM) == 0)
+        #expect(second.kill(SIGTERM) == 0)
+        let database = try SQLiteDatabase(path: path, readers: 1, synchronous: .normal)
+        #expect(
+            try database.read {
+                try $0.queryOne("SELECT COUNT(*) FROM sessions WHERE auth_method = 'device'", [])?.integer(0)
+            } == 1)
     }
 
     @Test func helpAndUsageErrors() throws {

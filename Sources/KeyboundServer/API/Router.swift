@@ -30,8 +30,26 @@ struct Route: Sendable {
     let method: String
     let pattern: String
     let handler: @Sendable (Application, RequestContext) throws -> HTTPResponse
+    /// The pattern's segments, split once: a literal, or the name of a `{parameter}`.
+    fileprivate let segments: [Segment]
 
-    fileprivate var segments: [Substring] { pattern.split(separator: "/", omittingEmptySubsequences: false) }
+    fileprivate enum Segment: Sendable {
+        case literal(Substring)
+        case parameter(String)
+    }
+
+    init(
+        method: String, pattern: String,
+        handler: @escaping @Sendable (Application, RequestContext) throws -> HTTPResponse
+    ) {
+        self.method = method
+        self.pattern = pattern
+        self.handler = handler
+        segments = pattern.split(separator: "/", omittingEmptySubsequences: false).map { segment in
+            segment.hasPrefix("{") && segment.hasSuffix("}")
+                ? .parameter(String(segment.dropFirst().dropLast())) : .literal(segment)
+        }
+    }
 }
 
 /// A small router: exact segments and `{name}` parameters.
@@ -52,21 +70,24 @@ struct Router: Sendable {
         var allowed: [String] = []
         var allowedPattern = ""
         for route in routes {
-            let pattern = route.segments
-            guard pattern.count == segments.count else { continue }
+            guard route.segments.count == segments.count else { continue }
             var parameters: [String: String] = [:]
             var matches = true
-            for (expected, actual) in zip(pattern, segments) {
-                if expected.hasPrefix("{"), expected.hasSuffix("}") {
-                    guard !actual.isEmpty, actual.count <= 128 else {
+            for (expected, actual) in zip(route.segments, segments) {
+                switch expected {
+                case .parameter(let name):
+                    guard !actual.isEmpty, actual.utf8.count <= 128 else {
                         matches = false
                         break
                     }
-                    parameters[String(expected.dropFirst().dropLast())] = String(actual)
-                } else if expected != actual {
-                    matches = false
-                    break
+                    parameters[name] = String(actual)
+                case .literal(let literal):
+                    guard literal == actual else {
+                        matches = false
+                        break
+                    }
                 }
+                if !matches { break }
             }
             guard matches else { continue }
             if route.method == method { return .found(route, parameters) }

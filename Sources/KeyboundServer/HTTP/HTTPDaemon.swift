@@ -12,6 +12,8 @@ struct HTTPDaemonOptions {
     var host: String
     var port: UInt16
     var threads: Int
+    /// Threads that run request handlers (see ``HandlerThreads``).
+    var handlerThreads: Int
     /// Idle connections are closed after this many seconds without a byte (libmicrohttpd's timeout).
     var connectionTimeoutSeconds: Int
     /// A request must arrive whole within this many seconds (see ``ConnectionGuard``).
@@ -36,23 +38,51 @@ private final class DaemonContext: Sendable {
     let bodyLimit: Int
     let handler: @Sendable (HTTPRequest) -> HTTPResponse
     let connections: ConnectionGuard
+    let handlers: HandlerThreads
     /// Requests between their first callback and their completion notice.
     let inFlight = Locked(0)
+    /// Connections suspended while a handler thread works on their request, and whether the
+    /// daemon is stopping (then no connection may be suspended any more: libmicrohttpd aborts
+    /// the process when it stops with one). One lock for both, so that a request is either
+    /// counted before it is suspended or answered without suspending.
+    let suspensions = Locked(Suspensions())
 
     init(
-        bodyLimit: Int, connections: ConnectionGuard,
+        bodyLimit: Int, connections: ConnectionGuard, handlers: HandlerThreads,
         handler: @escaping @Sendable (HTTPRequest) -> HTTPResponse
     ) {
         self.bodyLimit = bodyLimit
         self.connections = connections
+        self.handlers = handlers
         self.handler = handler
     }
+}
+
+/// See ``DaemonContext/suspensions``.
+struct Suspensions {
+    /// Connections suspended now (counted before `MHD_suspend_connection`).
+    var count = 0
+    /// Set once the daemon stops: requests are answered on libmicrohttpd's thread from then on.
+    var closed = false
 }
 
 /// Per-request state kept in libmicrohttpd's `con_cls` slot while the body arrives.
 private final class RequestState {
     var body = Data()
     var exceeded = false
+    /// Whether the request went to a handler thread (its connection is suspended until then).
+    var handed = false
+    /// The handler's answer, set on the handler thread before it resumes the connection.
+    let response = Locked<HTTPResponse?>(nil)
+}
+
+/// A libmicrohttpd connection handle, to resume it from a handler thread.
+///
+/// `@unchecked Sendable` is safe because the handle is only used for `MHD_resume_connection`,
+/// which libmicrohttpd allows from any thread, while the connection is suspended (it cannot be
+/// freed then).
+private struct SuspendedConnection: @unchecked Sendable {
+    let pointer: OpaquePointer
 }
 
 private func collectValues(
@@ -112,17 +142,52 @@ private let accessHandler: MHD_AccessHandlerCallback = {
         return .YES
     }
 
-    // Step 3: the whole request is here. Route it and queue the response.
-    return respond(context, connection, url: url, method: method, state: state)
+    // Step 4: a handler thread answered and resumed the connection: send the answer.
+    if let response = state.response.withLock({ $0 }) { return queue(response, on: connection) }
+    guard !state.handed else { return .YES }
+
+    // Step 3: the whole request is here. Hand it to a handler thread and suspend the connection,
+    // so that this thread goes on with other connections while the request waits (for its
+    // group commit, most of all).
+    guard context.connections.requestArrived(connection) else { return .NO }
+    let request = makeRequest(connection, url: url, method: method, state: state)
+    state.handed = true
+    let mayWait = context.suspensions.withLock { suspensions in
+        guard !suspensions.closed else { return false }
+        suspensions.count += 1
+        return true
+    }
+    // The daemon is stopping: answer on this thread, as nothing may be suspended any more.
+    guard mayWait else { return queue(context.handler(request), on: connection) }
+    MHD_suspend_connection(connection)
+    let suspended = SuspendedConnection(pointer: connection)
+    context.handlers.run { [response = state.response] in
+        let answer = context.handler(request)
+        response.withLock { $0 = answer }
+        MHD_resume_connection(suspended.pointer)
+        // libmicrohttpd's own stop moves a connection it was asked to resume out of its
+        // suspended list, so it may stop from here on.
+        context.suspensions.withLock { $0.count -= 1 }
+    }
+    return .YES
 }
 
-/// Hands the request to the handler and queues its response, unless it arrived after its deadline.
+/// Answers on this thread (a refusal before the body arrives), unless the request arrived after
+/// its deadline.
 private func respond(
     _ context: DaemonContext, _ connection: OpaquePointer, url: UnsafePointer<CChar>,
     method: UnsafePointer<CChar>,
     state: RequestState
 ) -> MHD_Result {
     guard context.connections.requestArrived(connection) else { return .NO }
+    return queue(
+        context.handler(makeRequest(connection, url: url, method: method, state: state)), on: connection)
+}
+
+/// The request as the router sees it.
+private func makeRequest(
+    _ connection: OpaquePointer, url: UnsafePointer<CChar>, method: UnsafePointer<CChar>, state: RequestState
+) -> HTTPRequest {
     var address = [CChar](repeating: 0, count: 64)
     let clientAddress =
         kb_mhd_client_address(connection, &address, address.count) == 0
@@ -135,8 +200,7 @@ private func respond(
         headers: collectValues(connection, kind: .HEADER_KIND), body: state.body, clientAddress: clientAddress
     )
     request.bodyExceededLimit = state.exceeded
-    let response = context.handler(request)
-    return queue(response, on: connection)
+    return request
 }
 
 private func queue(_ response: HTTPResponse, on connection: OpaquePointer) -> MHD_Result {
@@ -195,7 +259,13 @@ final class HTTPDaemon: @unchecked Sendable {
                 kind: .cannotListen,
                 description: "listen address \(options.host) is not a numeric IPv4 or IPv6 address")
         }
-        var flags = MHD_USE_AUTO_INTERNAL_THREAD.rawValue | MHD_USE_ITC.rawValue
+        // poll(2), not epoll: with epoll, libmicrohttpd 0.9.75's MHD_quiesce_daemon removes the
+        // listening socket from each worker's epoll set while the worker may be removing it
+        // too, and the loser aborts the process ("Failed to remove listen FD from epoll set",
+        // still so upstream). With poll, quiescing only signals each worker. A worker polls
+        // its own connections only, so poll costs little here (see DaemonStopTests).
+        var flags =
+            MHD_USE_POLL_INTERNAL_THREAD.rawValue | MHD_USE_ITC.rawValue | MHD_ALLOW_SUSPEND_RESUME.rawValue
         if family == AF_INET6 { flags |= MHD_USE_IPv6.rawValue }
         var tlsKey: UnsafeMutablePointer<CChar>?
         var tlsCertificate: UnsafeMutablePointer<CChar>?
@@ -210,8 +280,10 @@ final class HTTPDaemon: @unchecked Sendable {
         let connections = ConnectionGuard(
             requestTimeoutSeconds: options.requestTimeoutSeconds,
             perNetworkLimit: options.perClientConnectionLimit)
+        let handlers = HandlerThreads(count: options.handlerThreads)
         let context = Unmanaged.passRetained(
-            DaemonContext(bodyLimit: options.bodyLimit, connections: connections, handler: handler))
+            DaemonContext(
+                bodyLimit: options.bodyLimit, connections: connections, handlers: handlers, handler: handler))
         let started = withUnsafePointer(to: &storage) { pointer in
             pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { address in
                 kb_mhd_start(
@@ -224,6 +296,7 @@ final class HTTPDaemon: @unchecked Sendable {
             // libmicrohttpd returns no reason; bind(2) left it in errno.
             let reason = errno
             connections.stop()
+            handlers.stop()
             context.release()
             free(tlsKey)
             free(tlsCertificate)
@@ -260,8 +333,14 @@ final class HTTPDaemon: @unchecked Sendable {
         while context.takeUnretainedValue().inFlight.withLock({ $0 }) > 0, Date() < deadline {
             usleep(10_000)
         }
+        // libmicrohttpd must not stop with a suspended connection: suspend no more, and let the
+        // handlers that are still at work finish (each does in bounded time: a write waits at
+        // most the busy timeout).
+        context.takeUnretainedValue().suspensions.withLock { $0.closed = true }
+        while context.takeUnretainedValue().suspensions.withLock({ $0.count }) > 0 { usleep(1000) }
         MHD_stop_daemon(daemon)
         context.takeUnretainedValue().connections.stop()
+        context.takeUnretainedValue().handlers.stop()
         if listener >= 0 { close(listener) }
     }
 
@@ -270,5 +349,54 @@ final class HTTPDaemon: @unchecked Sendable {
         context.release()
         free(tlsKey)
         free(tlsCertificate)
+    }
+}
+
+/// The threads that run request handlers, apart from libmicrohttpd's own: a handler may wait (for
+/// its group commit, mostly) while libmicrohttpd's threads go on serving every other connection.
+/// A waiting handler holds a thread of this pool only; its connection is suspended meanwhile.
+final class HandlerThreads: Sendable {
+    /// Jobs in order; nil tells one thread to end.
+    private let jobs = Locked<[(@Sendable () -> Void)?]>([])
+    private let queued = DispatchSemaphore(value: 0)
+    private let finished = DispatchGroup()
+    private let count: Int
+    private let stopped = Locked(false)
+
+    init(count: Int) {
+        self.count = max(1, count)
+        for index in 0..<self.count {
+            finished.enter()
+            let thread = Thread { [self] in
+                while let job = nextJob() { job() }
+                finished.leave()
+            }
+            thread.name = "keybound-handler-\(index)"
+            thread.start()
+        }
+    }
+
+    /// Runs `job` on the next free thread.
+    func run(_ job: @escaping @Sendable () -> Void) { enqueue(job) }
+
+    private func enqueue(_ job: (@Sendable () -> Void)?) {
+        jobs.withLock { $0.append(job) }
+        queued.signal()
+    }
+
+    private func nextJob() -> (@Sendable () -> Void)? {
+        queued.wait()
+        return jobs.withLock { $0.removeFirst() }
+    }
+
+    /// Lets the jobs already queued run, then ends the threads. Safe to call more than once.
+    func stop() {
+        let first = stopped.withLock { wasStopped in
+            defer { wasStopped = true }
+            return !wasStopped
+        }
+        guard first else { return }
+        for _ in 0..<count { enqueue(nil) }
+        finished.wait()
     }
 }

@@ -37,9 +37,8 @@ extension Application {
         else {
             throw APIError.usernameTaken
         }
-        try connection.execute(
-            "INSERT INTO users (id, username, password_hash, created_at) VALUES (?, ?, ?, ?)",
-            [.text(userID), .text(username.rawValue), .text(passwordHash), .integer(now)])
+        try Rows.insertUser(
+            connection, id: userID, username: username.rawValue, passwordHash: passwordHash, createdAt: now)
         return userID
     }
 

@@ -2,6 +2,20 @@ import Foundation
 import KeyboundWire
 
 extension Application {
+    /// Builds an approval's signing payload (a random challenge) that expires `lifetime` seconds
+    /// from now (whole seconds).
+    private func makePayload(
+        _ context: RequestContext, purpose: SigningPayload.Purpose, deviceID: String, lifetime: Int,
+        action: ApprovalAction?
+    ) throws -> (payload: SigningPayload, expiresAt: Int64) {
+        let expiresSeconds = context.now / 1000 + Int64(lifetime)
+        let payload = try SigningPayload(
+            purpose: purpose, server: configuration.serverID, device: deviceID,
+            challenge: SecureRandomBytes.bytes(SigningPayload.challengeLength),
+            expires: Date(timeIntervalSince1970: TimeInterval(expiresSeconds)), action: action)
+        return (payload, expiresSeconds * 1000)
+    }
+
     func createApproval(_ context: RequestContext) throws -> HTTPResponse {
         _ = try authenticate(context)  // 401 comes before any complaint about the body
         let request = try context.decode(CreateApprovalRequest.self)

@@ -2,45 +2,21 @@ import Foundation
 import KeyboundWire
 
 extension Application {
-    /// Builds a signing payload that expires `lifetime` seconds from now (whole seconds).
-    func makePayload(
-        _ context: RequestContext, purpose: SigningPayload.Purpose, deviceID: String, lifetime: Int,
-        action: ApprovalAction?
-    ) throws -> (payload: SigningPayload, expiresAt: Int64) {
-        let expiresSeconds = context.now / 1000 + Int64(lifetime)
-        let payload = try SigningPayload(
-            purpose: purpose, server: configuration.serverID, device: deviceID,
-            challenge: SecureRandomBytes.bytes(SigningPayload.challengeLength),
-            expires: Date(timeIntervalSince1970: TimeInterval(expiresSeconds)), action: action)
-        return (payload, expiresSeconds * 1000)
-    }
-
+    /// `POST /v1/challenges`. Writes nothing: the challenge lives in its id (``LoginChallenge``),
+    /// so unauthenticated callers cannot grow the database through it.
     func createChallenge(_ context: RequestContext) throws -> HTTPResponse {
         let request = try context.decode(ChallengeRequest.self)
-        let challengeID = SecureRandomBytes.identifier("chl")
-        let issued = try database.write { connection in
-            guard let device = try loadDevice(connection, id: request.deviceID) else {
-                throw APIError.notFound
-            }
-            if let refusal = device.checkUsable() { throw refusal }
-            let issued = try makePayload(
-                context, purpose: .login, deviceID: device.id, lifetime: configuration.challengeLifetime,
-                action: nil)
-            try connection.execute(
-                """
-                INSERT INTO challenges (id, device_id, payload, created_at, expires_at, used_at)
-                VALUES (?, ?, ?, ?, ?, NULL)
-                """,
-                [
-                    .text(challengeID), .text(device.id), .text(Base64URL.encode(issued.payload.bytes)),
-                    .integer(context.now), .integer(issued.expiresAt),
-                ])
-            return issued
+        guard let device = try database.read({ try loadDevice($0, id: request.deviceID) }) else {
+            throw APIError.notFound
         }
+        if let refusal = device.checkUsable() { throw refusal }
+        let challenge = try LoginChallenge(
+            deviceID: device.id, expires: context.now / 1000 + Int64(configuration.challengeLifetime),
+            server: configuration.serverID, key: challengeKey)
+        let payload = try challenge.payload(server: configuration.serverID)
         return .json(
             201,
-            ChallengeResponse(
-                challengeID: challengeID, payload: issued.payload.bytes, expiresAt: issued.payload.expires))
+            ChallengeResponse(challengeID: challenge.id, payload: payload.bytes, expiresAt: payload.expires))
     }
 
     /// `POST /v1/sessions/device`. A valid signature always logs in: nobody without the key can
@@ -51,27 +27,26 @@ extension Application {
     /// (unknown, used or expired challenge, revoked device) prove nothing new and write nothing.
     func deviceLogin(_ context: RequestContext) throws -> HTTPResponse {
         let request = try context.decode(DeviceLoginRequest.self)
-        guard Grammar.isIdentifier(request.challengeID) else { throw APIError.notFound }
-        let found = try database.read { connection -> IssuedChallenge? in
-            guard
-                let row = try connection.queryOne(
-                    "SELECT device_id, payload, expires_at, used_at FROM challenges WHERE id = ?",
-                    [.text(request.challengeID)]),
-                let device = try loadDevice(connection, id: try row.text(0)),
-                let payload = Base64URL.decode(try row.text(1))
-            else { return nil }
-            return IssuedChallenge(
-                device: device, payload: payload, expiresAt: try row.integer(2),
-                used: try row.optionalInteger(3) != nil)
+        // An id this server did not make (or whose tag was changed) is unknown, like any other.
+        guard
+            let challenge = LoginChallenge(
+                id: request.challengeID, server: configuration.serverID, key: challengeKey)
+        else { throw APIError.notFound }
+        guard context.now < challenge.expiresAt else { throw APIError.challengeExpired }
+        let (found, used) = try database.read { connection in
+            (
+                try loadDevice(connection, id: challenge.deviceID),
+                try connection.queryOne(
+                    "SELECT 1 FROM used_challenges WHERE id = ?", [.text(request.challengeID)]) != nil
+            )
         }
-        guard let found else { throw APIError.notFound }
-        if found.used { throw APIError.challengeUsed }
-        guard context.now < found.expiresAt else { throw APIError.challengeExpired }
-        let device = found.device
+        guard let device = found else { throw APIError.notFound }
+        if used { throw APIError.challengeUsed }
         if let refusal = device.checkUsable() { throw refusal }
 
         // Verified outside any transaction: a P-256 check needs no lock.
-        let valid = device.signatureIsValid(request.signature, over: found.payload)
+        let payload = try challenge.payload(server: configuration.serverID)
+        let valid = device.signatureIsValid(request.signature, over: payload.bytes)
         let deviceScope = ThrottleScope.device(device.id)
         let addressScope =
             configuration.addressFailureLimit > 0 ? ThrottleScope.address(context.clientAddress) : nil
@@ -82,11 +57,12 @@ extension Application {
             {
                 return .failure(refuseThrottled(method: .device, context, blockedUntil: blockedUntil))
             }
-            // Single use: the conditional update makes exactly one of several concurrent attempts
-            // win; the losers learn only what a replay learns, and write nothing.
+            // Single use: the id's unique key makes exactly one of several concurrent attempts
+            // win, in this process or another on the same database; the losers learn only what
+            // a replay learns, and write nothing.
             let claimed = try connection.execute(
-                "UPDATE challenges SET used_at = ? WHERE id = ? AND used_at IS NULL",
-                [.integer(context.now), .text(request.challengeID)])
+                "INSERT INTO used_challenges (id, expires_at) VALUES (?, ?) ON CONFLICT (id) DO NOTHING",
+                [.text(request.challengeID), .integer(challenge.expiresAt)])
             guard claimed == 1 else { return .failure(.challengeUsed) }
             guard valid else {
                 let deviceCount = try countFailure(
@@ -116,7 +92,7 @@ extension Application {
                 return .failure(.deviceRevoked)
             }
             if let refusal = try checkAppAttestAssertion(
-                request.appAttestAssertion, device: device, clientData: found.payload, connection, context)
+                request.appAttestAssertion, device: device, clientData: payload.bytes, connection, context)
             {
                 return .failure(refusal)
             }
@@ -129,13 +105,5 @@ extension Application {
                     deviceID: device.id))
         }
         return .json(200, try result.get())
-    }
-
-    /// A login challenge as issued, with its device.
-    private struct IssuedChallenge {
-        let device: DeviceRecord
-        let payload: Data
-        let expiresAt: Int64
-        let used: Bool
     }
 }

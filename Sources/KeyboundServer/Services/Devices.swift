@@ -7,7 +7,8 @@ struct DeviceRecord {
     let id: String
     let userID: String
     let clientID: String
-    let publicKey: Data
+    /// The public key as stored: base64url of its SubjectPublicKeyInfo DER.
+    let publicKey: String
     let revoked: Bool
 
     static let columns = "id, user_id, client_id, public_key, revoked_at"
@@ -16,7 +17,7 @@ struct DeviceRecord {
         id = try row.text(offset)
         userID = try row.text(offset + 1)
         clientID = try row.text(offset + 2)
-        publicKey = Base64URL.decode(try row.text(offset + 3)) ?? Data()
+        publicKey = try row.text(offset + 3)
         revoked = try row.optionalInteger(offset + 4) != nil
     }
 
@@ -28,10 +29,29 @@ struct DeviceRecord {
 
     /// Whether `signature` (DER) verifies over the exact payload bytes the server issued.
     func signatureIsValid(_ signature: Data, over payload: Data) -> Bool {
-        guard let key = try? P256PublicKey(spkiDER: publicKey),
+        guard let key = DeviceKeys.key(publicKey),
             let parsed = try? P256Signature(derRepresentation: signature)
         else { return false }
         return key.isValidSignature(parsed, for: payload)
+    }
+}
+
+/// Device public keys, parsed once: a login then neither decodes nor parses its key again, and
+/// the key's verification contexts are reused. A stored key text always means the same key, so
+/// nothing here can go stale; the cache is bounded by starting over when it is full.
+enum DeviceKeys {
+    private static let cache = Locked<[String: P256PublicKey]>([:])
+    private static let capacity = 1024
+
+    /// The key stored as `text` (base64url SPKI DER), or nil when it is not a P-256 key.
+    static func key(_ text: String) -> P256PublicKey? {
+        if let key = cache.withLock({ $0[text] }) { return key }
+        guard let der = Base64URL.decode(text), let key = try? P256PublicKey(spkiDER: der) else { return nil }
+        cache.withLock { keys in
+            if keys.count >= capacity { keys.removeAll(keepingCapacity: true) }
+            keys[text] = key
+        }
+        return key
     }
 }
 
@@ -92,17 +112,10 @@ extension Application {
             for row in previous {
                 try revoke(connection, context, deviceID: try row.text(0), userID: caller.userID)
             }
-            try connection.execute(
-                """
-                INSERT INTO devices (id, user_id, client_id, name, key_protection, public_key, created_at,
-                    last_used_at, failed_signatures, suspended_at, revoked_at)
-                VALUES (?, ?, ?, ?, ?, ?, ?, NULL, 0, NULL, NULL)
-                """,
-                [
-                    .text(deviceID), .text(caller.userID), .text(caller.clientID), .text(request.name),
-                    .text(request.keyProtection.rawValue), .text(Base64URL.encode(key.spkiDER)),
-                    .integer(context.now),
-                ])
+            try Rows.insertDevice(
+                connection, id: deviceID, userID: caller.userID, clientID: caller.clientID,
+                name: request.name,
+                keyProtection: request.keyProtection, publicKey: key.spkiDER, createdAt: context.now)
             if let attestation {
                 try storeAppAttestation(attestation, deviceID: deviceID, caller: caller, connection, context)
             }

@@ -1,11 +1,13 @@
 import Foundation
 
 extension Application {
-    /// Deletes rows that can no longer matter: challenges (device, passkey and App Attest) expired
-    /// over an hour ago, tokens past their expiry (a used refresh token is kept until then, for
-    /// reuse detection), throttle entries that block nothing and whose failures are stale, and,
-    /// after ``Configuration/retention``, ended sessions with all their tokens and expired
-    /// approvals. Audit events are kept.
+    /// Deletes rows that can no longer matter: used device-login challenges and passkey and App
+    /// Attest challenges that expired over an hour ago (an expired device-login challenge is
+    /// refused before its row is looked at; the hour covers requests still in flight and clocks
+    /// that differ between instances), tokens past their expiry (a used refresh token is kept
+    /// until then, for reuse detection), throttle entries that block nothing and whose failures
+    /// are stale, and, after ``Configuration/retention``, ended sessions with all their tokens and
+    /// expired approvals. Audit events are kept.
     ///
     /// A session has ended when it was revoked (logout, replaced, reuse, device revoked) or reached
     /// ``Configuration/sessionMaxAge``. Until the retention has passed, its row (client, method,
@@ -25,7 +27,7 @@ extension Application {
         let ended = "revoked_at < ? OR created_at < ?"
         do {
             try database.write { connection in
-                for table in ["challenges", "webauthn_challenges", "app_attest_challenges"] {
+                for table in ["used_challenges", "webauthn_challenges", "app_attest_challenges"] {
                     try connection.execute(
                         "DELETE FROM \(table) WHERE expires_at < ?", [.integer(now - 3_600_000)])
                 }

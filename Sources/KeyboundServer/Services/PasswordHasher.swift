@@ -29,23 +29,26 @@ public struct Argon2Parameters: Sendable, Hashable {
 }
 
 /// Errors of the password hasher (none is the client's fault).
-struct PasswordHasherError: Error, CustomStringConvertible {
-    let description: String
+package struct PasswordHasherError: Error, CustomStringConvertible {
+    /// What failed.
+    package let description: String
 }
 
 /// Argon2id password hashing through libsodium (one lane, p=1), with concurrent hashes bounded
 /// by a semaphore so memory stays bounded under load. Unknown users are verified against a dummy
 /// hash with the same parameters, so they cost the same time.
-final class PasswordHasher: Sendable {
-    let parameters: Argon2Parameters
+package final class PasswordHasher: Sendable {
+    /// The cost of new hashes.
+    package let parameters: Argon2Parameters
     private let slots: DispatchSemaphore
     private let dummyHash: String
 
     /// - Parameters:
     ///   - parameters: the cost of new hashes.
     ///   - concurrency: how many hashes may run at once (default: the core count).
-    init(parameters: Argon2Parameters, concurrency: Int = ProcessInfo.processInfo.activeProcessorCount) throws
-    {
+    package init(
+        parameters: Argon2Parameters, concurrency: Int = ProcessInfo.processInfo.activeProcessorCount
+    ) throws {
         guard sodium_init() >= 0 else { throw PasswordHasherError(description: "sodium_init failed") }
         self.parameters = parameters
         slots = DispatchSemaphore(value: max(1, concurrency))
@@ -77,7 +80,8 @@ final class PasswordHasher: Sendable {
     }
 
     /// Hashes a password into an encoded `$argon2id$v=19$m=…,t=…,p=1$…` string.
-    func hash(_ password: String) throws -> String {
+    /// - Throws: ``PasswordHasherError`` when libsodium fails (out of memory).
+    package func hash(_ password: String) throws -> String {
         slots.wait()
         defer { slots.signal() }
         return try Self.hash(password, parameters: parameters)
@@ -86,7 +90,7 @@ final class PasswordHasher: Sendable {
     /// Verifies `password` against an encoded hash; with `nil` (unknown user) or an empty hash (an
     /// account without a password) it verifies against the dummy hash and returns false, at the
     /// same cost.
-    func verify(_ password: String, against encoded: String?) -> Bool {
+    package func verify(_ password: String, against encoded: String?) -> Bool {
         slots.wait()
         defer { slots.signal() }
         let stored = encoded.flatMap { $0.isEmpty ? nil : $0 }

@@ -117,11 +117,13 @@ extension SQLConnection {
     }
 }
 
-/// The storage protocol: transactions over a pool of connections. The SQLite implementation is
-/// ``SQLiteDatabase``; a PostgreSQL implementation provides the same two methods.
-protocol Database: Sendable {
-    /// Runs `body` in one write transaction and commits it; any thrown error rolls back.
-    /// When this returns, the change is durable.
+/// The storage protocol: transactions over connections. The implementations are
+/// ``SQLiteDatabase`` and ``PostgresDatabase``.
+package protocol Database: Sendable {
+    /// Runs `body` as one atomic write and commits it; any thrown error undoes all of `body`'s
+    /// statements (and only them: an engine may commit several callers' bodies together, each in
+    /// its own savepoint). When this returns, the change is durable. `body` must not use the
+    /// database itself.
     @discardableResult
     func write<T>(_ body: (any SQLConnection) throws -> T) throws -> T
     /// Runs `body` in a read-only transaction (one consistent snapshot).
@@ -135,13 +137,14 @@ protocol Database: Sendable {
 extension Database {
     /// One writer at a time already keeps migrations apart (SQLite).
     @discardableResult
-    func migrate<T>(_ body: (any SQLConnection) throws -> T) throws -> T { try write(body) }
+    package func migrate<T>(_ body: (any SQLConnection) throws -> T) throws -> T { try write(body) }
 }
 
 /// Versioned schema migrations, identical in meaning on every engine. Each runs in one
 /// transaction together with the row that records it.
-enum Migrations {
-    static let all: [(version: Int64, statements: [String])] = [
+package enum Migrations {
+    /// Every migration, oldest first.
+    package static let all: [(version: Int64, statements: [String])] = [
         (
             1,
             [
@@ -268,6 +271,20 @@ enum Migrations {
             ]
         ),
         (
+            4,
+            [
+                // Login challenges are no longer stored when issued (their id carries them, under
+                // an HMAC with a key from `server_secrets`); a used one is recorded, once.
+                "CREATE TABLE server_secrets (name TEXT PRIMARY KEY, value TEXT NOT NULL)",
+                "CREATE TABLE used_challenges (id TEXT PRIMARY KEY, expires_at BIGINT NOT NULL)",
+                "CREATE INDEX used_challenges_by_expiry ON used_challenges (expires_at)",
+                "DROP TABLE challenges",
+                // A login ends the client's live sessions: found without reading the ended ones,
+                // which pile up for the retention period.
+                "CREATE INDEX sessions_live_by_user ON sessions (user_id, client_id) WHERE revoked_at IS NULL",
+            ]
+        ),
+        (
             5,
             [
                 // Enumerated values became snake_case on the wire, and the devices table stores
@@ -275,7 +292,6 @@ enum Migrations {
                 "UPDATE devices SET key_protection = 'secure_enclave' WHERE key_protection = 'secureEnclave'"
             ]
         ),
-        // 4 is another branch's; the numbering is settled when it merges.
         (
             6,
             [
@@ -343,8 +359,14 @@ enum Migrations {
         ),
     ]
 
+    /// What a migration writes besides its statements, in the same transaction, when SQL cannot
+    /// say it portably (random secrets).
+    static let rows: [Int64: @Sendable (any SQLConnection) throws -> Void] = [
+        4: { try ServerSecrets.create(in: $0) }
+    ]
+
     /// Applies every migration newer than the recorded version, each in its own transaction.
-    static func apply(to database: any Database) throws {
+    package static func apply(to database: any Database) throws {
         try database.migrate { connection in
             try connection.execute(
                 "CREATE TABLE IF NOT EXISTS schema_migrations (version BIGINT PRIMARY KEY, applied_at BIGINT NOT NULL)",
@@ -366,6 +388,7 @@ enum Migrations {
                         == nil
                 else { return }
                 for statement in migration.statements { try connection.execute(statement, []) }
+                try rows[migration.version]?(connection)
                 try connection.execute(
                     "INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)",
                     [.integer(migration.version), .integer(Int64(Date().timeIntervalSince1970))])

@@ -18,10 +18,14 @@ import Foundation
 /// - a refresh reads its token (used? then the family is revoked), then marks it used; an approval
 ///   reads `pending`, then decides it.
 ///
-/// Some of these would hold with row locks alone (a challenge, a refresh token and an approval
-/// are each claimed by one conditional write), but `SELECT … FOR UPDATE` is not portable SQL, and
-/// one rule that covers every present and future read-then-write is safer than one lock per
-/// query. PostgreSQL detects the orderings it cannot serialize and rolls one
+/// A login challenge is claimed by inserting its id into `used_challenges` (unique key, `ON
+/// CONFLICT DO NOTHING`) in the transaction that opens the session. Of N instances claiming one
+/// id at once, one inserts; the others wait for its commit, are rolled back with 40001 (the row
+/// is not in their snapshot), and their rerun finds the id taken: "challenge already used", as on
+/// SQLite, never an error. A refresh token and an approval are each claimed by one conditional
+/// write. Some of these would hold with row locks alone, but `SELECT … FOR UPDATE` is not
+/// portable SQL, and one rule that covers every present and future read-then-write is safer than
+/// one lock per query. PostgreSQL detects the orderings it cannot serialize and rolls one
 /// transaction back with SQLSTATE 40001 (40P01 for a deadlock); such a transaction is run again
 /// automatically, up to ``Limits/attempts`` times with a short random backoff. The retry is safe
 /// because nothing of the failed attempt was committed; the work of a transaction must therefore
@@ -29,7 +33,9 @@ import Foundation
 ///
 /// **Migrations** run READ COMMITTED under `pg_advisory_xact_lock`: of N instances starting at
 /// once one migrates, the others wait, then see the new version (READ COMMITTED takes a new
-/// snapshot after the lock; SERIALIZABLE would keep the snapshot from before it) and skip.
+/// snapshot after the lock; SERIALIZABLE would keep the snapshot from before it) and skip. So
+/// migration 4's random secret (``ServerSecrets``) is written once, and every instance signs and
+/// checks login challenges with the same key.
 ///
 /// **Faults.** Every answer is awaited with a deadline (``Limits/responseTimeout``), connecting
 /// with `connect_timeout`, and the server ends slow statements and lock waits itself
@@ -169,17 +175,26 @@ package final class PostgresDatabase: Database {
         }
     }
 
+    /// Runs `body` in a SERIALIZABLE transaction of its own on a pooled connection (no group
+    /// commit here: PostgreSQL groups concurrent commits into one WAL flush itself) and commits
+    /// it. A serialization failure runs `body` again; so `body` must only touch the database.
+    /// - Throws: what `body` throws (after a rollback); ``DatabaseError/unavailable(_:)`` when
+    ///   PostgreSQL cannot be reached or the COMMIT's outcome is unknown; ``DatabaseError/busy``
+    ///   when no connection came free, a timeout struck, or the retries ran out.
     @discardableResult
-    func write<T>(_ body: (any SQLConnection) throws -> T) throws -> T {
+    package func write<T>(_ body: (any SQLConnection) throws -> T) throws -> T {
         try transaction(.write, body)
     }
 
-    func read<T>(_ body: (any SQLConnection) throws -> T) throws -> T {
+    /// Runs `body` in a REPEATABLE READ READ ONLY transaction: one snapshot, never a
+    /// serialization failure.
+    package func read<T>(_ body: (any SQLConnection) throws -> T) throws -> T {
         try transaction(.read, body)
     }
 
+    /// Runs `body` READ COMMITTED under the migration advisory lock (see the type's notes).
     @discardableResult
-    func migrate<T>(_ body: (any SQLConnection) throws -> T) throws -> T {
+    package func migrate<T>(_ body: (any SQLConnection) throws -> T) throws -> T {
         try transaction(.migrate) { connection in
             _ = try connection.query("SELECT pg_advisory_xact_lock(\(Self.migrationLockKey))", [])
             return try body(connection)

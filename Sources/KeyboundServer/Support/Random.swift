@@ -18,8 +18,9 @@ enum SecureRandomBytes {
 }
 
 /// Token hashing: tokens are stored only as SHA-256 hashes (hex).
-enum TokenHash {
-    static func of(_ token: String) -> String {
+package enum TokenHash {
+    /// Lower-case hex of SHA-256 of the token's UTF-8: the key a token is stored and found under.
+    package static func of(_ token: String) -> String {
         Hex.encode(Digest.sha256(Data(token.utf8)))
     }
 }

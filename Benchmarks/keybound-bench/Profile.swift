@@ -1,0 +1,105 @@
+import Foundation
+import KeyboundCrypto
+import KeyboundServer
+import KeyboundWire
+
+/// `keybound-bench --profile OPERATION N`: N operations of one kind against an in-process server,
+/// through ``Server/handle(_:)`` — the router, services and storage of the live server without
+/// sockets or HTTP parsing — one after another on one thread. Run it under `perf record` or
+/// `valgrind --tool=callgrind` to see what one operation costs the server (docs/benchmarks.md,
+/// "Profiles"); the difference between two counts N and 2N cancels the set-up.
+enum Profile {
+    /// What can be profiled.
+    enum Operation: String, CaseIterable {
+        case healthz
+        case me
+        case challenge
+        case login
+        case refresh
+    }
+
+    static func run(_ operation: Operation, count: Int) throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "keybound-bench-profile-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        var configuration = Configuration()
+        configuration.databaseURL = "sqlite:" + folder.appendingPathComponent("profile.sqlite").path
+        configuration.log = .discard
+        configuration.argon2 = .insecureTesting  // the set-up's password login is not what is measured
+        let server = try Server(configuration: configuration)
+        let client = InProcessClient(server: server)
+
+        let password = "profile password"
+        try client.expect(
+            201, "POST", "/v1/accounts", CreateAccountRequest(username: "profile", password: password))
+        var tokens = try TokenResponse(
+            jsonData: client.expect(
+                200, "POST", "/v1/sessions/password",
+                PasswordLoginRequest(username: "profile", password: password, clientID: "profile")))
+        let key = try P256SigningKey()
+        let deviceID = try BindDeviceResponse(
+            jsonData: client.expect(
+                201, "POST", "/v1/devices",
+                BindDeviceRequest(
+                    publicKey: key.publicKey.spkiDER, name: "profile", keyProtection: .software),
+                bearer: tokens.accessToken)
+        ).deviceID
+        let started = nanoseconds()
+        for _ in 0..<count {
+            switch operation {
+            case .healthz: try client.expect(200, "GET", "/healthz")
+            case .me: try client.expect(200, "GET", "/v1/me", bearer: tokens.accessToken)
+            case .challenge:
+                try client.expect(201, "POST", "/v1/challenges", ChallengeRequest(deviceID: deviceID))
+            case .login:
+                let challenge = try ChallengeResponse(
+                    jsonData: client.expect(
+                        201, "POST", "/v1/challenges", ChallengeRequest(deviceID: deviceID)))
+                let signature = try key.signature(for: challenge.payload).derRepresentation
+                tokens = try TokenResponse(
+                    jsonData: client.expect(
+                        200, "POST", "/v1/sessions/device",
+                        DeviceLoginRequest(challengeID: challenge.challengeID, signature: signature)))
+            case .refresh:
+                tokens = try TokenResponse(
+                    jsonData: client.expect(
+                        200, "POST", "/v1/sessions/refresh", RefreshRequest(refreshToken: tokens.refreshToken)
+                    ))
+            }
+        }
+        let elapsed = seconds(since: started)
+        print(
+            "\(count) x \(operation.rawValue) in \(f(elapsed, 3)) s: \(f(elapsed / Double(count) * 1e6, 1)) us each"
+        )
+    }
+}
+
+/// Sends requests to ``Server/handle(_:)`` and waits for each answer.
+private struct InProcessClient {
+    let server: Server
+
+    @discardableResult
+    func expect(
+        _ status: Int, _ method: String, _ path: String, _ message: (any WireMessage)? = nil,
+        bearer: String? = nil
+    ) throws -> Data {
+        var headers = ["Host": "127.0.0.1", "Accept": "application/json"]
+        if message != nil { headers["Content-Type"] = "application/json" }
+        if let bearer { headers["Authorization"] = "Bearer \(bearer)" }
+        let request = HTTPRequest(
+            method: method, path: path, headers: headers, body: message?.jsonData ?? Data())
+        let done = DispatchSemaphore(value: 0)
+        let response = Shared<HTTPResponse?>(nil)
+        Task { [server] in
+            let answer = await server.handle(request)
+            response.withLock { $0 = answer }
+            done.signal()
+        }
+        done.wait()
+        guard let answer = response.withLock({ $0 }), answer.status == status else {
+            throw HTTPClientError(description: "\(method) \(path): not \(status)")
+        }
+        return answer.body
+    }
+}

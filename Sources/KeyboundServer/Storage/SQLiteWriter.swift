@@ -1,0 +1,187 @@
+import CSQLite
+import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// One request's write work, waiting for the writer.
+final class WriteRequest {
+    /// The work; dropped (set to nil) when it has run and at the latest before the completion,
+    /// so nothing it captured outlives the request's wait (``SQLiteDatabase/write(_:)`` lends it
+    /// a non-escaping closure).
+    private var work: ((SQLiteConnection) -> (any Error)?)?
+    /// Called once, on the writer's thread, after the group's COMMIT: nil when this request's
+    /// work is durable, otherwise the error that undid it (its own, or the group's).
+    private let completion: ((any Error)?) -> Void
+
+    /// - Parameters:
+    ///   - work: runs the request's statements; returns the error that it threw, or nil.
+    ///   - completion: receives the outcome once the group has committed or failed.
+    init(work: @escaping (SQLiteConnection) -> (any Error)?, completion: @escaping ((any Error)?) -> Void) {
+        self.work = work
+        self.completion = completion
+    }
+
+    fileprivate func run(on connection: SQLiteConnection) -> (any Error)? {
+        guard let work else {
+            return DatabaseError.engine(code: SQLITE_MISUSE, message: "write work ran twice")
+        }
+        self.work = nil
+        return work(connection)
+    }
+
+    fileprivate func complete(_ outcome: (any Error)?) {
+        work = nil
+        completion(outcome)
+    }
+}
+
+/// The one writer of a SQLite database: a connection and the thread that owns it, committing
+/// requests in groups (docs/design.md, "Storage and the write path").
+///
+/// Requests that arrive while the writer is busy wait in a queue; the writer then takes all of
+/// them as one group: `BEGIN IMMEDIATE`, each request's work inside its own `SAVEPOINT` (released
+/// on success, rolled back alone on failure), and one `COMMIT` — one sync of the WAL at
+/// `synchronous=full` — for the whole group. Outcomes are handed back only after the COMMIT: a
+/// request that is told it succeeded is durable. If the COMMIT fails, every request of the group
+/// fails with it.
+///
+/// Our own connections never wait for each other in SQLite's busy handler (which sleeps): there
+/// is one writer, and WAL readers do not block it. Only another process on the same file can
+/// make `BEGIN IMMEDIATE` wait, up to the busy timeout.
+///
+/// `@unchecked Sendable` is safe because the connection is touched only by the writer's thread,
+/// and the queue only under `condition`.
+final class SQLiteWriter: @unchecked Sendable {
+    private let connection: SQLiteConnection
+    private let condition = NSCondition()
+    private var pending: [WriteRequest] = []
+    private var stopping = false
+    private var thread: pthread_t?
+    private var committedGroups = 0
+    private let stopped = DispatchSemaphore(value: 0)
+
+    /// Takes over `connection` and starts the writer's thread.
+    init(connection: SQLiteConnection) {
+        self.connection = connection
+        let thread = Thread { [self] in run() }
+        thread.name = "keybound-sqlite-writer"
+        thread.start()
+    }
+
+    /// Queues a request; the writer runs it in its next group.
+    func submit(_ request: WriteRequest) {
+        condition.lock()
+        pending.append(request)
+        condition.signal()
+        condition.unlock()
+    }
+
+    /// How many requests wait for the next group.
+    var queued: Int {
+        condition.lock()
+        defer { condition.unlock() }
+        return pending.count
+    }
+
+    /// How many groups have committed so far.
+    var groupsCommitted: Int {
+        condition.lock()
+        defer { condition.unlock() }
+        return committedGroups
+    }
+
+    /// Whether the caller is the writer's own thread (work must never wait for the writer).
+    var isWriterThread: Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        guard let thread else { return false }
+        return pthread_equal(thread, pthread_self()) != 0
+    }
+
+    /// Lets the writer finish the requests already queued, then ends its thread.
+    func stop() {
+        condition.lock()
+        stopping = true
+        condition.signal()
+        condition.unlock()
+        stopped.wait()
+    }
+
+    private func run() {
+        condition.lock()
+        thread = pthread_self()
+        condition.unlock()
+        while let group = nextGroup() { commit(group) }
+        stopped.signal()
+    }
+
+    /// Waits for requests and takes all that are queued; nil once stopped and drained.
+    private func nextGroup() -> [WriteRequest]? {
+        condition.lock()
+        defer { condition.unlock() }
+        while pending.isEmpty && !stopping { condition.wait() }
+        guard !pending.isEmpty else { return nil }
+        defer { pending.removeAll(keepingCapacity: true) }
+        return pending
+    }
+
+    private func commit(_ group: [WriteRequest]) {
+        // nil: the work is in the transaction (so far); otherwise why it is not.
+        var outcomes: [(any Error)?] = []
+        outcomes.reserveCapacity(group.count)
+        do {
+            try connection.execute("BEGIN IMMEDIATE", [])
+            for request in group {
+                outcomes.append(runInSavepoint(request))
+                // SQLite ends the whole transaction by itself after some errors (I/O, disk full):
+                // the work of the requests before this one is gone with it.
+                guard connection.inTransaction else {
+                    throw outcomes.last.flatMap { $0 }
+                        ?? DatabaseError.engine(code: SQLITE_ABORT, message: "rolled back")
+                }
+            }
+            try connection.execute("COMMIT", [])
+            condition.lock()
+            committedGroups += 1
+            condition.unlock()
+        } catch {
+            if connection.inTransaction { _ = try? connection.execute("ROLLBACK", []) }
+            // Every request whose work was in the transaction fails with it, and so does every
+            // request that had not run yet.
+            for index in outcomes.indices where outcomes[index] == nil { outcomes[index] = error }
+            while outcomes.count < group.count { outcomes.append(error) }
+        }
+        for (request, outcome) in zip(group, outcomes) { request.complete(outcome) }
+    }
+
+    /// Runs one request's work in its own savepoint: released when the work succeeds, rolled
+    /// back (and then released) when it throws, so its statements leave no trace.
+    private func runInSavepoint(_ request: WriteRequest) -> (any Error)? {
+        do {
+            try connection.execute("SAVEPOINT request", [])
+        } catch {
+            return error
+        }
+        if let failure = request.run(on: connection) {
+            if connection.inTransaction {
+                _ = try? connection.execute("ROLLBACK TO request", [])
+                _ = try? connection.execute("RELEASE request", [])
+            }
+            return failure
+        }
+        do {
+            try connection.execute("RELEASE request", [])
+            return nil
+        } catch {
+            if connection.inTransaction {
+                _ = try? connection.execute("ROLLBACK TO request", [])
+                _ = try? connection.execute("RELEASE request", [])
+            }
+            return error
+        }
+    }
+}

@@ -1,0 +1,311 @@
+import Foundation
+import KeyboundCrypto
+import KeyboundWire
+import Testing
+
+@testable import KeyboundServer
+
+/// The SQLite write path (docs/design.md, "Storage and the write path"): one writer, group commit.
+@Suite("Group commit")
+struct GroupCommitTests {
+    private struct Refused: Error {}
+
+    /// Holds the writer busy in one write, so that the writes started meanwhile queue up and are
+    /// committed together as the next group.
+    private final class HeldWriter: Sendable {
+        private let release = DispatchSemaphore(value: 0)
+        private let finished = DispatchSemaphore(value: 0)
+
+        init(_ database: SQLiteDatabase) {
+            let holding = DispatchSemaphore(value: 0)
+            Thread { [release, finished] in
+                _ = try? database.write { _ in
+                    holding.signal()
+                    release.wait()
+                }
+                finished.signal()
+            }.start()
+            holding.wait()
+        }
+
+        func letGo() {
+            release.signal()
+            finished.wait()
+        }
+    }
+
+    /// Starts `count` writes on their own threads; `body(index)` is each one's work. Returns once
+    /// all of them wait in the writer's queue.
+    private static func queue(
+        _ count: Int, on database: SQLiteDatabase,
+        _ body: @escaping @Sendable (Int, any SQLConnection) throws -> Void
+    ) throws -> (DispatchGroup, Locked<[Int: Bool]>) {
+        let group = DispatchGroup()
+        let outcomes = Locked<[Int: Bool]>([:])
+        for index in 0..<count {
+            group.enter()
+            Thread {
+                let succeeded = (try? database.write { try body(index, $0) }) != nil
+                outcomes.withLock { $0[index] = succeeded }
+                group.leave()
+            }.start()
+        }
+        // Bounded: 20 s at most, then the test fails on the counts below.
+        for _ in 0..<2000 where database.writerQueue.queued < count { usleep(10_000) }
+        #expect(database.writerQueue.queued == count)
+        return (group, outcomes)
+    }
+
+    @Test func failingRequestsRollBackAloneWhileTheirGroupCommits() throws {
+        let directory = try TemporaryDirectory()
+        let database = try SQLiteDatabase(
+            path: directory.path("group.sqlite"), readers: 2, synchronous: .full)
+        try database.write { try $0.execute("CREATE TABLE items (name TEXT PRIMARY KEY)", []) }
+        let held = HeldWriter(database)
+        let before = database.writerQueue.groupsCommitted
+        // Every third request writes two rows and then fails: both must vanish, and only they.
+        let (group, outcomes) = try Self.queue(9, on: database) { index, connection in
+            try connection.execute("INSERT INTO items (name) VALUES (?)", [.text("item\(index)")])
+            if index % 3 == 1 {
+                try connection.execute("INSERT INTO items (name) VALUES (?)", [.text("extra\(index)")])
+                throw Refused()
+            }
+        }
+        held.letGo()
+        group.wait()
+        let expected = (0..<9).filter { $0 % 3 != 1 }
+        #expect(
+            outcomes.withLock { $0 } == Dictionary(uniqueKeysWithValues: (0..<9).map { ($0, $0 % 3 != 1) }))
+        let names = try database.read { try $0.query("SELECT name FROM items ORDER BY name", []) }
+            .map { try $0.text(0) }
+        #expect(names == expected.map { "item\($0)" })
+        // The held write's group and the nine's group: two COMMITs in all.
+        #expect(database.writerQueue.groupsCommitted == before + 2)
+    }
+
+    @Test func aFailedCommitFailsEveryRequestOfItsGroup() throws {
+        let directory = try TemporaryDirectory()
+        let database = try SQLiteDatabase(
+            path: directory.path("group.sqlite"), readers: 2, synchronous: .full)
+        try database.write { connection in
+            try connection.execute("CREATE TABLE items (name TEXT PRIMARY KEY)", [])
+            try connection.execute("CREATE TABLE parents (id TEXT PRIMARY KEY)", [])
+            // Checked at COMMIT only: a dangling child makes the COMMIT itself fail.
+            try connection.execute(
+                "CREATE TABLE children (parent TEXT REFERENCES parents (id) DEFERRABLE INITIALLY DEFERRED)",
+                [])
+        }
+        let held = HeldWriter(database)
+        let (group, outcomes) = try Self.queue(5, on: database) { index, connection in
+            if index == 2 {
+                try connection.execute("INSERT INTO children (parent) VALUES ('nobody')", [])
+            } else {
+                try connection.execute("INSERT INTO items (name) VALUES (?)", [.text("item\(index)")])
+            }
+        }
+        held.letGo()
+        group.wait()
+        #expect(outcomes.withLock { $0 } == Dictionary(uniqueKeysWithValues: (0..<5).map { ($0, false) }))
+        #expect(try database.read { try $0.queryOne("SELECT COUNT(*) FROM items", [])?.integer(0) } == 0)
+        // The writer goes on with the next group.
+        try database.write { try $0.execute("INSERT INTO items (name) VALUES ('after')", []) }
+        #expect(try database.read { try $0.queryOne("SELECT COUNT(*) FROM items", [])?.integer(0) } == 1)
+    }
+
+    @Test func aWriteInsideAWriteFailsInsteadOfWaitingForItself() throws {
+        let directory = try TemporaryDirectory()
+        let database = try SQLiteDatabase(
+            path: directory.path("group.sqlite"), readers: 2, synchronous: .normal)
+        #expect(throws: DatabaseError.self) {
+            try database.write { _ in try database.write { _ in } }
+        }
+    }
+}
+
+@Suite("Login challenges")
+struct LoginChallengeTests {
+    /// The rows of every table.
+    private static func rowCounts(_ app: InProcessApplication) throws -> [String: Int64] {
+        let tables = try app.rows("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
+        var counts: [String: Int64] = [:]
+        for case .text(let table) in tables.map({ $0[0] }) {
+            counts[table] = try app.count("SELECT COUNT(*) FROM \"\(table)\"")
+        }
+        return counts
+    }
+
+    /// The id with its decoded bytes changed by `change`.
+    private static func forge(_ id: String, _ change: (inout [UInt8]) -> Void) throws -> String {
+        var bytes = [UInt8](try #require(Base64URL.decode(String(id.dropFirst(4)))))
+        change(&bytes)
+        return "chl_" + Base64URL.encode(Data(bytes))
+    }
+
+    @Test func issuingChallengesWritesNothing() throws {
+        let app = try InProcessApplication()
+        let (_, deviceID) = try app.userWithDevice("alice")
+        let before = try Self.rowCounts(app)
+        for _ in 0..<20 { _ = try app.challenge(deviceID) }
+        #expect(try Self.rowCounts(app) == before)
+    }
+
+    @Test func forgedChallengesAreUnknownAndWriteNothing() throws {
+        let app = try InProcessApplication()
+        let (key, deviceID) = try app.userWithDevice("alice")
+        let (otherKey, otherDevice) = try app.userWithDevice("bob")
+        let challenge = try app.challenge(deviceID)
+        let before = try Self.rowCounts(app)
+        let forgeries = [
+            // The tag changed.
+            try Self.forge(challenge.challengeID) { $0[30] ^= 1 },
+            // A later expiry.
+            try Self.forge(challenge.challengeID) { $0[8] &+= 60 },
+            // Another device: the payload would name bob's device, which bob's key can sign.
+            try Self.forge(challenge.challengeID) { $0 = Array($0.prefix(57)) + Array(otherDevice.utf8) },
+        ]
+        for forged in forgeries {
+            let payload = try SigningPayload(parsing: challenge.payload)
+            for (signer, device) in [(key, deviceID), (otherKey, otherDevice)] {
+                let bytes = try SigningPayload(
+                    purpose: .login, server: payload.server, device: device, challenge: payload.challenge,
+                    expires: payload.expires, action: nil
+                ).bytes
+                let reply = app.deviceLogin(forged, try sign(bytes, with: signer), from: "127.0.0.1")
+                #expect(reply.status == 404, "\(forged)")
+            }
+        }
+        // A challenge from another database (another key) is unknown here too.
+        let elsewhere = try InProcessApplication()
+        let (_, foreignDevice) = try elsewhere.userWithDevice("alice")
+        let foreign = try elsewhere.challenge(foreignDevice)
+        #expect(app.deviceLogin(foreign.challengeID, Data([1]), from: "127.0.0.1").status == 404)
+        #expect(try Self.rowCounts(app) == before)
+        // The real one still works, once.
+        let signature = try sign(challenge.payload, with: key)
+        #expect(app.deviceLogin(challenge.challengeID, signature, from: "127.0.0.1").status == 200)
+        #expect(app.deviceLogin(challenge.challengeID, signature, from: "127.0.0.1").status == 409)
+    }
+
+    @Test func aChallengeForOneDeviceIsRefusedForAnother() throws {
+        let app = try InProcessApplication()
+        let (_, aliceDevice) = try app.userWithDevice("alice")
+        let (bobKey, _) = try app.userWithDevice("bob")
+        let challenge = try app.challenge(aliceDevice)
+        let reply = app.deviceLogin(
+            challenge.challengeID, try sign(challenge.payload, with: bobKey), from: "127.0.0.1")
+        #expect(reply.status == 401)
+        #expect(try app.count("SELECT COUNT(*) FROM sessions WHERE auth_method = 'device'") == 0)
+    }
+
+    @Test func anExpiredChallengeIsRefusedAndItsUseIsPurgedAnHourLater() throws {
+        let app = try InProcessApplication()
+        let (key, deviceID) = try app.userWithDevice("alice")
+        let used = try app.challenge(deviceID)
+        #expect(
+            app.deviceLogin(used.challengeID, try sign(used.payload, with: key), from: "127.0.0.1").status
+                == 200)
+        let unused = try app.challenge(deviceID)
+        app.clock.advance(by: 60)
+        let late = app.deviceLogin(unused.challengeID, try sign(unused.payload, with: key), from: "127.0.0.1")
+        #expect(late.status == 410)
+        #expect(try app.count("SELECT COUNT(*) FROM used_challenges") == 1)
+        app.application.purgeExpired()
+        #expect(try app.count("SELECT COUNT(*) FROM used_challenges") == 1)
+        app.clock.advance(by: 3601)
+        app.application.purgeExpired()
+        #expect(try app.count("SELECT COUNT(*) FROM used_challenges") == 0)
+        // Purged, the used challenge is still refused: it has expired.
+        #expect(
+            app.deviceLogin(used.challengeID, try sign(used.payload, with: key), from: "127.0.0.1").status
+                == 410)
+    }
+}
+
+@Suite("No idle worker")
+struct NoIdleWorkerTests {
+    /// A database whose next write waits, on the thread that runs the request, until released:
+    /// a request stuck waiting for its commit.
+    private final class HeldWrites: Database {
+        private let base: any Database
+        let release = DispatchSemaphore(value: 0)
+        private let holding = Locked(false)
+        /// Whether a write is waiting right now.
+        let waiting = Locked(false)
+
+        init(_ base: any Database) { self.base = base }
+
+        func write<T>(_ body: (any SQLConnection) throws -> T) throws -> T {
+            if holding.withLock({ $0 }) {
+                waiting.withLock { $0 = true }
+                // Bounded: after 20 s the write goes ahead anyway (and the test fails).
+                _ = release.wait(timeout: .now() + 20)
+                waiting.withLock { $0 = false }
+            }
+            return try base.write(body)
+        }
+
+        func read<T>(_ body: (any SQLConnection) throws -> T) throws -> T { try base.read(body) }
+
+        func startHolding() { holding.withLock { $0 = true } }
+
+        func stopHolding() {
+            holding.withLock { $0 = false }
+            release.signal()
+        }
+    }
+
+    @Test func aRequestWaitingForItsCommitDoesNotHoldUpOtherConnections() async throws {
+        let directory = try TemporaryDirectory()
+        var configuration = Configuration.testing(databasePath: directory.path("keybound.sqlite"))
+        // One HTTP thread: if a waiting request held it, nothing else could be answered.
+        configuration.workerThreads = 1
+        let database = HeldWrites(
+            try openDatabase(url: configuration.databaseURL, connections: 2, synchronous: .normal))
+        let server = try Server(configuration: configuration, database: database)
+        try server.start()
+        defer { server.stop(gracePeriod: 1) }
+        let client = Client(baseURL: try #require(server.baseURL))
+
+        database.startHolding()
+        let signUp = Task {
+            try await client.post(
+                "/v1/accounts", CreateAccountRequest(username: "alice", password: Client.password)
+            ).status
+        }
+        // The sign-up is at its write, and stays there… (polled: a semaphore wait would block one
+        // of the few threads that run every test's tasks; bounded to 20 s)
+        for _ in 0..<2000 where !database.waiting.withLock({ $0 }) {
+            try await Task.sleep(nanoseconds: 10_000_000)
+        }
+        #expect(database.waiting.withLock { $0 })
+        // …while another connection is served.
+        #expect(try await client.get("/healthz").status == 200)
+        #expect(database.waiting.withLock { $0 })
+        database.stopHolding()
+        #expect(try await signUp.value == 201)
+    }
+}
+
+@Suite("Bearer header")
+struct BearerHeaderTests {
+    @Test func schemeInAnyCaseThenSpacesThenTheTokenIsAcceptedAndNothingElse() throws {
+        let app = try InProcessApplication()
+        try app.createAccount("alice")
+        let token = try TokenResponse(jsonData: app.login("alice", Client.password).body).accessToken
+        func me(_ authorization: String) -> Int {
+            app.application.handle(
+                HTTPRequest(method: "GET", path: "/v1/me", headers: ["Authorization": authorization])
+            ).status
+        }
+        for accepted in ["Bearer \(token)", "bearer \(token)", "BEARER  \(token)", "Bearer \(token) \t"] {
+            #expect(me(accepted) == 200, "\(accepted)")
+        }
+        for refused in [
+            "Bearer\(token)", "Bearer\t\(token)", "Basic \(token)", "Bearer", "Bearer ", "Bearers \(token)",
+            "Bearer \(token)x",
+            "Bearer x\(token)", "Bearer \(token.prefix(10))", "Bearer \(String(repeating: "a", count: 129))",
+        ] {
+            #expect(me(refused) == 401, "\(refused)")
+        }
+    }
+}
