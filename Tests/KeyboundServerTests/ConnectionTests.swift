@@ -246,10 +246,10 @@ final class RawConnection {
                 connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
             }
         }
-        guard status == 0 else {
-            close(descriptor)
-            throw TestFailure("connect to port \(port) failed: errno \(errno)")
-        }
+        // No close here: a class whose init throws once every property is set still runs its
+        // deinit, which closes the descriptor. A second close would close whatever file another
+        // thread opened under the same number meanwhile (a SQLite file, a daemon's eventfd).
+        guard status == 0 else { throw TestFailure("connect to port \(port) failed: errno \(errno)") }
     }
 
     deinit { close(descriptor) }
