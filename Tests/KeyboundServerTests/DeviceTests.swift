@@ -115,10 +115,8 @@ struct DeviceTests {
         #expect(statuses.count == 32)
         #expect(statuses.filter { $0 == 200 }.count == 1)
         #expect(statuses.filter { $0 == 409 }.count == 31)
-        let database = try SQLiteDatabase(
-            path: live.directory.path("keybound.sqlite"), readers: 1, synchronous: .normal)
         #expect(
-            try database.read {
+            try live.database.open().read {
                 try $0.queryOne("SELECT COUNT(*) FROM sessions WHERE auth_method = 'device'", [])?.integer(0)
             } == 1)
     }

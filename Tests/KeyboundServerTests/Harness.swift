@@ -95,6 +95,11 @@ final class TestDatabase: Sendable {
         return configuration
     }
 
+    /// The server's own storage on this database, to look at what a test's requests stored.
+    func open() throws -> any Database {
+        try openDatabase(url: url, connections: 1, synchronous: .normal, password: password)
+    }
+
     deinit {
         if let postgresName, case .success(let cluster) = PostgresCluster.shared {
             cluster.dropDatabase(postgresName)
