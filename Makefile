@@ -2,9 +2,12 @@
 # Both install the system libraries they need first (apt-get on Debian, brew on macOS).
 
 SWIFT      ?= swift
-PKG_CONFIG_LIBS := libcrypto libsodium sqlite3 libmicrohttpd
-APT_PKGS   := pkg-config libssl-dev libsodium-dev libsqlite3-dev libmicrohttpd-dev
-BREW_PKGS  := pkg-config openssl@3 libsodium sqlite libmicrohttpd
+PKG_CONFIG_LIBS := libcrypto libsodium sqlite3 libmicrohttpd libpq
+APT_PKGS   := pkg-config libssl-dev libsodium-dev libsqlite3-dev libmicrohttpd-dev libpq-dev
+BREW_PKGS  := pkg-config openssl@3 libsodium sqlite libmicrohttpd libpq
+# The PostgreSQL server the tests and the bench start throwaway clusters of (initdb, pg_ctl).
+APT_PG     := postgresql
+BREW_PG    := postgresql@15
 UNAME      := $(shell uname -s)
 DOCC       ?= $(if $(filter Darwin,$(UNAME)),xcrun docc,docc)
 DOCS_BUILD := .build/docs-build
@@ -12,7 +15,8 @@ SUDO       := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: deps test-deps api-test-deps build test test-sanitizers lint demo bench docs clean fuzz fuzz-smoke fuzz-api
 
-## deps: install the C libraries that pkg-config cannot find yet
+## deps: install the C libraries that pkg-config cannot find yet, and the PostgreSQL server the
+## tests run against (without it those tests are skipped, and say so)
 deps:
 	@missing=0; \
 	command -v pkg-config >/dev/null 2>&1 || missing=1; \
@@ -21,6 +25,12 @@ deps:
 	  if [ "$(UNAME)" = Darwin ]; then brew install $(BREW_PKGS); \
 	  else echo "make: installing $(APT_PKGS)"; \
 	    $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $(APT_PKGS); fi; \
+	fi
+	@if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 && ! command -v initdb >/dev/null 2>&1; then \
+	  echo "make: installing the PostgreSQL server for the tests"; \
+	  if [ "$(UNAME)" = Darwin ]; then brew install $(BREW_PG); \
+	  else $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $(APT_PG); fi \
+	  || echo "make: PostgreSQL could not be installed; the PostgreSQL tests will be skipped, and say so"; \
 	fi
 
 ## build: compile everything with warnings treated as errors

@@ -29,6 +29,8 @@ let package = Package(
         .systemLibrary(
             name: "CMicroHTTPD", pkgConfig: "libmicrohttpd",
             providers: [.apt(["libmicrohttpd-dev"]), .brew(["libmicrohttpd"])]),
+        .systemLibrary(
+            name: "CLibPQ", pkgConfig: "libpq", providers: [.apt(["libpq-dev"]), .brew(["libpq"])]),
 
         // Crypto primitives: CryptoKit on Apple platforms, OpenSSL 3 elsewhere.
         .target(name: "KeyboundCrypto", dependencies: [.target(name: "COpenSSL", condition: linuxOnly)]),
@@ -50,6 +52,7 @@ let package = Package(
             name: "KeyboundServer",
             dependencies: [
                 "KeyboundWire", "KeyboundCrypto", "KeyboundWebAuthn", "CSodium", "CSQLite", "CMicroHTTPD",
+                "CLibPQ",
             ],
             exclude: ["Resources"]),
         .executableTarget(
@@ -60,10 +63,12 @@ let package = Package(
             ]),
         // The performance targets of docs/design.md, measured in one run against a loopback server.
         // It seeds large populations through the server's own storage and measures the raw Argon2id
-        // cost through the server's password hasher (both `package` API of KeyboundServer).
+        // cost through the server's password hasher (both `package` API of KeyboundServer); its
+        // PostgreSQL figures run on a throwaway cluster that KeyboundTestSupport starts, as for the
+        // tests.
         .executableTarget(
             name: "keybound-bench",
-            dependencies: ["KeyboundServer", "KeyboundWire", "KeyboundCrypto"],
+            dependencies: ["KeyboundServer", "KeyboundWire", "KeyboundCrypto", "KeyboundTestSupport"],
             path: "Benchmarks/keybound-bench"),
 
         .testTarget(

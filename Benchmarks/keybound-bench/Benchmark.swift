@@ -22,7 +22,7 @@ final class Benchmark {
     let folder: URL
     var report: Report
     /// A real encoded Argon2id hash at the default parameters, stored for every seeded user.
-    private var passwordHash = ""
+    private(set) var passwordHash = ""
 
     init(options: BenchOptions) {
         self.options = options
@@ -45,6 +45,8 @@ final class Benchmark {
         try measureDeviceLoginsAndReads(verifiesPerSecond: verify)
         removeDatabases()
         try measureGrowth(verifiesPerSecond: verify)
+        removeDatabases()
+        if options.postgres { try measurePostgres(verifiesPerSecond: verify) }
         report.totalSeconds = seconds(since: started)
         return report
     }
@@ -148,7 +150,7 @@ final class Benchmark {
 
     // MARK: Servers
 
-    private func configuration(_ name: String, synchronous: SQLiteSynchronous) -> Configuration {
+    func configuration(_ name: String, synchronous: SQLiteSynchronous) -> Configuration {
         var configuration = Configuration()
         configuration.port = 0
         configuration.databaseURL = "sqlite:" + folder.appendingPathComponent("\(name).sqlite").path
@@ -173,7 +175,7 @@ final class Benchmark {
         try Seed.createSchema(path: path(of: configuration))
     }
 
-    private func start(_ configuration: Configuration) throws -> (Server, UInt16) {
+    func start(_ configuration: Configuration) throws -> (Server, UInt16) {
         let server = try Server(configuration: configuration)
         try server.start()
         guard let port = server.port else { throw HTTPClientError(description: "the server has no port") }
@@ -181,7 +183,7 @@ final class Benchmark {
     }
 
     /// `concurrency` device-login clients, registered in parallel through the API.
-    private func deviceClients(port: UInt16, tag: String) throws -> [DeviceLoginWorker] {
+    func deviceClients(port: UInt16, tag: String) throws -> [DeviceLoginWorker] {
         try parallelMap(options.concurrency, threads: options.concurrency) { index in
             try DeviceLoginWorker(port: port, username: "bench-\(tag)-\(index)")
         }

@@ -90,6 +90,8 @@ struct Report {
     /// Refresh-token rotations, same clients and server as the device logins.
     var refreshes: LoadResult?
     var growth: GrowthNumbers?
+    /// The PostgreSQL phases (Postgres.swift); nil with --no-postgres.
+    var postgres: PostgresNumbers?
     var totalSeconds = 0.0
 
     init(options: BenchOptions, cores: Int) {
@@ -106,12 +108,12 @@ struct Report {
         static let build = "release"
     #endif
 
-    private func failures(_ result: LoadResult) -> String {
+    func failures(_ result: LoadResult) -> String {
         guard result.failed > 0 else { return "0 failed" }
         return "\(result.failed) FAILED (first: \(result.firstError ?? "?"))"
     }
 
-    private func latency(_ result: LoadResult) -> String {
+    func latency(_ result: LoadResult) -> String {
         "p50 \(f(result.percentile(0.5), 2)) ms, p99 \(f(result.percentile(0.99), 2)) ms"
     }
 
@@ -299,7 +301,7 @@ struct Report {
                         "failed": growth.large.failed, "sqlite_synchronous": growth.synchronous.rawValue,
                     ]))
         }
-        return verdicts
+        return verdicts + postgresVerdicts
     }
 
     var text: String {
@@ -335,6 +337,7 @@ struct Report {
             lines += ["", "measured without a target"]
             for item in information { lines += ["  \(item.title)", "       \(item.line)"] }
         }
+        if let skipped = postgres?.skipped { lines += ["", "PostgreSQL figures skipped: \(skipped)"] }
         let passed = verdicts.filter(\.pass).count
         lines += ["", "\(passed) of \(verdicts.count) targets pass; whole run \(f(totalSeconds, 1)) s"]
         return lines.joined(separator: "\n")
@@ -353,6 +356,7 @@ struct Report {
                 "argon2id_verifies_per_second_all_cores": raw.argon2?.allCoresPerSecond ?? 0,
             ],
         ]
+        if let skipped = postgres?.skipped { object["postgres_skipped"] = skipped }
         object["information"] = information.map { ["title": $0.title, "numbers": $0.numbers] }
         object["targets"] = verdicts.map { verdict -> [String: Any] in
             var entry: [String: Any] = [

@@ -77,12 +77,27 @@ func randomIdentifier(_ prefix: String, using generator: inout some RandomNumber
 /// Milliseconds since 1970, as the server stores time.
 func nowMilliseconds() -> Int64 { Int64(Date().timeIntervalSince1970 * 1000) }
 
-/// Bulk inserts into the server's SQLite file, for populations that the HTTP API cannot create
+/// The server's storage as the seeder writes to it: one transaction per batch of inserts.
+protocol SeedStorage {
+    /// Runs `body` as one transaction of inserts.
+    func batch(_ body: (any SQLConnection) throws -> Void) throws
+}
+
+extension SQLiteDatabase: SeedStorage {
+    func batch(_ body: (any SQLConnection) throws -> Void) throws { try write(body) }
+}
+
+extension PostgresDatabase: SeedStorage {
+    /// Pipelined: a million rows must not wait for a round trip each.
+    func batch(_ body: (any SQLConnection) throws -> Void) throws { try bulkWrite(body) }
+}
+
+/// Bulk inserts into the server's database, for populations that the HTTP API cannot create
 /// inside the time bound (each API login is a durable transaction).
 ///
 /// Everything goes through the server's own storage: its migrations make the schema, its
-/// ``SQLiteDatabase`` writes (in batches of one transaction each), and its ``Rows`` are the
-/// INSERTs, so the rows have exactly the formats the server writes and reads.
+/// ``SQLiteDatabase`` or ``PostgresDatabase`` writes (in batches of one transaction each), and
+/// its ``Rows`` are the INSERTs, so the rows have exactly the formats the server writes and reads.
 enum Seed {
     /// Rows per transaction.
     static let batch = 25_000
@@ -107,39 +122,47 @@ enum Seed {
         return result
     }
 
+    /// ``usersWithDevices(into:count:passwordHash:publicKey:deadline:)`` into the SQLite file at
+    /// `path`.
+    static func usersWithDevices(
+        path: String, count: Int, passwordHash: String, publicKey: Data, deadline: UInt64
+    ) throws -> Int {
+        try withDatabase(path) { database in
+            try usersWithDevices(
+                into: database, count: count, passwordHash: passwordHash, publicKey: publicKey,
+                deadline: deadline)
+        }
+    }
+
     /// Inserts up to `count` users, each with one bound, active device (all filler devices share
     /// one public key: nothing requires keys to differ, and no filler device ever logs in). Ids
     /// are random and shaped like the server's, and inserted in key order, which only makes the
     /// B-tree inserts cheaper. Works in batches and stops at `deadline`; returns how many were
     /// inserted.
     static func usersWithDevices(
-        path: String, count: Int, passwordHash: String, publicKey: Data, deadline: UInt64
+        into storage: some SeedStorage, count: Int, passwordHash: String, publicKey: Data, deadline: UInt64
     ) throws -> Int {
         guard count > 0 else { return 0 }
         var generator = FastRandom()
         let userIDs = sortedIdentifiers("usr", count: count, using: &generator)
         let deviceIDs = sortedIdentifiers("dev", count: count, using: &generator)
         let now = nowMilliseconds()
-        return try withDatabase(path) { database in
-            var inserted = 0
-            while inserted < count, nanoseconds() < deadline {
-                let upper = min(count, inserted + batch)
-                try database.write { connection in
-                    for index in inserted..<upper {
-                        try Rows.insertUser(
-                            connection, id: userIDs[index], username: "filler\(1_000_000_000 + index)",
-                            passwordHash: passwordHash, createdAt: now)
-                        try Rows.insertDevice(
-                            connection, id: deviceIDs[index], userID: userIDs[index],
-                            clientID: "filler-phone",
-                            name: "phone", keyProtection: .secureEnclave, publicKey: publicKey, createdAt: now
-                        )
-                    }
+        var inserted = 0
+        while inserted < count, nanoseconds() < deadline {
+            let upper = min(count, inserted + batch)
+            try storage.batch { connection in
+                for index in inserted..<upper {
+                    try Rows.insertUser(
+                        connection, id: userIDs[index], username: "filler\(1_000_000_000 + index)",
+                        passwordHash: passwordHash, createdAt: now)
+                    try Rows.insertDevice(
+                        connection, id: deviceIDs[index], userID: userIDs[index], clientID: "filler-phone",
+                        name: "phone", keyProtection: .secureEnclave, publicKey: publicKey, createdAt: now)
                 }
-                inserted = upper
             }
-            return inserted
+            inserted = upper
         }
+        return inserted
     }
 
     /// Inserts `count` users, each with one live password session and its access and refresh

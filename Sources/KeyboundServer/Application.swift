@@ -43,7 +43,7 @@ final class Application: Sendable {
             try database
             ?? openDatabase(
                 url: configuration.databaseURL, connections: configuration.workerThreads + 2,
-                synchronous: configuration.sqliteSynchronous)
+                synchronous: configuration.sqliteSynchronous, password: configuration.databasePassword)
         try Self.checkPasskeySettings(configuration)
         try Migrations.apply(to: self.database)
         challengeKey = try ServerSecrets.read(ServerSecrets.loginChallengeKey, from: self.database)
@@ -98,6 +98,13 @@ final class Application: Sendable {
             } catch DatabaseError.busy {
                 var error = APIError(503, .unavailable, "The server is busy. Try again.")
                 error.headers["Retry-After"] = "1"
+                return (route.pattern, error.response)
+            } catch DatabaseError.unavailable(let reason) {
+                // The database is unreachable (PostgreSQL stopped, restarting, or cut off); the
+                // storage reconnects by itself once it is back.
+                logger.log(.warning, "database unavailable", [("route", route.pattern), ("error", reason)])
+                var error = APIError(503, .unavailable, "The database is unavailable. Try again shortly.")
+                error.headers["Retry-After"] = "2"
                 return (route.pattern, error.response)
             } catch {
                 // Internal errors carry no request data (no secrets); log the error itself.

@@ -24,8 +24,12 @@ public struct Configuration: Sendable {
     public var host: String = "127.0.0.1"
     /// The port (default 8420; 0 picks a free port, read it from ``Server/port``).
     public var port: UInt16 = 8420
-    /// The database: `sqlite:PATH`.
+    /// The database: `sqlite:PATH`, or `postgres://user@host:port/database` (also
+    /// `postgresql://`; no password in it) for several servers on one PostgreSQL.
     public var databaseURL: String = "sqlite:keybound.sqlite"
+    /// The PostgreSQL password (`keybound serve` takes it from `KEYBOUND_DB_PASSWORD` or
+    /// `PGPASSWORD`). Never logged. nil leaves it to libpq (`PGPASSWORD`, `~/.pgpass`).
+    public var databasePassword: String?
     /// How SQLite commits: `.full` (default) survives a power loss, `.normal` survives a crash
     /// of the process (kill -9) but may lose the last commits on a power loss, and is faster.
     public var sqliteSynchronous: SQLiteSynchronous = .full
@@ -167,6 +171,23 @@ public struct Configuration: Sendable {
         configuration.log = .discard
         configuration.signupLimit = 0
         return configuration
+    }
+}
+
+extension Configuration {
+    /// Why `url` cannot be a ``databaseURL``, or nil when it can. Checks the form only; whether
+    /// the database can be reached shows when the server starts. The reason never repeats the URL.
+    public static func databaseURLProblem(_ url: String) -> String? {
+        if PostgresURL.names(url) {
+            do {
+                _ = try PostgresURL(url)
+                return nil
+            } catch {
+                return "\(error)"
+            }
+        }
+        if url.hasPrefix("sqlite:") && url.count > "sqlite:".count { return nil }
+        return "use sqlite:PATH or postgres://user@host:port/database"
     }
 }
 

@@ -23,7 +23,7 @@ paths:
     get:
       operationId: health
       summary: Liveness and database check
-      description: Returns 200 when the server and its database answer.
+      description: Returns 200 when the server and its database answer, 503 unavailable (with Retry-After) when the database does not. Load balancers use it to take an instance out of rotation.
       security: []
       responses:
         '200':

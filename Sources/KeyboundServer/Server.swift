@@ -46,8 +46,8 @@ public struct ServerError: Error, Sendable, CustomStringConvertible {
                 .schemaTooNew,
                 "the database schema is version \(version), newer than this server knows "
                     + "(\(Migrations.all.last?.version ?? 0)): run the Keybound that migrated it")
-        case DatabaseError.unsupportedURL(let url):
-            ServerError(.invalidConfiguration, "unsupported database URL \(url)")
+        case DatabaseError.unsupportedURL:
+            ServerError(.invalidConfiguration, "\(error)")
         case let error as DatabaseError:
             ServerError(.databaseUnreachable, "cannot open the database: \(error)")
         default:

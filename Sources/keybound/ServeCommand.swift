@@ -14,7 +14,8 @@ enum ServeCommand {
                     "listen", "HOST:PORT", "numeric address and port", variable: "KEYBOUND_LISTEN",
                     default: "127.0.0.1:8420"),
                 .value(
-                    "db", "URL", "sqlite:PATH", variable: "KEYBOUND_DB", default: "sqlite:keybound.sqlite"),
+                    "db", "URL", "sqlite:PATH or postgres://USER@HOST:PORT/DB",
+                    variable: "KEYBOUND_DB", default: "sqlite:keybound.sqlite"),
                 .value(
                     "sqlite-synchronous", "MODE", "full (survives power loss) or normal (kill -9, faster)",
                     variable: "KEYBOUND_SQLITE_SYNCHRONOUS", default: "full"),
@@ -143,6 +144,7 @@ enum ServeCommand {
         usage: keybound serve [options]
 
         Every option can also be set by the environment variable shown beside it; the flag wins.
+        The PostgreSQL password comes from KEYBOUND_DB_PASSWORD or PGPASSWORD, never from a flag.
 
         \(sectionedHelp)
 
@@ -213,11 +215,14 @@ enum ServeCommand {
             configuration.port = address.port
         }
         if let url = value("db") {
-            guard url.hasPrefix("sqlite:"), url.count > "sqlite:".count else {
-                throw UsageError("--db must be sqlite:PATH, e.g. sqlite:/var/lib/keybound/keybound.sqlite")
+            if let problem = Configuration.databaseURLProblem(url) {
+                throw UsageError(
+                    "--db: \(problem) (e.g. sqlite:/var/lib/keybound/keybound.sqlite or "
+                        + "postgres://keybound@db.internal:5432/keybound)")
             }
             configuration.databaseURL = url
         }
+        configuration.databasePassword = databasePassword(environment)
         if let mode = value("sqlite-synchronous") {
             guard let synchronous = SQLiteSynchronous(rawValue: mode) else {
                 throw UsageError("--sqlite-synchronous must be full or normal")
@@ -290,6 +295,13 @@ enum ServeCommand {
             configuration.argon2.iterations = iterations
         }
         return configuration
+    }
+
+    /// The PostgreSQL password: `KEYBOUND_DB_PASSWORD`, else `PGPASSWORD` (never a flag: a
+    /// command line is visible to every user of the machine).
+    static func databasePassword(_ environment: [String: String]) -> String? {
+        [environment["KEYBOUND_DB_PASSWORD"], environment["PGPASSWORD"]].lazy.compactMap { $0 }
+            .first { !$0.isEmpty }
     }
 
     /// The passkey and App Attest options. The repeatable ones also come from comma-separated

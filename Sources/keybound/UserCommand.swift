@@ -5,7 +5,10 @@ import KeyboundServer
 enum UserCommand {
     /// The options: the one table that parsing and help both use.
     static let options: [Option] = [
-        .value("db", "URL", "sqlite:PATH", variable: "KEYBOUND_DB", default: "sqlite:keybound.sqlite"), .help,
+        .value(
+            "db", "URL", "sqlite:PATH or postgres://USER@HOST:PORT/DB", variable: "KEYBOUND_DB",
+            default: "sqlite:keybound.sqlite"),
+        .help,
     ]
 
     static let usage = """
@@ -25,6 +28,8 @@ enum UserCommand {
 
         options:
         \(Option.help(options))
+
+        The PostgreSQL password comes from KEYBOUND_DB_PASSWORD or PGPASSWORD.
 
         exit status: 0 created, 1 refused (taken, invalid, database error), 2 usage
         """
@@ -49,12 +54,14 @@ enum UserCommand {
         configuration.workerThreads = 1
         let username: String
         do {
-            if let url = arguments.value("db") ?? ProcessInfo.processInfo.environment["KEYBOUND_DB"] {
-                guard url.hasPrefix("sqlite:"), url.count > "sqlite:".count else {
-                    throw UsageError("--db must be sqlite:PATH")
+            let environment = ProcessInfo.processInfo.environment
+            if let url = arguments.value("db") ?? environment["KEYBOUND_DB"] {
+                if let problem = Configuration.databaseURLProblem(url) {
+                    throw UsageError("--db: \(problem)")
                 }
                 configuration.databaseURL = url
             }
+            configuration.databasePassword = ServeCommand.databasePassword(environment)
             guard arguments.positionals.first == "add" else {
                 throw UsageError("the only command is 'add' (keybound user add NAME)")
             }

@@ -7,8 +7,8 @@ import Testing
 
 @Suite("Accounts and password login")
 struct AccountTests {
-    @Test func createAccountThenTakenUsername() async throws {
-        let live = try TestServer()
+    @Test(arguments: Engine.all) func createAccountThenTakenUsername(engine: Engine) async throws {
+        let live = try TestServer(engine: engine)
         let userID = try await live.client.createAccount("alice")
         #expect(userID.hasPrefix("usr_"))
         let again = try await live.client.post(
@@ -17,8 +17,8 @@ struct AccountTests {
         #expect(again.problem?.code == .usernameTaken)
     }
 
-    @Test func passwordLengthRules() async throws {
-        let live = try TestServer()
+    @Test(arguments: Engine.all) func passwordLengthRules(engine: Engine) async throws {
+        let live = try TestServer(engine: engine)
         for password in ["short", String(repeating: "x", count: 1025)] {
             let reply = try await live.client.post(
                 "/v1/accounts", CreateAccountRequest(username: "bob", password: password))
@@ -44,8 +44,8 @@ struct AccountTests {
         #expect(reply.problem?.code == .invalidRequest)
     }
 
-    @Test func loginMeLogout() async throws {
-        let live = try TestServer()
+    @Test(arguments: Engine.all) func loginMeLogout(engine: Engine) async throws {
+        let live = try TestServer(engine: engine)
         let userID = try await live.client.createAccount("alice")
         let tokens = try await live.client.login("alice")
         #expect(tokens.userID == userID)
@@ -70,8 +70,9 @@ struct AccountTests {
         #expect(refresh.status == 401)
     }
 
-    @Test func unknownUserAndWrongPasswordAreByteIdentical() async throws {
-        let live = try TestServer()
+    @Test(arguments: Engine.all) func unknownUserAndWrongPasswordAreByteIdentical(engine: Engine) async throws
+    {
+        let live = try TestServer(engine: engine)
         try await live.client.createAccount("alice")
         let wrong = try await live.client.post(
             "/v1/sessions/password",
@@ -88,8 +89,10 @@ struct AccountTests {
 
     /// From one client address (all of these requests come from loopback): the pair (account,
     /// address) is blocked. ThrottlingTests shows that other addresses are not.
-    @Test func sixthWrongPasswordIsThrottledWithGrowingDelay() async throws {
-        let live = try TestServer()
+    @Test(arguments: Engine.all) func sixthWrongPasswordIsThrottledWithGrowingDelay(engine: Engine)
+        async throws
+    {
+        let live = try TestServer(engine: engine)
         try await live.client.createAccount("alice")
         let wrong = PasswordLoginRequest(username: "alice", password: "wrong password", clientID: "c")
         for _ in 1...5 {
@@ -129,16 +132,16 @@ struct AccountTests {
         #expect(list.filter { $0.type == .loginFailed }.map(\.count) == [7])
     }
 
-    @Test func unknownUsernamesAreThrottledAlike() async throws {
-        let live = try TestServer()
+    @Test(arguments: Engine.all) func unknownUsernamesAreThrottledAlike(engine: Engine) async throws {
+        let live = try TestServer(engine: engine)
         let wrong = PasswordLoginRequest(username: "nobody", password: "wrong password", clientID: "c")
         for _ in 1...5 { _ = try await live.client.post("/v1/sessions/password", wrong) }
         let sixth = try await live.client.post("/v1/sessions/password", wrong)
         #expect(sixth.status == 429)
     }
 
-    @Test func clientAddressIsThrottled() async throws {
-        let live = try TestServer { $0.addressFailureLimit = 3 }
+    @Test(arguments: Engine.all) func clientAddressIsThrottled(engine: Engine) async throws {
+        let live = try TestServer(engine: engine) { $0.addressFailureLimit = 3 }
         for name in ["a1", "a2", "a3"] {
             let reply = try await live.client.post(
                 "/v1/sessions/password",
@@ -154,10 +157,10 @@ struct AccountTests {
 
     /// A server where many logins are in flight at once: 16 worker threads, as many hashes at a
     /// time, and a hash that costs a few milliseconds.
-    private func concurrentServer(_ adjust: @escaping (inout Configuration) -> Void = { _ in }) throws
-        -> TestServer
-    {
-        try TestServer { configuration in
+    private func concurrentServer(
+        _ engine: Engine, _ adjust: @escaping (inout Configuration) -> Void = { _ in }
+    ) throws -> TestServer {
+        try TestServer(engine: engine) { configuration in
             configuration.workerThreads = 16
             configuration.hashingConcurrency = 16
             configuration.argon2 = Argon2Parameters(memoryKiB: 2048, iterations: 1)
@@ -177,8 +180,10 @@ struct AccountTests {
         }
     }
 
-    @Test func parallelWrongPasswordsGetNoMoreGuessesThanTheAccountLimit() async throws {
-        let live = try concurrentServer()
+    @Test(arguments: Engine.all) func parallelWrongPasswordsGetNoMoreGuessesThanTheAccountLimit(
+        engine: Engine
+    ) async throws {
+        let live = try concurrentServer(engine)
         try await live.client.createAccount("alice")
         let wrong = PasswordLoginRequest(username: "alice", password: "wrong password", clientID: "c")
         let replies = try await sendInParallel(live, Array(repeating: wrong, count: 40))
@@ -197,8 +202,10 @@ struct AccountTests {
         #expect(try await live.client.post("/v1/sessions/password", right).status == 200)
     }
 
-    @Test func parallelWrongPasswordsGetNoMoreGuessesThanTheAddressLimit() async throws {
-        let live = try concurrentServer { $0.addressFailureLimit = 3 }
+    @Test(arguments: Engine.all) func parallelWrongPasswordsGetNoMoreGuessesThanTheAddressLimit(
+        engine: Engine
+    ) async throws {
+        let live = try concurrentServer(engine) { $0.addressFailureLimit = 3 }
         let requests = try (1...40).map {
             PasswordLoginRequest(
                 username: try Username("user\($0)"), password: "wrong password", clientID: "c")
@@ -208,8 +215,9 @@ struct AccountTests {
         #expect(replies.filter { $0.status == 429 && $0.header("Retry-After") != nil }.count == 37)
     }
 
-    @Test func successfulLoginsDoNotCountAgainstTheAddress() async throws {
-        let live = try TestServer { $0.addressFailureLimit = 3 }
+    @Test(arguments: Engine.all) func successfulLoginsDoNotCountAgainstTheAddress(engine: Engine) async throws
+    {
+        let live = try TestServer(engine: engine) { $0.addressFailureLimit = 3 }
         try await live.client.createAccount("alice")
         let wrong = PasswordLoginRequest(username: "bob", password: "wrong password", clientID: "c")
         #expect(try await live.client.post("/v1/sessions/password", wrong).status == 401)
@@ -220,8 +228,8 @@ struct AccountTests {
         #expect(try await live.client.post("/v1/sessions/password", wrong).status == 429)
     }
 
-    @Test func throttledRequestsWriteNothing() async throws {
-        let app = try InProcessApplication()
+    @Test(arguments: Engine.all) func throttledRequestsWriteNothing(engine: Engine) async throws {
+        let app = try InProcessApplication(engine)
         try app.createAccount("alice")
         for _ in 1...5 { #expect(app.login("alice", "wrong password").status == 401) }
         let audited = try app.count("SELECT COUNT(*) FROM audit_events")
@@ -240,8 +248,8 @@ struct AccountTests {
                 #"keybound_logins_total{method="password",outcome="throttled"} 50"#))
     }
 
-    @Test func addressLockoutIsAuditedOnce() throws {
-        let app = try InProcessApplication { $0.addressFailureLimit = 3 }
+    @Test(arguments: Engine.all) func addressLockoutIsAuditedOnce(engine: Engine) throws {
+        let app = try InProcessApplication(engine) { $0.addressFailureLimit = 3 }
         for index in 1...10 { _ = app.login(try Username("user\(index)"), "wrong password") }
         // Unknown usernames: the target is the address, so the failures fold into one row.
         #expect(try app.rows("SELECT count FROM audit_events WHERE type = 'login_failed'") == [[.integer(3)]])
@@ -251,8 +259,8 @@ struct AccountTests {
 
     /// The address block keeps doubling past the 15-minute failure window: the window counts
     /// from the end of the last block, so waiting out a long block does not reset the count.
-    @Test func addressBlocksKeepGrowingPastTheFailureWindow() throws {
-        let app = try InProcessApplication { $0.addressFailureLimit = 3 }
+    @Test(arguments: Engine.all) func addressBlocksKeepGrowingPastTheFailureWindow(engine: Engine) throws {
+        let app = try InProcessApplication(engine) { $0.addressFailureLimit = 3 }
         var attempt = 0
         func failOnce() throws -> HTTPResponse {
             attempt += 1
@@ -274,8 +282,8 @@ struct AccountTests {
         #expect(delays == delays.sorted(), "\(delays)")
     }
 
-    @Test func housekeepingPurgesStaleThrottleRows() throws {
-        let app = try InProcessApplication()
+    @Test(arguments: Engine.all) func housekeepingPurgesStaleThrottleRows(engine: Engine) throws {
+        let app = try InProcessApplication(engine)
         try app.createAccount("alice")
         // Made-up usernames from two addresses, and a real account blocked for one address.
         for index in 1...3 {
@@ -323,12 +331,14 @@ struct AccountTests {
 /// The application without sockets, with a manual clock and its database at hand.
 final class InProcessApplication: Sendable {
     let directory: TemporaryDirectory
+    let database: TestDatabase
     let clock = ManualClock()
     let application: Application
 
-    init(_ adjust: (inout Configuration) -> Void = { _ in }) throws {
+    init(_ engine: Engine = .sqlite, _ adjust: (inout Configuration) -> Void = { _ in }) throws {
         directory = try TemporaryDirectory()
-        var configuration = Configuration.testing(databasePath: directory.path("keybound.sqlite"))
+        database = try TestDatabase(engine, in: directory)
+        var configuration = database.configuration
         configuration.clock = clock.serverClock
         adjust(&configuration)
         application = try Application(configuration: configuration)

@@ -15,11 +15,10 @@ struct AppAttestTests {
     static let appID = "ABCDE12345.com.example.keybound"
 
     /// A server that trusts `ca` and accepts ``appID`` in the development environment.
-    static func server(_ ca: TestAppAttestCA, _ adjust: @escaping (inout Configuration) -> Void = { _ in })
-        throws
-        -> TestServer
-    {
-        try TestServer(.live) { configuration in
+    static func server(
+        _ ca: TestAppAttestCA, _ engine: Engine, _ adjust: @escaping (inout Configuration) -> Void = { _ in }
+    ) throws -> TestServer {
+        try TestServer(.live, engine: engine) { configuration in
             configuration.appIDs = [appID]
             configuration.appAttestEnvironment = .development
             configuration.appAttestRoots = [ca.root]
@@ -71,10 +70,10 @@ struct AppAttestTests {
         }
     }
 
-    @Test("an attested binding is verified, listed as attested and audited")
-    func attestedBinding() async throws {
+    @Test("an attested binding is verified, listed as attested and audited", arguments: Engine.all)
+    func attestedBinding(engine: Engine) async throws {
         let ca = try TestAppAttestCA(now: Date())
-        let live = try Self.server(ca)
+        let live = try Self.server(ca, engine)
         let tokens = try await Self.user(live)
         let deviceKey = try P256SigningKey().publicKey
         let appKey = try TestAppAttestKey()
@@ -101,11 +100,12 @@ struct AppAttestTests {
     }
 
     @Test(
-        "another app, the other environment, another key id or device key, an expired leaf, an untrusted root: 400"
+        "another app, the other environment, another key id or device key, an expired leaf, an untrusted root: 400",
+        arguments: Engine.all
     )
-    func refusedAttestations() async throws {
+    func refusedAttestations(engine: Engine) async throws {
         let ca = try TestAppAttestCA(now: Date())
-        let live = try Self.server(ca)
+        let live = try Self.server(ca, engine)
         let tokens = try await Self.user(live)
         let token = tokens.accessToken
         let deviceKey = try P256SigningKey().publicKey
@@ -179,10 +179,12 @@ struct AppAttestTests {
         #expect(devices.devices.isEmpty)
     }
 
-    @Test("the challenge is the session's, single use, and expires; the default root is Apple's")
-    func challenges() async throws {
+    @Test(
+        "the challenge is the session's, single use, and expires; the default root is Apple's",
+        arguments: Engine.all)
+    func challenges(engine: Engine) async throws {
         let ca = try TestAppAttestCA(now: Date())
-        let live = try Self.server(ca) { $0.stepUpWindow = 3600 }
+        let live = try Self.server(ca, engine) { $0.stepUpWindow = 3600 }
         let tokens = try await Self.user(live)
         let deviceKey = try P256SigningKey().publicKey
         let appKey = try TestAppAttestKey()
@@ -233,7 +235,7 @@ struct AppAttestTests {
         #expect(try await live.client.send("POST", "/v1/app-attest/challenges").status == 401)
 
         // A server left at Apple's root refuses the test CA's attestations.
-        let apple = try TestServer(.live) { $0.appIDs = [Self.appID] }
+        let apple = try TestServer(.live, engine: engine) { $0.appIDs = [Self.appID] }
         #expect(apple.server.configuration.appAttestRoots == [.appleAppAttestationRootCA])
         let appleUser = try await Self.user(apple)
         try await expectProblem(
@@ -244,10 +246,12 @@ struct AppAttestTests {
             400, .invalidAttestation)
     }
 
-    @Test("--require-app-attest refuses an unattested binding and asks attested devices for assertions")
-    func requireAppAttest() async throws {
+    @Test(
+        "--require-app-attest refuses an unattested binding and asks attested devices for assertions",
+        arguments: Engine.all)
+    func requireAppAttest(engine: Engine) async throws {
         let ca = try TestAppAttestCA(now: Date())
-        let live = try Self.server(ca) { $0.requireAppAttest = true }
+        let live = try Self.server(ca, engine) { $0.requireAppAttest = true }
         let tokens = try await Self.user(live)
         let plain = try await live.client.post(
             "/v1/devices",
@@ -295,11 +299,12 @@ struct AppAttestTests {
     }
 
     @Test(
-        "assertions of an attested device: the counter must rise, over the issued payload, for logins and approvals"
+        "assertions of an attested device: the counter must rise, over the issued payload, for logins and approvals",
+        arguments: Engine.all
     )
-    func assertions() async throws {
+    func assertions(engine: Engine) async throws {
         let ca = try TestAppAttestCA(now: Date())
-        let live = try Self.server(ca)
+        let live = try Self.server(ca, engine)
         let tokens = try await Self.user(live)
         let deviceKey = try P256SigningKey()
         let appKey = try TestAppAttestKey()

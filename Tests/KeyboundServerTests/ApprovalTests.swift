@@ -7,8 +7,8 @@ import Testing
 
 @Suite("Transaction approval")
 struct ApprovalTests {
-    @Test func approveATransferOnce() async throws {
-        let live = try TestServer()
+    @Test(arguments: Engine.all) func approveATransferOnce(engine: Engine) async throws {
+        let live = try TestServer(engine: engine)
         let (tokens, key, deviceID) = try await live.client.userWithDevice("alice")
         let action = try transfer("0.5", asset: "ETH", to: "0x12ab34cd56ef")
         let created = try await live.client.post(
@@ -51,9 +51,9 @@ struct ApprovalTests {
         #expect(replay.problem?.code == .challengeUsed)
     }
 
-    @Test(arguments: ["amount", "recipient", "server", "asset", "purpose"])
-    func tamperedPayloadIsRefused(_ field: String) async throws {
-        let live = try TestServer()
+    @Test(arguments: ["amount", "recipient", "server", "asset", "purpose"], Engine.all)
+    func tamperedPayloadIsRefused(_ field: String, engine: Engine) async throws {
+        let live = try TestServer(engine: engine)
         let (tokens, key, deviceID) = try await live.client.userWithDevice("alice")
         let created = try await live.client.post(
             "/v1/approvals", CreateApprovalRequest(deviceID: deviceID, action: transfer()),
@@ -98,8 +98,8 @@ struct ApprovalTests {
         #expect(try status.decode(ApprovalResponse.self).status == .failed)
     }
 
-    @Test func anotherUsersApprovalCannotBeConfirmed() async throws {
-        let live = try TestServer()
+    @Test(arguments: Engine.all) func anotherUsersApprovalCannotBeConfirmed(engine: Engine) async throws {
+        let live = try TestServer(engine: engine)
         let (alice, aliceKey, aliceDevice) = try await live.client.userWithDevice("alice")
         let (bob, _, _) = try await live.client.userWithDevice("bob")
         let created = try await live.client.post(
@@ -121,8 +121,10 @@ struct ApprovalTests {
         #expect(confirm.status == 200)
     }
 
-    @Test func approvalSignedByAnotherDeviceOfTheSameUserIsRefused() async throws {
-        let live = try TestServer()
+    @Test(arguments: Engine.all) func approvalSignedByAnotherDeviceOfTheSameUserIsRefused(engine: Engine)
+        async throws
+    {
+        let live = try TestServer(engine: engine)
         let (phone, _, phoneDevice) = try await live.client.userWithDevice("alice", clientID: "phone")
         let laptop = try await live.client.login("alice", clientID: "laptop")
         let (laptopKey, _) = try await live.client.bindDevice(laptop.accessToken)
@@ -137,8 +139,8 @@ struct ApprovalTests {
         #expect(reply.status == 401)
     }
 
-    @Test func approvalsExpireAfterFiveMinutes() async throws {
-        let live = try TestServer()
+    @Test(arguments: Engine.all) func approvalsExpireAfterFiveMinutes(engine: Engine) async throws {
+        let live = try TestServer(engine: engine)
         let (tokens, key, deviceID) = try await live.client.userWithDevice("alice")
         let created = try await live.client.post(
             "/v1/approvals", CreateApprovalRequest(deviceID: deviceID, action: transfer()),
@@ -156,8 +158,8 @@ struct ApprovalTests {
         #expect(try status.decode(ApprovalResponse.self).status == .expired)
     }
 
-    @Test func invalidActionsAreRejected() async throws {
-        let live = try TestServer()
+    @Test(arguments: Engine.all) func invalidActionsAreRejected(engine: Engine) async throws {
+        let live = try TestServer(engine: engine)
         let (tokens, _, deviceID) = try await live.client.userWithDevice("alice")
         let bodies = [
             #"{"device_id":"\#(deviceID)","action":{"type":"transfer","amount":0.5,"asset":"ETH","to":"0x1"}}"#,

@@ -7,8 +7,8 @@ import Testing
 
 @Suite("Devices and device-key login")
 struct DeviceTests {
-    @Test func bindListAndLogInWithTheDeviceKey() async throws {
-        let live = try TestServer()
+    @Test(arguments: Engine.all) func bindListAndLogInWithTheDeviceKey(engine: Engine) async throws {
+        let live = try TestServer(engine: engine)
         let (tokens, key, deviceID) = try await live.client.userWithDevice("alice")
         let list = try await live.client.get("/v1/devices", token: tokens.accessToken)
         let devices = try list.decode(DeviceListResponse.self).devices
@@ -34,8 +34,8 @@ struct DeviceTests {
         #expect(me.username == "alice")
     }
 
-    @Test func replayedSignatureIsRefused() async throws {
-        let live = try TestServer()
+    @Test(arguments: Engine.all) func replayedSignatureIsRefused(engine: Engine) async throws {
+        let live = try TestServer(engine: engine)
         let (_, key, deviceID) = try await live.client.userWithDevice("alice")
         let challenge = try await live.client.challenge(deviceID)
         let signature = try sign(challenge.payload, with: key)
@@ -53,8 +53,8 @@ struct DeviceTests {
         #expect(wrong.problem?.code == .signatureInvalid)
     }
 
-    @Test func signatureByAnotherDeviceIsRefused() async throws {
-        let live = try TestServer()
+    @Test(arguments: Engine.all) func signatureByAnotherDeviceIsRefused(engine: Engine) async throws {
+        let live = try TestServer(engine: engine)
         let (_, _, aliceDevice) = try await live.client.userWithDevice("alice")
         let (_, bobKey, _) = try await live.client.userWithDevice("bob")
         let challenge = try await live.client.challenge(aliceDevice)
@@ -64,8 +64,8 @@ struct DeviceTests {
         #expect(reply.problem?.code == .signatureInvalid)
     }
 
-    @Test func tamperedLoginPayloadIsRefused() async throws {
-        let live = try TestServer()
+    @Test(arguments: Engine.all) func tamperedLoginPayloadIsRefused(engine: Engine) async throws {
+        let live = try TestServer(engine: engine)
         let (_, key, deviceID) = try await live.client.userWithDevice("alice")
         let challenge = try await live.client.challenge(deviceID)
         let original = try SigningPayload(parsing: challenge.payload)
@@ -77,8 +77,8 @@ struct DeviceTests {
         #expect(reply.status == 401)
     }
 
-    @Test func expiredAndReusedChallenges() async throws {
-        let live = try TestServer()
+    @Test(arguments: Engine.all) func expiredAndReusedChallenges(engine: Engine) async throws {
+        let live = try TestServer(engine: engine)
         let (_, key, deviceID) = try await live.client.userWithDevice("alice")
         let challenge = try await live.client.challenge(deviceID)
         live.clock.advance(by: 61)
@@ -95,8 +95,10 @@ struct DeviceTests {
         #expect(unknown.status == 404)
     }
 
-    @Test func thirtyTwoConcurrentUsesOfOneChallengeGiveExactlyOneSuccess() async throws {
-        let live = try TestServer()
+    @Test(arguments: Engine.all) func thirtyTwoConcurrentUsesOfOneChallengeGiveExactlyOneSuccess(
+        engine: Engine
+    ) async throws {
+        let live = try TestServer(engine: engine)
         let (_, key, deviceID) = try await live.client.userWithDevice("alice")
         let challenge = try await live.client.challenge(deviceID)
         let signature = try sign(challenge.payload, with: key)
@@ -113,16 +115,14 @@ struct DeviceTests {
         #expect(statuses.count == 32)
         #expect(statuses.filter { $0 == 200 }.count == 1)
         #expect(statuses.filter { $0 == 409 }.count == 31)
-        let database = try SQLiteDatabase(
-            path: live.directory.path("keybound.sqlite"), readers: 1, synchronous: .normal)
         #expect(
-            try database.read {
+            try live.database.open().read {
                 try $0.queryOne("SELECT COUNT(*) FROM sessions WHERE auth_method = 'device'", [])?.integer(0)
             } == 1)
     }
 
-    @Test func revokedDeviceCanNeitherLogInNorApprove() async throws {
-        let live = try TestServer()
+    @Test(arguments: Engine.all) func revokedDeviceCanNeitherLogInNorApprove(engine: Engine) async throws {
+        let live = try TestServer(engine: engine)
         let (_, key, deviceID) = try await live.client.userWithDevice("alice")
         let pending = try await live.client.challenge(deviceID)
         let deviceSession = try await live.client.deviceLogin(
@@ -164,8 +164,8 @@ struct DeviceTests {
             try await live.client.delete("/v1/devices/\(deviceID)", token: tokens.accessToken).status == 204)
     }
 
-    @Test func bindingNeedsARecentPasswordLogin() async throws {
-        let live = try TestServer()
+    @Test(arguments: Engine.all) func bindingNeedsARecentPasswordLogin(engine: Engine) async throws {
+        let live = try TestServer(engine: engine)
         let (_, key, deviceID) = try await live.client.userWithDevice("alice")
         let newKey = try P256SigningKey()
         let request = BindDeviceRequest(
@@ -193,8 +193,8 @@ struct DeviceTests {
     }
 
     /// `GET /v1/me` states the end of the window the server enforces, its own configured one.
-    @Test func meStatesTheStepUpWindowTheServerEnforces() async throws {
-        let live = try TestServer { $0.stepUpWindow = 60 }
+    @Test(arguments: Engine.all) func meStatesTheStepUpWindowTheServerEnforces(engine: Engine) async throws {
+        let live = try TestServer(engine: engine) { $0.stepUpWindow = 60 }
         let (_, key, deviceID) = try await live.client.userWithDevice("alice")
         let tokens = try await live.client.login("alice", clientID: "web")
         let me = try await live.client.get("/v1/me", token: tokens.accessToken).decode(MeResponse.self)
@@ -216,8 +216,9 @@ struct DeviceTests {
         #expect(try byDevice.decode(MeResponse.self).stepUpExpiresAt == nil)
     }
 
-    @Test func newKeyFromTheSameClientRevokesTheOldDevice() async throws {
-        let live = try TestServer()
+    @Test(arguments: Engine.all) func newKeyFromTheSameClientRevokesTheOldDevice(engine: Engine) async throws
+    {
+        let live = try TestServer(engine: engine)
         let (tokens, oldKey, oldDevice) = try await live.client.userWithDevice("alice", clientID: "phone")
         let (_, newDevice) = try await live.client.bindDevice(tokens.accessToken)
         let devices = try await live.client.get("/v1/devices", token: tokens.accessToken)
@@ -237,8 +238,8 @@ struct DeviceTests {
                 == [newDevice, laptopDevice].sorted())
     }
 
-    @Test func onlyP256SubjectPublicKeyInfoIsAccepted() async throws {
-        let live = try TestServer()
+    @Test(arguments: Engine.all) func onlyP256SubjectPublicKeyInfoIsAccepted(engine: Engine) async throws {
+        let live = try TestServer(engine: engine)
         try await live.client.createAccount("alice")
         let tokens = try await live.client.login("alice")
         let key = try P256SigningKey()
@@ -269,8 +270,8 @@ struct DeviceTests {
         #expect(reply.problem?.code == .invalidRequest)
     }
 
-    @Test func anotherUsersDeviceIsNotFound() async throws {
-        let live = try TestServer()
+    @Test(arguments: Engine.all) func anotherUsersDeviceIsNotFound(engine: Engine) async throws {
+        let live = try TestServer(engine: engine)
         let (_, _, aliceDevice) = try await live.client.userWithDevice("alice")
         let (bob, _, _) = try await live.client.userWithDevice("bob")
         #expect(
@@ -286,8 +287,8 @@ struct DeviceTests {
 /// the wire value.
 @Suite("snake_case enumerated values")
 struct SnakeCaseValueTests {
-    @Test func keyProtectionIsSnakeCaseOnTheWire() async throws {
-        let live = try TestServer()
+    @Test(arguments: Engine.all) func keyProtectionIsSnakeCaseOnTheWire(engine: Engine) async throws {
+        let live = try TestServer(engine: engine)
         try await live.client.createAccount("alice")
         let tokens = try await live.client.login("alice")
         let key = Base64URL.encode(try P256SigningKey().publicKey.spkiDER)
@@ -304,16 +305,15 @@ struct SnakeCaseValueTests {
     }
 
     /// Migration 5 rewrites the camelCase value servers stored before.
-    @Test func migrationRewritesStoredValues() async throws {
-        let old = try InProcessApplication()
+    @Test(arguments: Engine.all) func migrationRewritesStoredValues(engine: Engine) async throws {
+        let old = try InProcessApplication(engine)
         _ = try old.userWithDevice("alice")
         // The database as an older server left it: the old spelling, migration 5 not applied.
         try old.application.database.write { connection in
             try connection.execute("UPDATE devices SET key_protection = 'secureEnclave'", [])
             try connection.execute("DELETE FROM schema_migrations WHERE version = 5", [])
         }
-        let path = old.directory.path("keybound.sqlite")
-        let upgraded = try Application(configuration: .testing(databasePath: path))
+        let upgraded = try Application(configuration: old.database.configuration)
         let stored = try upgraded.database.read { try $0.query("SELECT key_protection FROM devices", []) }
         #expect(stored.map(\.values) == [[.text("secure_enclave")]])
     }

@@ -42,19 +42,90 @@ enum Transport: String, Sendable, CaseIterable {
     case inProcess
 }
 
-/// A server for one test: a temporary SQLite file, a manual clock, collected logs, and a
-/// ``Client`` over the chosen transport (a free loopback port for ``Transport/live``).
+/// The storage engines the server suite runs on: each test that takes an `Engine` runs once
+/// per engine, each time on a fresh database.
+enum Engine: String, Sendable, CustomTestStringConvertible {
+    /// A temporary SQLite file.
+    case sqlite
+    /// A new database (`CREATE DATABASE`) in the test process's throwaway PostgreSQL cluster.
+    case postgres
+
+    var testDescription: String { rawValue }
+
+    /// Both engines; SQLite alone where PostgreSQL cannot run (the suite "PostgreSQL" then says
+    /// so in one warning).
+    static let all: [Engine] = PostgresCluster.isAvailable ? [.sqlite, .postgres] : [.sqlite]
+}
+
+extension PostgresCluster {
+    /// Whether the shared cluster runs (started on first use).
+    static var isAvailable: Bool { (try? shared.get()) != nil }
+}
+
+/// A fresh, empty database for one test; a PostgreSQL one is dropped with the value.
+final class TestDatabase: Sendable {
+    let engine: Engine
+    /// `sqlite:PATH` or `postgres://…`.
+    let url: String
+    /// The PostgreSQL password (nil for SQLite).
+    let password: String?
+    private let postgresName: String?
+
+    init(_ engine: Engine, in directory: TemporaryDirectory) throws {
+        self.engine = engine
+        switch engine {
+        case .sqlite:
+            url = "sqlite:" + directory.path("keybound.sqlite")
+            password = nil
+            postgresName = nil
+        case .postgres:
+            let cluster = try PostgresCluster.shared.get()
+            let name = try cluster.createDatabase()
+            url = cluster.url(database: name)
+            password = cluster.password
+            postgresName = name
+        }
+    }
+
+    /// ``Configuration/testing(databasePath:)`` on this database.
+    var configuration: Configuration {
+        var configuration = Configuration.testing(databasePath: "")
+        configuration.databaseURL = url
+        configuration.databasePassword = password
+        return configuration
+    }
+
+    /// The server's own storage on this database, to look at what a test's requests stored.
+    func open() throws -> any Database {
+        try openDatabase(url: url, connections: 1, synchronous: .normal, password: password)
+    }
+
+    deinit {
+        if let postgresName, case .success(let cluster) = PostgresCluster.shared {
+            cluster.dropDatabase(postgresName)
+        }
+    }
+}
+
+/// A server for one test: a fresh database (a temporary SQLite file unless told otherwise), a
+/// manual clock, collected logs, and a ``Client`` over the chosen transport (a free loopback port
+/// for ``Transport/live``).
 final class TestServer: Sendable {
     let directory: TemporaryDirectory
+    let database: TestDatabase
     let server: Server
     let clock: ManualClock
     let logs = LogCollector()
     let client: Client
 
-    init(_ transport: Transport = .live, _ adjust: (inout Configuration) -> Void = { _ in }) throws {
+    init(
+        _ transport: Transport = .live, engine: Engine = .sqlite,
+        _ adjust: (inout Configuration) -> Void = { _ in }
+    ) throws {
         directory = try TemporaryDirectory()
+        database = try TestDatabase(engine, in: directory)
         clock = ManualClock()
-        var configuration = Configuration.testing(databasePath: directory.path("keybound.sqlite"))
+        var configuration = database.configuration
         configuration.clock = clock.serverClock
         configuration.log = logs.sink
         configuration.serverID = "keybound-test"

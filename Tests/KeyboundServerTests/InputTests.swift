@@ -27,8 +27,10 @@ struct InputTests {
         (String(decoding: [0x7B, 0x22, 0xFF, 0x22, 0x3A, 0x31, 0x7D], as: UTF8.self), .invalidRequest),
     ]
 
-    @Test func malformedUnknownAndMistypedBodiesGive400ProblemsNever500() async throws {
-        let live = try TestServer()
+    @Test(arguments: Engine.all) func malformedUnknownAndMistypedBodiesGive400ProblemsNever500(engine: Engine)
+        async throws
+    {
+        let live = try TestServer(engine: engine)
         try await live.client.createAccount("alice")
         let token = try await live.client.login("alice").accessToken
         for route in Self.postRoutes {
@@ -51,8 +53,8 @@ struct InputTests {
         #expect(reply.status == 400)
     }
 
-    @Test func bodyOver64KiBIs413() async throws {
-        let live = try TestServer()
+    @Test(arguments: Engine.all) func bodyOver64KiBIs413(engine: Engine) async throws {
+        let live = try TestServer(engine: engine)
         let padding = String(repeating: "a", count: 64 * 1024)
         let body = Data(#"{"username":"\#(padding)","password":"x"}"#.utf8)
         let reply = try await live.client.send("POST", "/v1/accounts", body: body)
@@ -64,8 +66,8 @@ struct InputTests {
         #expect(reply2.status == 400)
     }
 
-    @Test func wrongContentTypeUnknownPathAndMethod() async throws {
-        let live = try TestServer()
+    @Test(arguments: Engine.all) func wrongContentTypeUnknownPathAndMethod(engine: Engine) async throws {
+        let live = try TestServer(engine: engine)
         let form = try await live.client.send(
             "POST", "/v1/accounts", body: Data("username=a".utf8),
             contentType: "application/x-www-form-urlencoded")
@@ -78,8 +80,8 @@ struct InputTests {
         #expect(method.header("Allow") == "GET")
     }
 
-    @Test func auditLimitIsValidated() async throws {
-        let live = try TestServer()
+    @Test(arguments: Engine.all) func auditLimitIsValidated(engine: Engine) async throws {
+        let live = try TestServer(engine: engine)
         try await live.client.createAccount("alice")
         let token = try await live.client.login("alice").accessToken
         #expect(try await live.client.get("/v1/audit?limit=0", token: token).status == 400)

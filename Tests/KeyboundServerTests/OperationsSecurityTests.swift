@@ -34,8 +34,8 @@ struct OperationsSecurityTests {
         #expect(configuration.maxDevicesPerUser == 10)
     }
 
-    @Test func refreshIsRefusedAfterTheSessionMaximumAge() throws {
-        let app = try SteppedApplication { $0.sessionMaxAge = 2 * 86_400 }
+    @Test(arguments: Engine.all) func refreshIsRefusedAfterTheSessionMaximumAge(engine: Engine) throws {
+        let app = try SteppedApplication(engine) { $0.sessionMaxAge = 2 * 86_400 }
         try app.createAccount("alice")
         let login = try app.login("alice")
         // Refreshed a day later, and again shortly before the maximum age: both still work.
@@ -62,8 +62,8 @@ struct OperationsSecurityTests {
     /// Every write a bearer token authorizes checks the session inside its own transaction: a
     /// session that ends after the handler's first check (here, in between the read and the
     /// write) cannot write.
-    @Test func aSessionEndedBeforeTheWriteCannotWrite() throws {
-        let app = try SteppedApplication()
+    @Test(arguments: Engine.all) func aSessionEndedBeforeTheWriteCannotWrite(engine: Engine) throws {
+        let app = try SteppedApplication(engine)
         try app.createAccount("alice")
         // A tablet, the device the phone session acts on, and a web session.
         let (tabletKey, tabletID) = try app.bindDevice(try app.login("alice", clientID: "tablet").accessToken)
@@ -119,9 +119,11 @@ struct OperationsSecurityTests {
 
     // MARK: Retention
 
-    @Test func housekeepingPurgesEndedSessionsAndExpiredApprovalsAfterTheRetention() throws {
+    @Test(arguments: Engine.all) func housekeepingPurgesEndedSessionsAndExpiredApprovalsAfterTheRetention(
+        engine: Engine
+    ) throws {
         let day: TimeInterval = 86_400
-        let app = try SteppedApplication {
+        let app = try SteppedApplication(engine) {
             $0.sessionMaxAge = 2 * 86_400
             $0.retention = 86_400
         }
@@ -168,8 +170,8 @@ struct OperationsSecurityTests {
 
     // MARK: Devices
 
-    @Test func activeDevicesPerUserAreCapped() async throws {
-        let live = try TestServer { $0.maxDevicesPerUser = 2 }
+    @Test(arguments: Engine.all) func activeDevicesPerUserAreCapped(engine: Engine) async throws {
+        let live = try TestServer(engine: engine) { $0.maxDevicesPerUser = 2 }
         let client = live.client
         try await client.createAccount("alice")
         _ = try await client.bindDevice(try await client.login("alice", clientID: "a").accessToken)
@@ -222,22 +224,28 @@ private final class SteppingDatabase: Database {
     }
 
     func read<T>(_ body: (any SQLConnection) throws -> T) throws -> T { try base.read(body) }
+
+    func migrate<T>(_ body: (any SQLConnection) throws -> T) throws -> T { try base.migrate(body) }
 }
 
 /// The application without sockets, on a manual clock, over a ``SteppingDatabase``.
 private final class SteppedApplication: Sendable {
     let directory: TemporaryDirectory
+    let testDatabase: TestDatabase
     let clock = ManualClock()
     let database: SteppingDatabase
     let application: Application
 
-    init(_ adjust: (inout Configuration) -> Void = { _ in }) throws {
+    init(_ engine: Engine = .sqlite, _ adjust: (inout Configuration) -> Void = { _ in }) throws {
         directory = try TemporaryDirectory()
-        var configuration = Configuration.testing(databasePath: directory.path("keybound.sqlite"))
+        testDatabase = try TestDatabase(engine, in: directory)
+        var configuration = testDatabase.configuration
         configuration.clock = clock.serverClock
         adjust(&configuration)
         database = SteppingDatabase(
-            try openDatabase(url: configuration.databaseURL, connections: 4, synchronous: .normal))
+            try openDatabase(
+                url: configuration.databaseURL, connections: 4, synchronous: .normal,
+                password: configuration.databasePassword))
         application = try Application(configuration: configuration, database: database)
     }
 

@@ -7,8 +7,10 @@ import Testing
 
 @Suite("Operations")
 struct OperationsTests {
-    @Test func healthMetricsAndOpenAPI() async throws {
-        let live = try TestServer { $0.metricsListen = ListenAddress(host: "127.0.0.1", port: 0) }
+    @Test(arguments: Engine.all) func healthMetricsAndOpenAPI(engine: Engine) async throws {
+        let live = try TestServer(engine: engine) {
+            $0.metricsListen = ListenAddress(host: "127.0.0.1", port: 0)
+        }
         let health = try await live.client.get("/healthz")
         #expect(health.status == 200)
         #expect(health.text == #"{"status":"ok"}"#)
@@ -46,8 +48,10 @@ struct OperationsTests {
         }
     }
 
-    @Test func auditRecordsEverythingButSecretsAndLogsAreRedacted() async throws {
-        let live = try TestServer()
+    @Test(arguments: Engine.all) func auditRecordsEverythingButSecretsAndLogsAreRedacted(engine: Engine)
+        async throws
+    {
+        let live = try TestServer(engine: engine)
         let (first, key, deviceID) = try await live.client.userWithDevice("alice")
         let challenge = try await live.client.challenge(deviceID)
         let signature = try sign(challenge.payload, with: key)
@@ -132,9 +136,10 @@ struct OperationsTests {
         #expect(unknown.header("Content-Type") == Problem.mediaType)
     }
 
-    @Test func databaseSurvivesARestartInProcess() async throws {
+    @Test(arguments: Engine.all) func databaseSurvivesARestartInProcess(engine: Engine) async throws {
         let directory = try TemporaryDirectory()
-        var configuration = Configuration.testing(databasePath: directory.path("db.sqlite"))
+        let database = try TestDatabase(engine, in: directory)
+        var configuration = database.configuration
         configuration.serverID = "restart"
         do {
             let server = try Server(configuration: configuration)

@@ -23,9 +23,9 @@ struct PasskeyTests {
 
     static func userHandle(_ userID: String) -> Data { Data(userID.utf8) }
 
-    @Test("sign up, sign in without a username, add a passkey, list and remove one")
-    func signUpSignInAddAndRemove() async throws {
-        let live = try TestServer()
+    @Test("sign up, sign in without a username, add a passkey, list and remove one", arguments: Engine.all)
+    func signUpSignInAddAndRemove(engine: Engine) async throws {
+        let live = try TestServer(engine: engine)
         let first = try Self.authenticator(for: live)
         let signUp = try await live.client.passkeySignUp("alice", first)
         let signUpTokens = try #require(signUp.tokens)
@@ -101,10 +101,11 @@ struct PasskeyTests {
     }
 
     @Test(
-        "replay, foreign challenge, wrong origin, wrong RP ID, no UV, tampered client data, a cloned counter: 4xx"
+        "replay, foreign challenge, wrong origin, wrong RP ID, no UV, tampered client data, a cloned counter: 4xx",
+        arguments: Engine.all
     )
-    func negativeCeremonies() async throws {
-        let live = try TestServer()
+    func negativeCeremonies(engine: Engine) async throws {
+        let live = try TestServer(engine: engine)
         let alice = try Self.authenticator(for: live)
         let userID = try #require(try await live.client.passkeySignUp("alice", alice).tokens).userID
         let handle = Self.userHandle(userID)
@@ -179,9 +180,11 @@ struct PasskeyTests {
         #expect(events.contains { $0.type == .loginFailed && $0.method == .passkey })
     }
 
-    @Test("registration refuses the wrong origin, RP ID, missing UV, another session, a reused challenge")
-    func registrationRefusals() async throws {
-        let live = try TestServer()
+    @Test(
+        "registration refuses the wrong origin, RP ID, missing UV, another session, a reused challenge",
+        arguments: Engine.all)
+    func registrationRefusals(engine: Engine) async throws {
+        let live = try TestServer(engine: engine)
         let client = live.client
         let alice = try Self.authenticator(for: live)
         var phishing = alice
@@ -235,9 +238,9 @@ struct PasskeyTests {
             401, .tokenInvalid)
     }
 
-    @Test("of 16 simultaneous uses of one login challenge exactly one opens a session")
-    func oneOfSixteenWins() async throws {
-        let live = try TestServer()
+    @Test("of 16 simultaneous uses of one login challenge exactly one opens a session", arguments: Engine.all)
+    func oneOfSixteenWins(engine: Engine) async throws {
+        let live = try TestServer(engine: engine)
         let alice = try Self.authenticator(for: live)
         let userID = try #require(try await live.client.passkeySignUp("alice", alice).tokens).userID
         let body = try alice.assertion(
@@ -257,9 +260,9 @@ struct PasskeyTests {
         #expect(logins.count == 2)  // the sign-up's session and the one winner
     }
 
-    @Test("a credential id is registered to one user only")
-    func credentialIDsAreUnique() async throws {
-        let live = try TestServer()
+    @Test("a credential id is registered to one user only", arguments: Engine.all)
+    func credentialIDsAreUnique(engine: Engine) async throws {
+        let live = try TestServer(engine: engine)
         let shared = try Self.authenticator(for: live)
         _ = try await live.client.passkeySignUp("alice", shared)
         let options = try await live.client.registrationOptions(.init(username: "bob"))
@@ -274,10 +277,11 @@ struct PasskeyTests {
     }
 
     @Test(
-        "the user handle must be the owner's; a discoverable sign-in needs one; a named user only their passkeys"
+        "the user handle must be the owner's; a discoverable sign-in needs one; a named user only their passkeys",
+        arguments: Engine.all
     )
-    func userHandleAndNamedUser() async throws {
-        let live = try TestServer()
+    func userHandleAndNamedUser(engine: Engine) async throws {
+        let live = try TestServer(engine: engine)
         let client = live.client
         let alice = try Self.authenticator(for: live)
         let aliceID = try #require(try await client.passkeySignUp("alice", alice).tokens).userID
@@ -314,16 +318,18 @@ struct PasskeyTests {
             401, .unknownCredential)
     }
 
-    @Test("passkey sign-up follows the sign-up rules: open registration, the address limit, a free name")
-    func signUpRules() async throws {
-        let closed = try TestServer(.live) { $0.registration = .closed }
+    @Test(
+        "passkey sign-up follows the sign-up rules: open registration, the address limit, a free name",
+        arguments: Engine.all)
+    func signUpRules(engine: Engine) async throws {
+        let closed = try TestServer(.live, engine: engine) { $0.registration = .closed }
         try await expectProblem(
             closed.client.send(
                 "POST", "/v1/webauthn/register/options",
                 body: PasskeyRegistrationOptionsRequest(username: "a").jsonData),
             403, .registrationClosed)
 
-        let limited = try TestServer(.live) { $0.signupLimit = 2 }
+        let limited = try TestServer(.live, engine: engine) { $0.signupLimit = 2 }
         _ = try await limited.client.passkeySignUp("alice", try Self.authenticator(for: limited))
         try await expectProblem(
             limited.client.send(
@@ -339,7 +345,7 @@ struct PasskeyTests {
             "/v1/accounts", CreateAccountRequest(username: "dave", password: Client.password))
         #expect(password.status == 429)
 
-        let open = try TestServer()
+        let open = try TestServer(engine: engine)
         try await expectProblem(
             open.client.send("POST", "/v1/webauthn/register/options", body: Data("{}".utf8)), 400,
             .invalidRequest)
@@ -350,9 +356,10 @@ struct PasskeyTests {
             400, .invalidRequest)
     }
 
-    @Test("adding a passkey needs a password or passkey login within the step-up window")
-    func addingNeedsStepUp() async throws {
-        let live = try TestServer()
+    @Test(
+        "adding a passkey needs a password or passkey login within the step-up window", arguments: Engine.all)
+    func addingNeedsStepUp(engine: Engine) async throws {
+        let live = try TestServer(engine: engine)
         try await live.client.createAccount("alice")
         let tokens = try await live.client.login("alice")
         let fresh = try await live.client.registrationOptions(
@@ -387,9 +394,10 @@ struct PasskeyTests {
     }
 
     @Test(
-        "an expired challenge is refused, and failed sign-ins are throttled while a valid one still gets in")
-    func expiryAndThrottling() async throws {
-        let live = try TestServer(.live) { $0.addressFailureLimit = 0 }
+        "an expired challenge is refused, and failed sign-ins are throttled while a valid one still gets in",
+        arguments: Engine.all)
+    func expiryAndThrottling(engine: Engine) async throws {
+        let live = try TestServer(.live, engine: engine) { $0.addressFailureLimit = 0 }
         let alice = try Self.authenticator(for: live)
         let userID = try #require(try await live.client.passkeySignUp("alice", alice).tokens).userID
         let handle = Self.userHandle(userID)
@@ -421,9 +429,11 @@ struct PasskeyTests {
         #expect(owner.status == 200, "\(owner.text)")
     }
 
-    @Test("whatever a client sends to the passkey routes, the answer is a 4xx problem, never a 5xx")
-    func garbageNeverGives5xx() async throws {
-        let live = try TestServer()
+    @Test(
+        "whatever a client sends to the passkey routes, the answer is a 4xx problem, never a 5xx",
+        arguments: Engine.all)
+    func garbageNeverGives5xx(engine: Engine) async throws {
+        let live = try TestServer(engine: engine)
         let alice = try Self.authenticator(for: live)
         _ = try await live.client.passkeySignUp("alice", alice)
         let valid = try JSON.parse(

@@ -6,8 +6,8 @@ import Testing
 
 @Suite("Sessions and refresh tokens")
 struct SessionTests {
-    @Test func refreshRotatesAndReuseRevokesTheFamily() async throws {
-        let live = try TestServer()
+    @Test(arguments: Engine.all) func refreshRotatesAndReuseRevokesTheFamily(engine: Engine) async throws {
+        let live = try TestServer(engine: engine)
         try await live.client.createAccount("alice")
         let first = try await live.client.login("alice")
 
@@ -34,8 +34,8 @@ struct SessionTests {
         #expect(try audit.decode(AuditListResponse.self).events.contains { $0.type == .refreshReuse })
     }
 
-    @Test func accessTokenExpires() async throws {
-        let live = try TestServer()
+    @Test(arguments: Engine.all) func accessTokenExpires(engine: Engine) async throws {
+        let live = try TestServer(engine: engine)
         try await live.client.createAccount("alice")
         let tokens = try await live.client.login("alice")
         live.clock.advance(by: 15 * 60 + 1)
@@ -45,8 +45,10 @@ struct SessionTests {
         #expect(refreshed.status == 200)
     }
 
-    @Test func newLoginFromSameClientEndsThePreviousSession() async throws {
-        let live = try TestServer()
+    @Test(arguments: Engine.all) func newLoginFromSameClientEndsThePreviousSession(engine: Engine)
+        async throws
+    {
+        let live = try TestServer(engine: engine)
         try await live.client.createAccount("alice")
         let phone = try await live.client.login("alice", clientID: "phone")
         let laptop = try await live.client.login("alice", clientID: "laptop")
@@ -56,8 +58,8 @@ struct SessionTests {
         #expect(try await live.client.get("/v1/me", token: phoneAgain.accessToken).status == 200)
     }
 
-    @Test func singleSessionEndsAllOtherSessions() async throws {
-        let live = try TestServer { $0.singleSession = true }
+    @Test(arguments: Engine.all) func singleSessionEndsAllOtherSessions(engine: Engine) async throws {
+        let live = try TestServer(engine: engine) { $0.singleSession = true }
         try await live.client.createAccount("alice")
         let phone = try await live.client.login("alice", clientID: "phone")
         let laptop = try await live.client.login("alice", clientID: "laptop")
@@ -65,8 +67,8 @@ struct SessionTests {
         #expect(try await live.client.get("/v1/me", token: laptop.accessToken).status == 200)
     }
 
-    @Test func badBearerHeaders() async throws {
-        let live = try TestServer()
+    @Test(arguments: Engine.all) func badBearerHeaders(engine: Engine) async throws {
+        let live = try TestServer(engine: engine)
         for token in [nil, "nonsense", String(repeating: "A", count: 43)] as [String?] {
             let reply = try await live.client.get("/v1/me", token: token)
             #expect(reply.status == 401)

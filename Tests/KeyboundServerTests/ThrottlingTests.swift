@@ -15,8 +15,10 @@ struct ThrottlingTests {
 
     // MARK: Passwords (item 3)
 
-    @Test func wrongPasswordsFromOneAddressNeverStopTheRightPasswordFromAnother() throws {
-        let app = try InProcessApplication()
+    @Test(arguments: Engine.all) func wrongPasswordsFromOneAddressNeverStopTheRightPasswordFromAnother(
+        engine: Engine
+    ) throws {
+        let app = try InProcessApplication(engine)
         try app.createAccount("alice")
         var statuses: [Int] = []
         for _ in 1...30 { statuses.append(app.login("alice", "wrong password", from: Self.attacker).status) }
@@ -30,8 +32,10 @@ struct ThrottlingTests {
 
     /// NIST SP 800-63B's ceiling of 100 consecutive failures, spread over 25 addresses with 4 each
     /// (below the pair limit of 5, below the address limit of 20).
-    @Test func accountCeilingHoldsBackOnlyAddressesThatFailedOnTheAccount() throws {
-        let app = try InProcessApplication()
+    @Test(arguments: Engine.all) func accountCeilingHoldsBackOnlyAddressesThatFailedOnTheAccount(
+        engine: Engine
+    ) throws {
+        let app = try InProcessApplication(engine)
         try app.createAccount("alice")
         let botnet = (1...25).map { "203.0.113.\($0)" }
         for address in botnet {
@@ -53,8 +57,10 @@ struct ThrottlingTests {
         #expect(app.login("alice", Client.password, from: botnet[0]).status == 200)
     }
 
-    @Test func failuresFromManyAddressesDoNotBlockTheAccountBelowTheCeiling() throws {
-        let app = try InProcessApplication()
+    @Test(arguments: Engine.all) func failuresFromManyAddressesDoNotBlockTheAccountBelowTheCeiling(
+        engine: Engine
+    ) throws {
+        let app = try InProcessApplication(engine)
         try app.createAccount("alice")
         for index in 1...10 {
             for _ in 1...5 { _ = app.login("alice", "wrong password", from: "203.0.113.\(index)") }
@@ -64,9 +70,11 @@ struct ThrottlingTests {
 
     // MARK: Client addresses (item 4)
 
-    @Test func behindATrustedProxyOneForwardedClientDoesNotBlockAnother() async throws {
+    @Test(arguments: Engine.all) func behindATrustedProxyOneForwardedClientDoesNotBlockAnother(engine: Engine)
+        async throws
+    {
         let loopback = try #require(CIDR("127.0.0.0/8"))
-        let live = try TestServer { $0.trustedProxies = [loopback] }
+        let live = try TestServer(engine: engine) { $0.trustedProxies = [loopback] }
         try await live.client.createAccount("alice")
         func attempt(_ username: String, _ password: String, from address: String) async throws -> Reply {
             try await live.client.post(
@@ -89,9 +97,11 @@ struct ThrottlingTests {
         #expect(events.contains { $0.type == .login && $0.clientAddress == Self.owner })
     }
 
-    @Test func fromAnUntrustedPeerForwardedHeadersAreIgnored() async throws {
+    @Test(arguments: Engine.all) func fromAnUntrustedPeerForwardedHeadersAreIgnored(engine: Engine)
+        async throws
+    {
         let proxies = try #require(CIDR("10.0.0.0/8"))
-        let live = try TestServer { $0.trustedProxies = [proxies] }
+        let live = try TestServer(engine: engine) { $0.trustedProxies = [proxies] }
         try await live.client.createAccount("alice")
         for index in 1...20 {
             let reply = try await live.client.post(
@@ -109,8 +119,8 @@ struct ThrottlingTests {
         #expect(blocked.status == 429)
     }
 
-    @Test func twoIPv6AddressesInOne64ShareABudget() throws {
-        let app = try InProcessApplication { $0.addressFailureLimit = 3 }
+    @Test(arguments: Engine.all) func twoIPv6AddressesInOne64ShareABudget(engine: Engine) throws {
+        let app = try InProcessApplication(engine) { $0.addressFailureLimit = 3 }
         for index in 1...3 {
             #expect(
                 app.login(try Username("ghost\(index)"), "wrong password", from: "2001:db8:1:2::\(index)")
@@ -130,8 +140,10 @@ struct ThrottlingTests {
 
     // MARK: Device signatures (item 5)
 
-    @Test func replayingAUsedChallengeSixtyTimesAddsAtMostOneAuditRow() throws {
-        let app = try InProcessApplication()
+    @Test(arguments: Engine.all) func replayingAUsedChallengeSixtyTimesAddsAtMostOneAuditRow(engine: Engine)
+        throws
+    {
+        let app = try InProcessApplication(engine)
         let (key, deviceID) = try app.userWithDevice("alice")
         let challenge = try app.challenge(deviceID)
         let signature = try sign(challenge.payload, with: key)
@@ -147,8 +159,10 @@ struct ThrottlingTests {
         #expect(try app.count("SELECT COUNT(*) FROM throttles WHERE scope LIKE 'device:%'") == 0)
     }
 
-    @Test func garbageSignaturesAreThrottledAndNeverSuspendTheDevice() throws {
-        let app = try InProcessApplication()
+    @Test(arguments: Engine.all) func garbageSignaturesAreThrottledAndNeverSuspendTheDevice(engine: Engine)
+        throws
+    {
+        let app = try InProcessApplication(engine)
         let (key, deviceID) = try app.userWithDevice("alice")
         var statuses: [Int] = []
         var retryAfter: [String] = []
@@ -180,8 +194,10 @@ struct ThrottlingTests {
         #expect(try app.rows("SELECT suspended_at FROM devices") == [[.null]])
     }
 
-    @Test func badSignaturesCountAgainstTheAddressLikeWrongPasswords() throws {
-        let app = try InProcessApplication { $0.addressFailureLimit = 3 }
+    @Test(arguments: Engine.all) func badSignaturesCountAgainstTheAddressLikeWrongPasswords(engine: Engine)
+        throws
+    {
+        let app = try InProcessApplication(engine) { $0.addressFailureLimit = 3 }
         try app.createAccount("bob")
         let (_, deviceID) = try app.userWithDevice("alice")
         for _ in 1...3 {
@@ -194,8 +210,9 @@ struct ThrottlingTests {
         #expect(app.login("bob", Client.password, from: Self.owner).status == 200)
     }
 
-    @Test func foldedRefusalsShowTheirCountInTheUsersAudit() async throws {
-        let live = try TestServer()
+    @Test(arguments: Engine.all) func foldedRefusalsShowTheirCountInTheUsersAudit(engine: Engine) async throws
+    {
+        let live = try TestServer(engine: engine)
         let (tokens, _, deviceID) = try await live.client.userWithDevice("alice")
         for _ in 1...3 {
             let challenge = try await live.client.challenge(deviceID)
@@ -218,8 +235,8 @@ struct ThrottlingTests {
 
     // MARK: Sign-up (items 3 and 6)
 
-    @Test func signUpIsLimitedPerAddressAndTakenNamesCountToo() throws {
-        let app = try InProcessApplication { $0.signupLimit = 3 }
+    @Test(arguments: Engine.all) func signUpIsLimitedPerAddressAndTakenNamesCountToo(engine: Engine) throws {
+        let app = try InProcessApplication(engine) { $0.signupLimit = 3 }
         #expect(app.signUp("a1", from: Self.attacker).status == 201)
         #expect(app.signUp("a1", from: Self.attacker).status == 409)
         #expect(app.signUp("a2", from: Self.attacker).status == 201)
@@ -233,8 +250,8 @@ struct ThrottlingTests {
         #expect(app.signUp("a3", from: Self.attacker).status == 201)
     }
 
-    @Test func parallelSignUpsGetNoMoreThanTheLimit() async throws {
-        let live = try TestServer { $0.signupLimit = 3 }
+    @Test(arguments: Engine.all) func parallelSignUpsGetNoMoreThanTheLimit(engine: Engine) async throws {
+        let live = try TestServer(engine: engine) { $0.signupLimit = 3 }
         let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
             for index in 1...12 {
                 group.addTask {
@@ -251,8 +268,8 @@ struct ThrottlingTests {
         #expect(statuses.filter { $0 == 429 }.count == 9)
     }
 
-    @Test func closedRegistrationAnswers403() async throws {
-        let live = try TestServer { $0.registration = .closed }
+    @Test(arguments: Engine.all) func closedRegistrationAnswers403(engine: Engine) async throws {
+        let live = try TestServer(engine: engine) { $0.registration = .closed }
         let reply = try await live.client.post(
             "/v1/accounts", CreateAccountRequest(username: "alice", password: Client.password))
         #expect(reply.status == 403)
@@ -302,28 +319,31 @@ struct ThrottlingTests {
         }
     }
 
-    @Test func userAddCreatesAccountsForOperators() async throws {
+    @Test(arguments: Engine.all) func userAddCreatesAccountsForOperators(engine: Engine) async throws {
         let directory = try TemporaryDirectory()
-        let database = directory.path("keybound.sqlite")
+        let testDatabase = try TestDatabase(engine, in: directory)
         func userAdd(_ arguments: [String], password: String) throws -> (
             status: Int32, stdout: String, stderr: String
         ) {
-            try runKeybound(["user"] + arguments, input: password, in: directory)
+            try runKeybound(
+                ["user"] + arguments, input: password, in: directory,
+                environment: testDatabase.password.map { ["KEYBOUND_DB_PASSWORD": $0] } ?? [:])
         }
+        let url = testDatabase.url
         let created = try userAdd(
-            ["add", "Alice", "--db", "sqlite:" + database], password: Client.password + "\n")
+            ["add", "Alice", "--db", url], password: Client.password + "\n")
         #expect(created.status == 0, "\(created.stderr)")
         let userID = created.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
         #expect(userID.hasPrefix("usr_"))
-        let taken = try userAdd(["add", "alice", "--db", "sqlite:" + database], password: "another password")
+        let taken = try userAdd(["add", "alice", "--db", url], password: "another password")
         #expect(taken.status == 1)
         #expect(taken.stderr.contains("taken"))
-        #expect(try userAdd(["add", "bob", "--db", "sqlite:" + database], password: "short").status == 1)
-        #expect(try userAdd(["add", "--db", "sqlite:" + database], password: Client.password).status == 2)
-        #expect(try userAdd(["remove", "alice", "--db", "sqlite:" + database], password: "").status == 2)
+        #expect(try userAdd(["add", "bob", "--db", url], password: "short").status == 1)
+        #expect(try userAdd(["add", "--db", url], password: Client.password).status == 2)
+        #expect(try userAdd(["remove", "alice", "--db", url], password: "").status == 2)
 
         // The account logs in on a server where nobody can sign up.
-        var configuration = Configuration.testing(databasePath: database)
+        var configuration = testDatabase.configuration
         configuration.registration = .closed
         let server = try Server(configuration: configuration)
         try server.start()
@@ -342,12 +362,14 @@ struct ThrottlingTests {
 }
 
 /// Runs `keybound ARGUMENTS` with `input` on standard input; a child that outlives 30 s is stopped.
-private func runKeybound(_ arguments: [String], input: String, in directory: TemporaryDirectory) throws -> (
-    status: Int32, stdout: String, stderr: String
-) {
+private func runKeybound(
+    _ arguments: [String], input: String, in directory: TemporaryDirectory,
+    environment: [String: String] = [:]
+) throws -> (status: Int32, stdout: String, stderr: String) {
     let child = try ChildProcess(
-        try KeyboundExecutable.url(), arguments, input: Data(input.utf8), workingDirectory: directory.url,
-        files: directory.url, name: UUID().uuidString)
+        try KeyboundExecutable.url(), arguments, input: Data(input.utf8),
+        environment: ProcessInfo.processInfo.environment.merging(environment) { $1 },
+        workingDirectory: directory.url, files: directory.url, name: UUID().uuidString)
     let exited = DispatchSemaphore(value: 0)
     child.process.terminationHandler = { _ in exited.signal() }
     try child.process.run()

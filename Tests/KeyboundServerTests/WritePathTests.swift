@@ -126,7 +126,11 @@ struct GroupCommitTests {
 struct LoginChallengeTests {
     /// The rows of every table.
     private static func rowCounts(_ app: InProcessApplication) throws -> [String: Int64] {
-        let tables = try app.rows("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
+        let tables = try app.rows(
+            app.database.engine == .sqlite
+                ? "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name"
+                : "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema() "
+                    + "ORDER BY table_name")
         var counts: [String: Int64] = [:]
         for case .text(let table) in tables.map({ $0[0] }) {
             counts[table] = try app.count("SELECT COUNT(*) FROM \"\(table)\"")
@@ -141,16 +145,16 @@ struct LoginChallengeTests {
         return "chl_" + Base64URL.encode(Data(bytes))
     }
 
-    @Test func issuingChallengesWritesNothing() throws {
-        let app = try InProcessApplication()
+    @Test(arguments: Engine.all) func issuingChallengesWritesNothing(engine: Engine) throws {
+        let app = try InProcessApplication(engine)
         let (_, deviceID) = try app.userWithDevice("alice")
         let before = try Self.rowCounts(app)
         for _ in 0..<20 { _ = try app.challenge(deviceID) }
         #expect(try Self.rowCounts(app) == before)
     }
 
-    @Test func forgedChallengesAreUnknownAndWriteNothing() throws {
-        let app = try InProcessApplication()
+    @Test(arguments: Engine.all) func forgedChallengesAreUnknownAndWriteNothing(engine: Engine) throws {
+        let app = try InProcessApplication(engine)
         let (key, deviceID) = try app.userWithDevice("alice")
         let (otherKey, otherDevice) = try app.userWithDevice("bob")
         let challenge = try app.challenge(deviceID)
@@ -175,7 +179,7 @@ struct LoginChallengeTests {
             }
         }
         // A challenge from another database (another key) is unknown here too.
-        let elsewhere = try InProcessApplication()
+        let elsewhere = try InProcessApplication(engine)
         let (_, foreignDevice) = try elsewhere.userWithDevice("alice")
         let foreign = try elsewhere.challenge(foreignDevice)
         #expect(app.deviceLogin(foreign.challengeID, Data([1]), from: "127.0.0.1").status == 404)
@@ -186,8 +190,8 @@ struct LoginChallengeTests {
         #expect(app.deviceLogin(challenge.challengeID, signature, from: "127.0.0.1").status == 409)
     }
 
-    @Test func aChallengeForOneDeviceIsRefusedForAnother() throws {
-        let app = try InProcessApplication()
+    @Test(arguments: Engine.all) func aChallengeForOneDeviceIsRefusedForAnother(engine: Engine) throws {
+        let app = try InProcessApplication(engine)
         let (_, aliceDevice) = try app.userWithDevice("alice")
         let (bobKey, _) = try app.userWithDevice("bob")
         let challenge = try app.challenge(aliceDevice)
@@ -197,8 +201,10 @@ struct LoginChallengeTests {
         #expect(try app.count("SELECT COUNT(*) FROM sessions WHERE auth_method = 'device'") == 0)
     }
 
-    @Test func anExpiredChallengeIsRefusedAndItsUseIsPurgedAnHourLater() throws {
-        let app = try InProcessApplication()
+    @Test(arguments: Engine.all) func anExpiredChallengeIsRefusedAndItsUseIsPurgedAnHourLater(engine: Engine)
+        throws
+    {
+        let app = try InProcessApplication(engine)
         let (key, deviceID) = try app.userWithDevice("alice")
         let used = try app.challenge(deviceID)
         #expect(

@@ -79,10 +79,13 @@ package enum DatabaseError: Error, CustomStringConvertible {
     case busy
     /// A column did not hold the expected type.
     case unexpectedType(column: Int)
-    /// The configured URL names no supported engine.
+    /// The configured URL names no supported engine, or is malformed (the reason, which never
+    /// repeats the URL: it could hold a password).
     case unsupportedURL(String)
     /// The schema is newer than this server knows.
     case schemaTooNew(Int64)
+    /// The database cannot be reached (refused, lost, timed out, shutting down): 503.
+    case unavailable(String)
 
     /// What failed, for the log.
     package var description: String {
@@ -90,8 +93,9 @@ package enum DatabaseError: Error, CustomStringConvertible {
         case .engine(let code, let message): "database error \(code): \(message)"
         case .busy: "database busy"
         case .unexpectedType(let column): "unexpected column type at \(column)"
-        case .unsupportedURL(let url): "unsupported database URL \(url) (use sqlite:PATH)"
+        case .unsupportedURL(let reason): "bad database URL: \(reason)"
         case .schemaTooNew(let version): "database schema version \(version) is newer than this server"
+        case .unavailable(let reason): "database unavailable: \(reason)"
         }
     }
 }
@@ -113,8 +117,8 @@ extension SQLConnection {
     }
 }
 
-/// The storage protocol: transactions over connections. The SQLite implementation is
-/// ``SQLiteDatabase``; a PostgreSQL implementation provides the same two methods.
+/// The storage protocol: transactions over connections. The implementations are
+/// ``SQLiteDatabase`` and ``PostgresDatabase``.
 package protocol Database: Sendable {
     /// Runs `body` as one atomic write and commits it; any thrown error undoes all of `body`'s
     /// statements (and only them: an engine may commit several callers' bodies together, each in
@@ -124,6 +128,16 @@ package protocol Database: Sendable {
     func write<T>(_ body: (any SQLConnection) throws -> T) throws -> T
     /// Runs `body` in a read-only transaction (one consistent snapshot).
     func read<T>(_ body: (any SQLConnection) throws -> T) throws -> T
+    /// Runs `body` as one schema migration step: a write transaction that no other server's
+    /// migration runs beside, so N servers starting at once migrate once.
+    @discardableResult
+    func migrate<T>(_ body: (any SQLConnection) throws -> T) throws -> T
+}
+
+extension Database {
+    /// One writer at a time already keeps migrations apart (SQLite).
+    @discardableResult
+    package func migrate<T>(_ body: (any SQLConnection) throws -> T) throws -> T { try write(body) }
 }
 
 /// Versioned schema migrations, identical in meaning on every engine. Each runs in one
@@ -353,14 +367,14 @@ package enum Migrations {
 
     /// Applies every migration newer than the recorded version, each in its own transaction.
     package static func apply(to database: any Database) throws {
-        try database.write { connection in
+        try database.migrate { connection in
             try connection.execute(
                 "CREATE TABLE IF NOT EXISTS schema_migrations (version BIGINT PRIMARY KEY, applied_at BIGINT NOT NULL)",
                 [])
         }
         let newest = all.last?.version ?? 0
         for migration in all {
-            try database.write { connection in
+            try database.migrate { connection in
                 let current =
                     try connection.queryOne("SELECT MAX(version) FROM schema_migrations", [])?
                     .optionalInteger(0) ?? 0

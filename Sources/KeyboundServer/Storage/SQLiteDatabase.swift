@@ -130,14 +130,20 @@ private final class WriteWaiter<T> {
     }
 }
 
-/// Opens the database a URL names: `sqlite:PATH` (PostgreSQL comes later).
-package func openDatabase(url: String, connections: Int, synchronous: SQLiteSynchronous) throws
-    -> any Database
-{
+/// Opens the database a URL names: `sqlite:PATH`, or `postgres://` / `postgresql://` with
+/// `password` (see ``PostgresURL``). `connections` is the number of SQLite readers or the size of
+/// the PostgreSQL pool.
+package func openDatabase(
+    url: String, connections: Int, synchronous: SQLiteSynchronous, password: String? = nil
+) throws -> any Database {
+    if PostgresURL.names(url) {
+        return try PostgresDatabase(
+            url: PostgresURL(url), password: password, maximumConnections: connections)
+    }
     if url.hasPrefix("sqlite:") {
         let path = String(url.dropFirst("sqlite:".count))
-        guard !path.isEmpty else { throw DatabaseError.unsupportedURL(url) }
+        guard !path.isEmpty else { throw DatabaseError.unsupportedURL("sqlite: needs a path") }
         return try SQLiteDatabase(path: path, readers: connections, synchronous: synchronous)
     }
-    throw DatabaseError.unsupportedURL(url)
+    throw DatabaseError.unsupportedURL("use sqlite:PATH or postgres://user@host:port/database")
 }

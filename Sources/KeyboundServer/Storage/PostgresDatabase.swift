@@ -1,0 +1,263 @@
+import Foundation
+
+/// PostgreSQL storage for any number of `keybound serve` instances on one database: a pool of
+/// libpq connections, prepared statements, one transaction per request (docs/design.md, "Storage
+/// and the write path").
+///
+/// **Isolation, per invariant.** Every write transaction runs SERIALIZABLE; reads run REPEATABLE
+/// READ READ ONLY (one snapshot, never a serialization failure). The services were written for
+/// SQLite's single writer, where a write transaction sees no other writer, and several of their
+/// invariants are a read followed by a write that depends on it:
+///
+/// - a throttle count (`throttles`: read the row, write failures + 1) and a folded audit row
+///   (read its count, write count + 1) would lose increments under READ COMMITTED when two
+///   instances count at once;
+/// - the device cap counts a user's devices, then inserts one: two concurrent bindings could each
+///   see room for one more (write skew, which only SERIALIZABLE or a lock on the user prevents);
+/// - a sign-up reads whether the name is free, then inserts it;
+/// - a refresh reads its token (used? then the family is revoked), then marks it used; an approval
+///   reads `pending`, then decides it.
+///
+/// A login challenge is claimed by inserting its id into `used_challenges` (unique key, `ON
+/// CONFLICT DO NOTHING`) in the transaction that opens the session. Of N instances claiming one
+/// id at once, one inserts; the others wait for its commit, are rolled back with 40001 (the row
+/// is not in their snapshot), and their rerun finds the id taken: "challenge already used", as on
+/// SQLite, never an error. A refresh token and an approval are each claimed by one conditional
+/// write. Some of these would hold with row locks alone, but `SELECT … FOR UPDATE` is not
+/// portable SQL, and one rule that covers every present and future read-then-write is safer than
+/// one lock per query. PostgreSQL detects the orderings it cannot serialize and rolls one
+/// transaction back with SQLSTATE 40001 (40P01 for a deadlock); such a transaction is run again
+/// automatically, up to ``Limits/attempts`` times with a short random backoff. The retry is safe
+/// because nothing of the failed attempt was committed; the work of a transaction must therefore
+/// not have effects outside the database that matter when repeated.
+///
+/// **Migrations** run READ COMMITTED under `pg_advisory_xact_lock`: of N instances starting at
+/// once one migrates, the others wait, then see the new version (READ COMMITTED takes a new
+/// snapshot after the lock; SERIALIZABLE would keep the snapshot from before it) and skip. So
+/// migration 4's random secret (``ServerSecrets``) is written once, and every instance signs and
+/// checks login challenges with the same key.
+///
+/// **Faults.** Every answer is awaited with a deadline (``Limits/responseTimeout``), connecting
+/// with `connect_timeout`, and the server ends slow statements and lock waits itself
+/// (`statement_timeout`, `lock_timeout`); TCP keepalives find a dead peer. A request that cannot
+/// reach the database fails with ``DatabaseError/unavailable(_:)`` (503) within those bounds.
+/// Connections that failed are dropped; the next request opens new ones, so the server recovers
+/// by itself when the database comes back. A COMMIT whose answer never came is reported as
+/// unavailable, never as success, and never retried (it may have taken effect).
+///
+/// Commits are durable when acknowledged as long as the database keeps `synchronous_commit` on
+/// (its default); PostgreSQL groups concurrent commits into one WAL flush by itself.
+package final class PostgresDatabase: Database {
+    /// Time bounds and pool size.
+    struct Limits: Sendable {
+        /// Seconds to establish a connection (libpq's `connect_timeout`, at least 2).
+        var connectTimeout = 3
+        /// The server cancels a statement running longer (milliseconds).
+        var statementTimeout = 10_000
+        /// The server gives up waiting for a row lock after this long (milliseconds).
+        var lockTimeout = 5_000
+        /// The longest we wait for any one answer, in seconds: past the statement timeout, so the
+        /// server's own cancellation normally comes first.
+        var responseTimeout = 15.0
+        /// The longest a request waits for a free connection, in seconds (then 503).
+        var poolWait = 5.0
+        /// Runs of one transaction, the first included, before a serialization failure is 503.
+        var attempts = 10
+    }
+
+    /// The database, for messages (holds no password).
+    let url: PostgresURL
+    private let parameters: [(String, String)]
+    private let limits: Limits
+    private let idle = Locked<[PostgresConnection]>([])
+    private let slots: DispatchSemaphore
+
+    /// The key of the advisory lock that migrations hold (the bytes of "keybound").
+    static let migrationLockKey: Int64 = 0x6b65_7962_6f75_6e64
+
+    /// Opens one connection now, so a wrong URL or password fails at start.
+    /// - Parameters:
+    ///   - password: from `KEYBOUND_DB_PASSWORD` or `PGPASSWORD`; nil leaves it to libpq
+    ///     (`PGPASSWORD`, `~/.pgpass`).
+    ///   - maximumConnections: at most this many connections (one per worker thread, plus a few).
+    /// - Throws: ``DatabaseError/unavailable(_:)`` when it cannot connect.
+    init(url: PostgresURL, password: String?, maximumConnections: Int, limits: Limits = Limits()) throws {
+        self.url = url
+        self.limits = limits
+        slots = DispatchSemaphore(value: max(1, maximumConnections))
+        // Server-side bounds, set at connection start (no extra round trip).
+        let serverSettings = [
+            "statement_timeout=\(limits.statementTimeout)", "lock_timeout=\(limits.lockTimeout)",
+            // A transaction left open by a stuck client must not hold its locks for long.
+            "idle_in_transaction_session_timeout=\(max(limits.statementTimeout, 30_000))",
+            // Every query of ours is an indexed lookup. On a small table the planner would rather
+            // scan it whole, and under SERIALIZABLE a whole-table scan locks the whole table
+            // against concurrent writers: logins of different users would abort each other
+            // (PostgreSQL's documentation, "Serializable Isolation Level", advises index scans).
+            "enable_seqscan=off",
+        ]
+        var parameters: [(String, String)] = [
+            ("connect_timeout", String(max(2, limits.connectTimeout))),
+            ("client_encoding", "UTF8"),
+            ("options", serverSettings.map { "-c " + $0 }.joined(separator: " ")),
+            // A peer that vanished (host down, network cut) is found in seconds, not hours.
+            ("keepalives", "1"), ("keepalives_idle", "5"), ("keepalives_interval", "2"),
+            ("keepalives_count", "3"), ("tcp_user_timeout", String(Int(limits.responseTimeout * 1000))),
+        ]
+        if let user = url.user { parameters.append(("user", user)) }
+        if let host = url.host { parameters.append(("host", host)) }
+        if let port = url.port { parameters.append(("port", String(port))) }
+        if let database = url.database { parameters.append(("dbname", database)) }
+        if let password, !password.isEmpty { parameters.append(("password", password)) }
+        if !url.options.contains(where: { $0.key == "application_name" }) {
+            parameters.append(("application_name", "keybound"))
+        }
+        parameters += url.options.map { ($0.key, $0.value) }
+        self.parameters = parameters
+        let first = try connect()
+        idle.withLock { $0.append(first) }
+    }
+
+    /// Opens `url` (`postgres://…`) with the default limits: for the bench's seeding, which
+    /// goes through the server's own storage.
+    /// - Throws: ``DatabaseError/unsupportedURL(_:)``, ``DatabaseError/unavailable(_:)``.
+    package convenience init(url: String, password: String?, maximumConnections: Int) throws {
+        try self.init(url: PostgresURL(url), password: password, maximumConnections: maximumConnections)
+    }
+
+    private func connect() throws -> PostgresConnection {
+        do {
+            return try PostgresConnection(parameters: parameters, responseTimeout: limits.responseTimeout)
+        } catch let failure as PostgresFailure {
+            throw DatabaseError.unavailable("cannot connect to \(url): \(failure.message)")
+        }
+    }
+
+    // MARK: Pool
+
+    private func checkout() throws -> PostgresConnection {
+        guard slots.wait(timeout: .now() + limits.poolWait) == .success else { throw DatabaseError.busy }
+        if let connection = idle.withLock({ $0.popLast() }) { return connection }
+        do {
+            return try connect()
+        } catch {
+            slots.signal()
+            throw error
+        }
+    }
+
+    private func checkin(_ connection: PostgresConnection) {
+        if !connection.isBroken { idle.withLock { $0.append(connection) } }
+        slots.signal()
+    }
+
+    /// Closes every idle connection: when one turns out dead, the server most likely restarted
+    /// and the others are dead too.
+    private func dropIdleConnections() {
+        let dropped = idle.withLock { connections in
+            defer { connections.removeAll() }
+            return connections
+        }
+        _ = dropped  // closed here, outside the lock, as they are released
+    }
+
+    // MARK: Transactions
+
+    private enum Kind {
+        case read, write, migrate
+
+        var begin: String {
+            switch self {
+            case .read: "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
+            case .write: "BEGIN ISOLATION LEVEL SERIALIZABLE"
+            case .migrate: "BEGIN ISOLATION LEVEL READ COMMITTED"
+            }
+        }
+    }
+
+    /// Runs `body` in a SERIALIZABLE transaction of its own on a pooled connection (no group
+    /// commit here: PostgreSQL groups concurrent commits into one WAL flush itself) and commits
+    /// it. A serialization failure runs `body` again; so `body` must only touch the database.
+    /// - Throws: what `body` throws (after a rollback); ``DatabaseError/unavailable(_:)`` when
+    ///   PostgreSQL cannot be reached or the COMMIT's outcome is unknown; ``DatabaseError/busy``
+    ///   when no connection came free, a timeout struck, or the retries ran out.
+    @discardableResult
+    package func write<T>(_ body: (any SQLConnection) throws -> T) throws -> T {
+        try transaction(.write, body)
+    }
+
+    /// Runs `body` in a REPEATABLE READ READ ONLY transaction: one snapshot, never a
+    /// serialization failure.
+    package func read<T>(_ body: (any SQLConnection) throws -> T) throws -> T {
+        try transaction(.read, body)
+    }
+
+    /// Runs `body` READ COMMITTED under the migration advisory lock (see the type's notes).
+    @discardableResult
+    package func migrate<T>(_ body: (any SQLConnection) throws -> T) throws -> T {
+        try transaction(.migrate) { connection in
+            _ = try connection.query("SELECT pg_advisory_xact_lock(\(Self.migrationLockKey))", [])
+            return try body(connection)
+        }
+    }
+
+    /// Runs `body` as one write transaction whose statements are pipelined (see
+    /// ``PostgresConnection/pipelined(_:)``): for bulk loads, where waiting for each INSERT's answer
+    /// would cost a round trip per row. Nothing of it is committed if any statement fails.
+    package func bulkWrite(_ body: (any SQLConnection) throws -> Void) throws {
+        try transaction(.write) { connection in try connection.pipelined { try body(connection) } }
+    }
+
+    private func transaction<T>(_ kind: Kind, _ body: (PostgresConnection) throws -> T) throws -> T {
+        var attempt = 0
+        while true {
+            attempt += 1
+            let connection = try checkout()
+            defer { checkin(connection) }
+            connection.begin(kind.begin)
+            let result: T
+            do {
+                result = try body(connection)
+            } catch {
+                connection.rollback()
+                // Lost before PostgreSQL started the transaction: nothing ran. A pooled connection
+                // whose server went away (restarted, or the connection was cut while idle) is
+                // replaced by a new one.
+                if connection.isBroken && !connection.transactionStarted && attempt < limits.attempts {
+                    dropIdleConnections()
+                    continue
+                }
+                // The first failure inside the transaction decides, even if the body caught it.
+                let failure = connection.transactionFailure ?? (error as? PostgresFailure)
+                if let failure, failure.isRetryable, !connection.isBroken {
+                    if attempt < limits.attempts {
+                        backoff(attempt)
+                        continue
+                    }
+                    throw failure.databaseError
+                }
+                if error is PostgresFailure, let failure { throw failure.databaseError }
+                throw error
+            }
+            do {
+                try connection.commit()
+            } catch let failure as PostgresFailure {
+                // With an SQLSTATE, PostgreSQL answered: the transaction was rolled back. Without
+                // one, the outcome is unknown, and the request must not be told it succeeded.
+                if failure.isRetryable && attempt < limits.attempts {
+                    backoff(attempt)
+                    continue
+                }
+                throw failure.databaseError
+            }
+            return result
+        }
+    }
+
+    /// Waits a random 0.5–1.5 × min(2^attempt, 64) ms before running a transaction again, so
+    /// that the transactions that collided do not collide again at once.
+    private func backoff(_ attempt: Int) {
+        let milliseconds = Double(min(1 << min(attempt, 6), 64)) * Double.random(in: 0.5...1.5)
+        usleep(UInt32(milliseconds * 1000))
+    }
+}

@@ -1,0 +1,499 @@
+import Foundation
+import KeyboundCrypto
+import KeyboundTestSupport
+import KeyboundWire
+import Testing
+
+@testable import KeyboundServer
+
+@Suite("PostgreSQL URLs and placeholders")
+struct PostgresURLTests {
+    @Test func parsesEveryPart() throws {
+        let url = try PostgresURL(
+            "postgres://keybound@db.internal:6432/auth?sslmode=verify-full&application_name=kb")
+        #expect(url.user == "keybound")
+        #expect(url.host == "db.internal")
+        #expect(url.port == 6432)
+        #expect(url.database == "auth")
+        #expect(
+            url.options == [
+                .init(key: "sslmode", value: "verify-full"), .init(key: "application_name", value: "kb"),
+            ])
+        #expect(
+            url.description
+                == "postgres://keybound@db.internal:6432/auth?sslmode=verify-full&application_name=kb")
+
+        let defaults = try PostgresURL("postgresql://")
+        #expect(
+            defaults.user == nil && defaults.host == nil && defaults.port == nil && defaults.database == nil)
+        let ipv6 = try PostgresURL("postgres://u@[::1]:5433/d")
+        #expect(ipv6.host == "::1" && ipv6.port == 5433)
+        #expect(ipv6.description == "postgres://u@[::1]:5433/d")
+        let socket = try PostgresURL("postgres://u@%2Fvar%2Frun%2Fpostgresql/d")
+        #expect(socket.host == "/var/run/postgresql")
+    }
+
+    @Test(arguments: [
+        "postgres://alice:hunter2@db/auth", "postgres://alice@db/auth?password=hunter2",
+        "postgres://alice:hunter2@db:5432/auth?sslmode=require",
+    ])
+    func aPasswordInTheURLIsRefusedWithoutRepeatingIt(_ text: String) {
+        #expect(Configuration.databaseURLProblem(text)?.contains("KEYBOUND_DB_PASSWORD") == true)
+        #expect(Configuration.databaseURLProblem(text)?.contains("hunter2") == false)
+    }
+
+    @Test(arguments: [
+        "postgres://u@db:0/d", "postgres://u@db:99999/d", "postgres://u@db:x/d", "postgres://u@db/d?foo=1",
+        "postgres://u@[::1/d", "postgres://u@a,b/d", "postgres://u@db/d/e", "mysql://u@db/d", "sqlite:",
+    ])
+    func malformedURLsAreRefused(_ text: String) {
+        #expect(Configuration.databaseURLProblem(text) != nil)
+    }
+
+    @Test func acceptsWhatServeAccepts() {
+        #expect(Configuration.databaseURLProblem("sqlite:/var/lib/keybound/keybound.sqlite") == nil)
+        #expect(Configuration.databaseURLProblem("postgres://keybound@127.0.0.1:5432/keybound") == nil)
+        #expect(Configuration.databaseURLProblem("postgresql://keybound@localhost/keybound") == nil)
+    }
+
+    @Test func placeholdersAreNumberedOutsideLiteralsIdentifiersAndComments() {
+        let (sql, count) = PostgresConnection.numberPlaceholders(
+            """
+            SELECT ?, '?', 'it''s ?', "odd?name" -- a ? comment
+            FROM t /* ? */ WHERE a = ? AND b LIKE 'x%?'
+            """)
+        #expect(count == 2)
+        #expect(
+            sql == """
+                SELECT $1, '?', 'it''s ?', "odd?name" -- a ? comment
+                FROM t /* ? */ WHERE a = $2 AND b LIKE 'x%?'
+                """)
+    }
+}
+
+/// The tests that need a running PostgreSQL (see ``PostgresRequirement`` for a machine without).
+@Suite("PostgreSQL", PostgresRequirement())
+struct PostgresTests {
+    // MARK: Storage
+
+    /// The storage on a new database of the shared cluster.
+    private func storage(_ limits: PostgresDatabase.Limits = .init()) throws -> (
+        PostgresDatabase, TestDatabase
+    ) {
+        let directory = try TemporaryDirectory()
+        let database = try TestDatabase(.postgres, in: directory)
+        let storage = try PostgresDatabase(
+            url: PostgresURL(database.url), password: database.password, maximumConnections: 8, limits: limits
+        )
+        return (storage, database)
+    }
+
+    @Test func valuesRoundTripWithTheirTypes() throws {
+        let (storage, database) = try storage()
+        defer { withExtendedLifetime(database) {} }
+        let row = try storage.read { connection in
+            try connection.queryOne(
+                "SELECT 1, CAST(? AS BIGINT), CAST(? AS TEXT), CAST(NULL AS TEXT), 'a?b', COUNT(*), true",
+                [.integer(-9_007_199_254_740_993), .text("ünïcode ✓ '\"")])
+        }
+        #expect(
+            row?.values == [
+                .integer(1), .integer(-9_007_199_254_740_993), .text("ünïcode ✓ '\""), .null, .text("a?b"),
+                .integer(1), .integer(1),
+            ])
+    }
+
+    @Test func aTransactionWhoseStatementFailedNeverCommits() throws {
+        let (storage, database) = try storage()
+        defer { withExtendedLifetime(database) {} }
+        try storage.write { try $0.execute("CREATE TABLE t (v BIGINT)", []) }
+        // The work swallows a failed statement and returns normally: PostgreSQL answers the
+        // COMMIT with ROLLBACK, and the caller must hear of it.
+        #expect(throws: DatabaseError.self) {
+            try storage.write { connection in
+                try connection.execute("INSERT INTO t (v) VALUES (1)", [])
+                _ = try? connection.execute("INSERT INTO missing (v) VALUES (1)", [])
+            }
+        }
+        #expect(try storage.read { try $0.queryOne("SELECT COUNT(*) FROM t", [])?.integer(0) } == 0)
+    }
+
+    @Test func concurrentReadThenWriteTransactionsLoseNoUpdate() throws {
+        let (storage, database) = try storage()
+        defer { withExtendedLifetime(database) {} }
+        try storage.write { connection in
+            try connection.execute("CREATE TABLE counter (id BIGINT PRIMARY KEY, value BIGINT NOT NULL)", [])
+            try connection.execute("INSERT INTO counter (id, value) VALUES (1, 0)", [])
+        }
+        // Each increment reads the value, then writes value + 1, as the throttles and the audit
+        // folding do; a short pause between the two lets the threads overlap. Under READ
+        // COMMITTED concurrent increments would overwrite each other; SERIALIZABLE rolls the
+        // losers back (40001) and runs them again. Every increment that was acknowledged counts.
+        let acknowledged = Locked(0)
+        let done = DispatchGroup()
+        for _ in 0..<8 {
+            done.enter()
+            Thread {
+                for _ in 0..<5 {
+                    let succeeded: Void? = try? storage.write { connection in
+                        let value =
+                            try connection.queryOne("SELECT value FROM counter WHERE id = 1", [])?.integer(0)
+                            ?? 0
+                        _ = try connection.query("SELECT pg_sleep(0.002)", [])
+                        try connection.execute(
+                            "UPDATE counter SET value = ? WHERE id = 1", [.integer(value + 1)])
+                    }
+                    if succeeded != nil { acknowledged.withLock { $0 += 1 } }
+                }
+                done.leave()
+            }.start()
+        }
+        done.wait()
+        let value = try storage.read {
+            try $0.queryOne("SELECT value FROM counter WHERE id = 1", [])?.integer(0)
+        }
+        #expect(acknowledged.withLock { $0 } > 0)
+        #expect(value == Int64(acknowledged.withLock { $0 }))
+    }
+
+    @Test func aPipelinedBulkLoadCommitsAllOrNothing() throws {
+        let (storage, database) = try storage()
+        defer { withExtendedLifetime(database) {} }
+        try storage.write { try $0.execute("CREATE TABLE t (v BIGINT PRIMARY KEY)", []) }
+        // More rows than one batch of answers, so several batches are read.
+        try storage.bulkWrite { connection in
+            for value in 0..<1200 {
+                try connection.execute("INSERT INTO t (v) VALUES (?)", [.integer(Int64(value))])
+            }
+        }
+        #expect(try storage.read { try $0.queryOne("SELECT COUNT(*) FROM t", [])?.integer(0) } == 1200)
+        // A duplicate key in the middle: the load fails and none of it stays.
+        #expect(throws: DatabaseError.self) {
+            try storage.bulkWrite { connection in
+                for value in [5000, 5001, 7, 5002] {
+                    try connection.execute("INSERT INTO t (v) VALUES (?)", [.integer(Int64(value))])
+                }
+            }
+        }
+        #expect(try storage.read { try $0.queryOne("SELECT COUNT(*) FROM t", [])?.integer(0) } == 1200)
+    }
+
+    @Test func slowStatementsEndInBusyOrUnavailableAndThePoolRecovers() throws {
+        var limits = PostgresDatabase.Limits()
+        limits.statementTimeout = 200
+        limits.responseTimeout = 1
+        let (storage, database) = try storage(limits)
+        defer { withExtendedLifetime(database) {} }
+        // The server cancels it (statement_timeout): busy, and the connection stays usable.
+        let cancelled = #expect(throws: DatabaseError.self) {
+            try storage.read { try $0.query("SELECT pg_sleep(0.5)", []) }
+        }
+        #expect(cancelled.map { if case .busy = $0 { true } else { false } } == true)
+        // No answer within our own deadline (here the server's timeout is lifted): unavailable,
+        // and the connection is dropped.
+        let unanswered = #expect(throws: DatabaseError.self) {
+            try storage.read { connection in
+                try connection.execute("SET LOCAL statement_timeout = 0", [])
+                return try connection.query("SELECT pg_sleep(3)", [])
+            }
+        }
+        #expect(unanswered.map { if case .unavailable = $0 { true } else { false } } == true)
+        #expect(try storage.read { try $0.queryOne("SELECT 2", [])?.integer(0) } == 2)
+    }
+
+    @Test func wrongPasswordFailsAtStartWithoutShowingThePassword() throws {
+        let cluster = try PostgresCluster.shared.get()
+        let name = try cluster.createDatabase()
+        defer { cluster.dropDatabase(name) }
+        var configuration = Configuration.testing(databasePath: "")
+        configuration.databaseURL = cluster.url(database: name)
+        configuration.databasePassword = "not-the-password-" + UUID().uuidString
+        let error = #expect(throws: ServerError.self) { try Server(configuration: configuration) }
+        #expect(error?.description.contains("password authentication failed") == true)
+        #expect(error?.description.contains(configuration.databasePassword ?? "") == false)
+    }
+
+    @Test func thePasswordIsNeverLogged() async throws {
+        let live = try TestServer(engine: .postgres)
+        try await live.client.createAccount("alice")
+        _ = try await live.client.login("alice")
+        live.server.stop()
+        let password = try #require(live.database.password)
+        #expect(!live.logs.all.isEmpty)
+        #expect(!live.logs.all.contains { $0.contains(password) })
+    }
+
+    // MARK: Several servers on one database
+
+    @Test func threeServersStartingAtOnceMigrateOnce() async throws {
+        let shared = try SharedDatabase()
+        async let first = shared.serve()
+        async let second = shared.serve()
+        async let third = shared.serve()
+        let servers = try await [first, second, third]
+        for server in servers { #expect(try await server.client.get("/healthz").status == 200) }
+        let recorded = try shared.sql(
+            "SELECT COUNT(*), COUNT(DISTINCT version), MAX(version) FROM schema_migrations")
+        let newest = Migrations.all.last?.version ?? 0
+        #expect(recorded == "\(Migrations.all.count)|\(Migrations.all.count)|\(newest)")
+        // One challenge key for all of them: migration 4 wrote its random row once.
+        #expect(try shared.sql("SELECT COUNT(*) FROM server_secrets") == "1")
+    }
+
+    @Test func aChallengeIssuedByInstanceAIsAcceptedOnceOnBAndRefusedAfter() async throws {
+        let shared = try SharedDatabase()
+        let (a, b, c) = try await (shared.serve(), shared.serve(), shared.serve())
+        let (_, key, deviceID) = try await a.client.userWithDevice("alice")
+
+        // Issued on A, which stores nothing; B verifies it with the key they share through the
+        // database, and records its use there.
+        let challenge = try await a.client.challenge(deviceID)
+        let signature = try sign(challenge.payload, with: key)
+        #expect(
+            try await b.client.deviceLogin(challengeID: challenge.challengeID, signature: signature).status
+                == 200)
+        for server in [a, b, c] {
+            let again = try await server.client.deviceLogin(
+                challengeID: challenge.challengeID, signature: signature)
+            #expect(again.status == 409)
+            #expect(again.problem?.code == .challengeUsed)
+        }
+
+        // 32 uses of one challenge at once, spread over the three: exactly one session.
+        let contested = try await b.client.challenge(deviceID)
+        let contestedSignature = try sign(contested.payload, with: key)
+        let replies = try await withThrowingTaskGroup(of: Reply.self) { group in
+            for index in 0..<32 {
+                let client = [a, b, c][index % 3].client
+                group.addTask {
+                    try await client.deviceLogin(
+                        challengeID: contested.challengeID, signature: contestedSignature)
+                }
+            }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        #expect(replies.filter { $0.status == 200 }.count == 1)
+        #expect(replies.filter { $0.status == 409 && $0.problem?.code == .challengeUsed }.count == 31)
+        let sessions = try shared.sql("SELECT COUNT(*) FROM sessions WHERE auth_method = 'device'")
+        #expect(sessions == "2")
+    }
+
+    @Test func aRotatedRefreshTokenIsDeadEverywhereAndItsReuseEndsTheFamily() async throws {
+        let shared = try SharedDatabase()
+        let (a, b, c) = try await (shared.serve(), shared.serve(), shared.serve())
+        try await a.client.createAccount("alice")
+        let first = try await b.client.login("alice")
+
+        let rotated = try await a.client.post(
+            "/v1/sessions/refresh", RefreshRequest(refreshToken: first.refreshToken))
+        #expect(rotated.status == 200)
+        let second = try rotated.decode(TokenResponse.self)
+        #expect(try await c.client.get("/v1/me", token: second.accessToken).status == 200)
+
+        // The old token on B: dead, and presenting it is reuse, which ends the whole family.
+        let reused = try await b.client.post(
+            "/v1/sessions/refresh", RefreshRequest(refreshToken: first.refreshToken))
+        #expect(reused.status == 401)
+        #expect(reused.problem?.code == .tokenInvalid)
+        // On C, the newest tokens of the family are dead too.
+        let newest = try await c.client.post(
+            "/v1/sessions/refresh", RefreshRequest(refreshToken: second.refreshToken))
+        #expect(newest.status == 401)
+        #expect(try await c.client.get("/v1/me", token: second.accessToken).status == 401)
+        #expect(
+            try shared.sql("SELECT revoke_reason FROM sessions WHERE id = '\(first.sessionID)'")
+                == "refresh_reuse")
+    }
+
+    @Test func failedLoginsAreCountedAcrossServers() async throws {
+        let shared = try SharedDatabase()
+        let (a, b, c) = try await (shared.serve(), shared.serve(), shared.serve())
+        try await a.client.createAccount("alice")
+        let wrong = PasswordLoginRequest(username: "alice", password: "wrong password", clientID: "c")
+        // Five failures (the default limit for one account from one address), spread over A, B, C.
+        for server in [a, b, c, a, b] {
+            #expect(try await server.client.post("/v1/sessions/password", wrong).status == 401)
+        }
+        // Every server now refuses this address on the account, even the right password.
+        let right = PasswordLoginRequest(username: "alice", password: Client.password, clientID: "c")
+        for server in [c, a, b] {
+            let refused = try await server.client.post("/v1/sessions/password", right)
+            #expect(refused.status == 429)
+            #expect(refused.header("Retry-After") != nil)
+        }
+    }
+
+    @Test func anApprovalIsDecidedOnceAcrossServers() async throws {
+        let shared = try SharedDatabase()
+        let (a, b, c) = try await (shared.serve(), shared.serve(), shared.serve())
+        let (tokens, key, deviceID) = try await a.client.userWithDevice("alice")
+        let created = try await b.client.post(
+            "/v1/approvals", CreateApprovalRequest(deviceID: deviceID, action: transfer()),
+            token: tokens.accessToken)
+        let approval = try created.decode(ApprovalChallengeResponse.self)
+        let confirm = ConfirmApprovalRequest(signature: try sign(approval.payload, with: key))
+        let replies = try await withThrowingTaskGroup(of: Reply.self) { group in
+            for index in 0..<12 {
+                let client = [a, b, c][index % 3].client
+                group.addTask {
+                    try await client.post(
+                        "/v1/approvals/\(approval.approvalID)/confirm", confirm, token: tokens.accessToken)
+                }
+            }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        #expect(replies.filter { $0.status == 200 }.count == 1)
+        #expect(replies.filter { $0.status == 409 && $0.problem?.code == .challengeUsed }.count == 11)
+        let status = try await c.client.get("/v1/approvals/\(approval.approvalID)", token: tokens.accessToken)
+        #expect(try status.decode(ApprovalResponse.self).status == .approved)
+    }
+
+    // MARK: Faults
+
+    /// PostgreSQL crashes (an immediate stop) while clients create accounts, and comes back: the
+    /// server answers 503 `unavailable` with Retry-After meanwhile (never a 500, never a hang),
+    /// `/healthz` says so, it recovers without a restart, and every account it acknowledged exists.
+    @Test func databaseStoppedAndRestartedMidLoad() async throws {
+        let cluster = try PostgresCluster()  // its own: stopping the shared one would hit other tests
+        let name = try cluster.createDatabase()
+        var configuration = Configuration.testing(databasePath: "")
+        configuration.databaseURL = cluster.url(database: name)
+        configuration.databasePassword = cluster.password
+        let server = try Server(configuration: configuration)
+        try server.start()
+        defer { server.stop(gracePeriod: 1) }
+        let client = Client(baseURL: try #require(server.baseURL))
+        let load = AccountLoad(client: client)
+        let workers = Task { try await load.run(workers: 4) }
+
+        try await load.waitFor("successes before the stop") { $0.acknowledged.count >= 10 }
+        try cluster.stop(immediate: true)
+        let stopped = await load.snapshot().replies.count
+        try await load.waitFor("503s while stopped") { state in
+            state.replies.dropFirst(stopped).filter { $0.status == 503 }.count >= 8
+        }
+        let health = try await client.get("/healthz")
+        #expect(health.status == 503)
+        #expect(health.problem?.code == .unavailable)
+
+        try cluster.start()
+        let restarted = await load.snapshot().acknowledged.count
+        try await load.waitFor("successes after the restart") { $0.acknowledged.count >= restarted + 10 }
+        #expect(try await client.get("/healthz").status == 200)
+        await load.stop()
+        try await workers.value
+
+        let state = await load.snapshot()
+        let unexpected = state.replies.filter { $0.status != 201 && $0.status != 503 }
+        #expect(unexpected.isEmpty, "\(unexpected.prefix(3).map { "\($0.status) \($0.text)" })")
+        let unavailable = state.replies.filter { $0.status == 503 }
+        #expect(
+            unavailable.allSatisfy { $0.problem?.code == .unavailable && $0.header("Retry-After") != nil })
+        let stored = Set(
+            try cluster.sql("SELECT username FROM users", database: name).split(separator: "\n").map(
+                String.init))
+        let lost = Set(state.acknowledged).subtracting(stored)
+        #expect(lost.isEmpty, "acknowledged but lost: \(lost.sorted())")
+    }
+}
+
+/// One new database in the shared cluster, and `keybound serve` processes on it.
+private final class SharedDatabase: Sendable {
+    let cluster: PostgresCluster
+    let name: String
+
+    init() throws {
+        cluster = try PostgresCluster.shared.get()
+        name = try cluster.createDatabase()
+    }
+
+    /// Starts one more `keybound serve` on the database (the password through the environment).
+    func serve() async throws -> ServeProcess {
+        try await ServeProcess(
+            arguments: ["--db", cluster.url(database: name), "--workers", "4"],
+            environment: ["KEYBOUND_DB_PASSWORD": cluster.password])
+    }
+
+    /// Runs SQL on the database as the superuser (`psql -At`).
+    func sql(_ statement: String) throws -> String { try cluster.sql(statement, database: name) }
+
+    deinit { cluster.dropDatabase(name) }
+}
+
+/// Clients that keep creating accounts with fresh names, recording every reply and the names
+/// that were acknowledged (201).
+private actor AccountLoad {
+    struct State: Sendable {
+        var replies: [Reply] = []
+        var acknowledged: [String] = []
+    }
+
+    private let client: Client
+    private var state = State()
+    private var running = true
+
+    init(client: Client) { self.client = client }
+
+    func run(workers: Int) async throws {
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for worker in 0..<workers {
+                group.addTask { try await self.work(worker) }
+            }
+            try await group.waitForAll()
+        }
+    }
+
+    private func work(_ worker: Int) async throws {
+        var index = 0
+        while running {
+            index += 1
+            let username = "load-\(worker)-\(index)"
+            let reply = try await client.post(
+                "/v1/accounts",
+                CreateAccountRequest(username: try Username(username), password: Client.password))
+            state.replies.append(reply)
+            if reply.status == 201 { state.acknowledged.append(username) }
+            // While the database is down the answers come at once: do not spin.
+            if reply.status == 503 { try await Task.sleep(nanoseconds: 20_000_000) }
+        }
+    }
+
+    func snapshot() -> State { state }
+
+    func stop() { running = false }
+
+    /// Waits (at most a minute) until `condition` holds.
+    func waitFor(_ what: String, _ condition: @Sendable (State) -> Bool) async throws {
+        for _ in 0..<600 {
+            if condition(state) { return }
+            try await Task.sleep(nanoseconds: 100_000_000)
+        }
+        throw TestFailure("timed out waiting for \(what)")
+    }
+}
+
+/// Runs a test only where PostgreSQL runs. Elsewhere each test is skipped without a word, and
+/// the first one records one warning that says why: one visible line, not one per test.
+private struct PostgresRequirement: SuiteTrait, TestTrait, TestScoping {
+    private static let warned = Locked(false)
+
+    var isRecursive: Bool { true }
+
+    func provideScope(
+        for test: Test, testCase: Test.Case?, performing function: @Sendable () async throws -> Void
+    ) async throws {
+        guard !test.isSuite, case .failure(let error) = PostgresCluster.shared else {
+            return try await function()
+        }
+        let first = Self.warned.withLock { warned in
+            defer { warned = true }
+            return !warned
+        }
+        if first {
+            Issue.record(
+                "PostgreSQL tests did not run, and the server suite ran on SQLite alone: \(error)",
+                severity: .warning)
+        }
+        try Test.cancel()
+    }
+}
