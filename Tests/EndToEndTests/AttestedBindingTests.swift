@@ -12,10 +12,16 @@ import Testing
 struct AttestedBindingTests {
     static let appID = "TEAMID1234.com.acme.bank"
 
+    /// The test CA, issuing at `time`: the server's clock too (see ``backend(_:time:)``), so its
+    /// certificates are valid at the server's time however long the test runs.
+    static func authority(_ time: ManualClock) throws -> EmulatedAppAttestAuthority {
+        try EmulatedAppAttestAuthority(clock: time.clock)
+    }
+
     /// A server that takes attestations of `appID` from the development environment under the
-    /// test CA, and requires them.
-    static func backend(_ authority: EmulatedAppAttestAuthority) throws -> Backend {
-        try Backend {
+    /// test CA, and requires them; its clock is `time`.
+    static func backend(_ authority: EmulatedAppAttestAuthority, time: ManualClock) throws -> Backend {
+        try Backend(clock: time) {
             $0.appIDs = [appID]
             $0.appAttestEnvironment = .development
             $0.appAttestRoots = [authority.rootCertificate]
@@ -37,8 +43,9 @@ struct AttestedBindingTests {
 
     @Test("the genuine app's attested binding is accepted, and its logins carry assertions")
     func genuineAppBindsAndLogsIn() async throws {
-        let authority = try EmulatedAppAttestAuthority()
-        let backend = try Self.backend(authority)
+        let time = ManualClock()
+        let authority = try Self.authority(time)
+        let backend = try Self.backend(authority, time: time)
         defer { backend.shutDown() }
         try await backend.createUser("ada")
         let phone = try makePhone()
@@ -65,13 +72,14 @@ struct AttestedBindingTests {
 
     @Test("where App Attest is not supported the binding goes on unattested, unless the server requires it")
     func unsupportedAppAttestBindsUnattested() async throws {
-        let authority = try EmulatedAppAttestAuthority()
+        let time = ManualClock()
+        let authority = try Self.authority(time)
         let phone = try makePhone()
         // The Simulator: DCAppAttestService.isSupported is false.
         let simulator = try EmulatedAppAttestService(
             device: phone, appID: Self.appID, authority: authority, isSupported: false)
 
-        let requiring = try Self.backend(authority)
+        let requiring = try Self.backend(authority, time: time)
         defer { requiring.shutDown() }
         try await requiring.createUser("ada")
         let refused = try Self.app(requiring, device: phone, appAttest: simulator)
@@ -80,7 +88,7 @@ struct AttestedBindingTests {
         #expect(try await refused.client.devices().isEmpty)
         #expect(try await refused.state() == .notEnabled)
 
-        let lenient = try Backend {
+        let lenient = try Backend(clock: time) {
             $0.appIDs = [Self.appID]
             $0.appAttestRoots = [authority.rootCertificate]
         }
@@ -98,8 +106,9 @@ struct AttestedBindingTests {
 
     @Test("an attestation made for another app is refused, and nothing stays bound")
     func anotherAppIsRefused() async throws {
-        let authority = try EmulatedAppAttestAuthority()
-        let backend = try Self.backend(authority)
+        let time = ManualClock()
+        let authority = try Self.authority(time)
+        let backend = try Self.backend(authority, time: time)
         defer { backend.shutDown() }
         try await backend.createUser("ada")
         let phone = try makePhone()

@@ -29,11 +29,13 @@ final class Backend: Sendable {
     /// leaks from one test's server to the next test's).
     let urlSession: URLSession
 
-    init(_ adjust: (inout Configuration) -> Void = { _ in }) throws {
+    /// - Parameter clock: the server's clock (default: a new one at the current second); pass the
+    ///   one something else of the test's also reads, such as a test certificate authority.
+    init(clock: ManualClock = ManualClock(), _ adjust: (inout Configuration) -> Void = { _ in }) throws {
         directory = FileManager.default.temporaryDirectory.appendingPathComponent(
             "keybound-e2e-\(UUID().uuidString)", isDirectory: true)
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        clock = ManualClock()
+        self.clock = clock
         var configuration = Configuration.testing(
             databasePath: directory.appendingPathComponent("keybound.sqlite").path)
         configuration.serverID = Self.serverID

@@ -243,8 +243,10 @@ struct NoIdleWorkerTests {
         func write<T>(_ body: (any SQLConnection) throws -> T) throws -> T {
             if holding.withLock({ $0 }) {
                 waiting.withLock { $0 = true }
-                // Bounded: after 20 s the write goes ahead anyway (and the test fails).
-                _ = release.wait(timeout: .now() + 20)
+                // Bounded: after 120 s the write goes ahead anyway (and the test fails). Generous,
+                // because the /healthz the test sends meanwhile can wait long for a thread of the
+                // test process when other suites block theirs (the PostgreSQL ones run psql).
+                _ = release.wait(timeout: .now() + 120)
                 waiting.withLock { $0 = false }
             }
             return try base.write(body)
@@ -279,8 +281,8 @@ struct NoIdleWorkerTests {
             ).status
         }
         // The sign-up is at its write, and stays there… (polled: a semaphore wait would block one
-        // of the few threads that run every test's tasks; bounded to 20 s)
-        for _ in 0..<2000 where !database.waiting.withLock({ $0 }) {
+        // of the few threads that run every test's tasks; bounded to 120 s)
+        for _ in 0..<12000 where !database.waiting.withLock({ $0 }) {
             try await Task.sleep(nanoseconds: 10_000_000)
         }
         #expect(database.waiting.withLock { $0 })
