@@ -310,12 +310,19 @@ final class InProcessApplication: Sendable {
     let clock = ManualClock()
     let application: Application
 
-    init(_ adjust: (inout Configuration) -> Void = { _ in }) throws {
+    /// - Parameter wrap: wraps the real database (tests count or hold its transactions).
+    init(
+        _ adjust: (inout Configuration) -> Void = { _ in },
+        wrapping wrap: ((any Database) -> any Database)? = nil
+    ) throws {
         directory = try TemporaryDirectory()
         var configuration = Configuration.testing(databasePath: directory.path("keybound.sqlite"))
         configuration.clock = clock.serverClock
         adjust(&configuration)
-        application = try Application(configuration: configuration)
+        let database = try wrap.map {
+            $0(try openDatabase(url: configuration.databaseURL, connections: 4, synchronous: .normal))
+        }
+        application = try Application(configuration: configuration, database: database)
     }
 
     func createAccount(_ username: String) throws {
