@@ -6,6 +6,8 @@ struct BenchOptions {
     var quick = false
     var json = false
     var help = false
+    /// `--abuse`: only the abuse section (slow senders, the request deadline, login timing).
+    var abuseOnly = false
     /// Client threads (connections) for device logins, refreshes and the read comparison: enough
     /// requests in flight that a group commit has company while it waits for its sync.
     var concurrency = 64
@@ -20,7 +22,7 @@ struct BenchOptions {
 
     static let usage = """
         usage: keybound-bench [--quick] [--json] [--concurrency N] [--sqlite-synchronous full|normal]
-                              [--growth-users N] [--sessions N]
+                              [--growth-users N] [--sessions N] [--abuse]
                keybound-bench --profile healthz|me|challenge|login|refresh N
 
           Measures the performance targets of docs/design.md against an in-process server on 127.0.0.1
@@ -32,6 +34,8 @@ struct BenchOptions {
                                   device-login rate at normal
           --growth-users N        users for the growth measurement (default 1000000; 100000 with --quick)
           --sessions N            live sessions for the idle memory measurement (default 100000)
+          --abuse                 only the abuse section: normal clients under slow senders, the
+                                  request deadline, unknown-user vs wrong-password login timing
           --profile OPERATION N   instead: N operations one after another through the server's
                                   in-process handler (no sockets), to run under perf or callgrind
         """
@@ -58,6 +62,7 @@ struct BenchOptions {
             switch argument {
             case "--quick": options.quick = true
             case "--json": options.json = true
+            case "--abuse": options.abuseOnly = true
             case "-h", "--help": options.help = true
             case "--concurrency": options.concurrency = try count(argument, 1...256)
             case "--growth-users": options.growthUsers = try count(argument, 1000...10_000_000)
