@@ -37,6 +37,11 @@ final class Benchmark {
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         defer { removeDatabases(andFolder: true) }
         let started = nanoseconds()
+        if options.abuseOnly {
+            try measureAbuse()
+            report.totalSeconds = seconds(since: started)
+            return report
+        }
         let verify = try measureVerify()
         let argon2 = try measureArgon2()
         // Each phase's servers are gone when it returns: delete its files before the next one.
@@ -47,6 +52,7 @@ final class Benchmark {
         try measureGrowth(verifiesPerSecond: verify)
         removeDatabases()
         if options.postgres { try measurePostgres(verifiesPerSecond: verify) }
+        try measureAbuse()
         report.totalSeconds = seconds(since: started)
         return report
     }
@@ -58,7 +64,10 @@ final class Benchmark {
         let names = (try? manager.contentsOfDirectory(atPath: folder.path)) ?? []
         for name in names {
             let file = folder.appendingPathComponent(name)
-            if (try? manager.removeItem(at: file)) == nil { progress("could not delete \(file.path)") }
+            // A server that just stopped may have removed its -wal and -shm files itself.
+            if (try? manager.removeItem(at: file)) == nil, manager.fileExists(atPath: file.path) {
+                progress("could not delete \(file.path)")
+            }
         }
         if andFolder, (try? manager.removeItem(at: folder)) == nil {
             progress("could not delete \(folder.path)")

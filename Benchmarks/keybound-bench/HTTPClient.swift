@@ -73,11 +73,14 @@ final class HTTPConnection {
     }
 
     /// Sends one request and waits for its response.
-    func send(_ method: String, _ path: String, body: Data? = nil, bearer: String? = nil) throws -> HTTPResult
-    {
+    func send(
+        _ method: String, _ path: String, body: Data? = nil, bearer: String? = nil,
+        headers: [String: String] = [:]
+    ) throws -> HTTPResult {
         if socketDescriptor < 0 { try open() }
         var head = "\(method) \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: application/json\r\n"
         if let bearer { head += "Authorization: Bearer \(bearer)\r\n" }
+        for (name, value) in headers { head += "\(name): \(value)\r\n" }
         if let body { head += "Content-Type: application/json\r\nContent-Length: \(body.count)\r\n" }
         head += "\r\n"
         var bytes = Array(head.utf8)

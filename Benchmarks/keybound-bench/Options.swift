@@ -6,6 +6,8 @@ struct BenchOptions {
     var quick = false
     var json = false
     var help = false
+    /// `--abuse`: only the abuse section (slow senders, the request deadline, login timing).
+    var abuseOnly = false
     /// Client threads (connections) for device logins, refreshes and the read comparison: enough
     /// requests in flight that a group commit has company while it waits for its sync.
     var concurrency = 64
@@ -23,7 +25,7 @@ struct BenchOptions {
 
     static let usage = """
         usage: keybound-bench [--quick] [--json] [--concurrency N] [--sqlite-synchronous full|normal]
-                              [--growth-users N] [--sessions N] [--no-postgres]
+                              [--growth-users N] [--sessions N] [--no-postgres] [--abuse]
                keybound-bench --profile healthz|me|challenge|login|refresh N
 
           Measures the performance targets of docs/design.md against an in-process server on 127.0.0.1
@@ -39,6 +41,8 @@ struct BenchOptions {
           --no-postgres           skip the PostgreSQL figures (device logins, reads, two servers
                                   against one, the growth to --growth-users users), which otherwise
                                   run on a throwaway cluster after SQLite's
+          --abuse                 only the abuse section: normal clients under slow senders, the
+                                  request deadline, unknown-user vs wrong-password login timing
           --profile OPERATION N   instead: N operations one after another through the server's
                                   in-process handler (no sockets), to run under perf or callgrind
         """
@@ -65,6 +69,7 @@ struct BenchOptions {
             switch argument {
             case "--quick": options.quick = true
             case "--json": options.json = true
+            case "--abuse": options.abuseOnly = true
             case "-h", "--help": options.help = true
             case "--concurrency": options.concurrency = try count(argument, 1...256)
             case "--growth-users": options.growthUsers = try count(argument, 1000...10_000_000)

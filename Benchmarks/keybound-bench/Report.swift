@@ -92,6 +92,8 @@ struct Report {
     var growth: GrowthNumbers?
     /// The PostgreSQL phases (Postgres.swift); nil with --no-postgres.
     var postgres: PostgresNumbers?
+    /// Slow senders, the request deadline and login timing (issue 10, item 5).
+    var abuse: AbuseNumbers?
     var totalSeconds = 0.0
 
     init(options: BenchOptions, cores: Int) {
@@ -301,18 +303,65 @@ struct Report {
                         "failed": growth.large.failed, "sqlite_synchronous": growth.synchronous.rawValue,
                     ]))
         }
+        if let abuse {
+            verdicts.append(
+                Verdict(
+                    number: "6", id: "login_timing",
+                    title: "median unknown-user vs wrong-password login: |difference| / smaller",
+                    ratio: abuse.loginDifference, comparison: "<=", target: 0.1, stretch: nil,
+                    details: [
+                        "unknown user \(f(abuse.unknownUserMedian, 2)) ms, wrong password "
+                            + "\(f(abuse.wrongPasswordMedian, 2)) ms (medians of \(abuse.loginSamples) each, "
+                            + "alternating on one connection; ratio \(f(abuse.unknownUserMedian / max(abuse.wrongPasswordMedian, 1e-9), 3))); "
+                            + "\(abuse.loginFailures) not 401",
+                        "default Argon2id and throttling; every attempt from its own address (X-Forwarded-For "
+                            + "through --trusted-proxy 127.0.0.0/8), wrong passwords spread over 64 accounts: "
+                            + "no limit is reached, every attempt runs the hash",
+                    ],
+                    numbers: [
+                        "unknown_user_median_ms": abuse.unknownUserMedian,
+                        "wrong_password_median_ms": abuse.wrongPasswordMedian, "samples": abuse.loginSamples,
+                        "not_401": abuse.loginFailures,
+                    ]))
+        }
         return verdicts + postgresVerdicts
+    }
+
+    /// The abuse section's lines (slow senders and the request deadline).
+    var abuseLines: [String] {
+        guard let abuse else { return [] }
+        let base = abuse.baseline
+        let attacked = abuse.underAttack
+        let share = base.perSecond > 0 ? attacked.perSecond / base.perSecond : 0
+        let lifetimes = abuse.trickleLifetimes
+        let median = lifetimes.isEmpty ? 0 : lifetimes[lifetimes.count / 2]
+        return [
+            "  slow senders (default limits: 1024 connections, 64 per address, 30 s request deadline)",
+            "       \(abuse.normalClients) normal clients from 127.0.0.1, GET /healthz: alone \(f(base.perSecond, 0))/s "
+                + "(\(latency(base)), \(failures(base)))",
+            "       while \(abuse.attackerSlots) slow senders from 127.0.0.2 trickle headers: \(f(attacked.perSecond, 0))/s "
+                + "= \(f(share, 2)) of alone (\(latency(attacked)), \(failures(attacked)))",
+            "       the server held \(abuse.attackerHeld) of the attacker's \(abuse.attackerSlots) connections; "
+                + "\(abuse.attackerReconnects) cut connections were opened again",
+            "  request deadline (--request-timeout 2, 16 requests trickled a byte per 200 ms)",
+            "       cut after \(f(lifetimes.first ?? 0, 2)) to \(f(lifetimes.last ?? 0, 2)) s, median \(f(median, 2)) s",
+        ]
     }
 
     var text: String {
         var lines = [
             "keybound-bench: \(Report.build) build, \(cores) cores, server in-process on 127.0.0.1",
             "client: \(Report.client)",
-            "",
-            "raw costs (same run)",
-            "  P-256 verify, one core (KeyboundCrypto P256PublicKey.isValidSignature): "
-                + "\(f(raw.verifiesPerSecond, 0))/s",
         ]
+        // Not measured with --abuse.
+        if raw.verifiesPerSecond > 0 {
+            lines += [
+                "",
+                "raw costs (same run)",
+                "  P-256 verify, one core (KeyboundCrypto P256PublicKey.isValidSignature): "
+                    + "\(f(raw.verifiesPerSecond, 0))/s",
+            ]
+        }
         if let argon2 = raw.argon2 {
             lines.append(
                 "  Argon2id verify, libsodium, m=\(argon2.parameters.memoryKiB) KiB t=\(argon2.parameters.iterations) "
@@ -338,6 +387,8 @@ struct Report {
             for item in information { lines += ["  \(item.title)", "       \(item.line)"] }
         }
         if let skipped = postgres?.skipped { lines += ["", "PostgreSQL figures skipped: \(skipped)"] }
+        let abuseLines = abuseLines
+        if !abuseLines.isEmpty { lines += ["", "abuse (issue 10, item 5)"] + abuseLines }
         let passed = verdicts.filter(\.pass).count
         lines += ["", "\(passed) of \(verdicts.count) targets pass; whole run \(f(totalSeconds, 1)) s"]
         return lines.joined(separator: "\n")
@@ -357,6 +408,17 @@ struct Report {
             ],
         ]
         if let skipped = postgres?.skipped { object["postgres_skipped"] = skipped }
+        if let abuse {
+            object["abuse"] = [
+                "normal_clients": abuse.normalClients, "alone_per_second": abuse.baseline.perSecond,
+                "alone_p99_ms": abuse.baseline.percentile(0.99),
+                "under_attack_per_second": abuse.underAttack.perSecond,
+                "under_attack_p99_ms": abuse.underAttack.percentile(0.99),
+                "under_attack_failed": abuse.underAttack.failed, "attacker_slots": abuse.attackerSlots,
+                "attacker_held": abuse.attackerHeld, "attacker_reconnects": abuse.attackerReconnects,
+                "trickle_lifetimes_s": abuse.trickleLifetimes,
+            ]
+        }
         object["information"] = information.map { ["title": $0.title, "numbers": $0.numbers] }
         object["targets"] = verdicts.map { verdict -> [String: Any] in
             var entry: [String: Any] = [

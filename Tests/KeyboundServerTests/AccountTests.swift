@@ -335,13 +335,23 @@ final class InProcessApplication: Sendable {
     let clock = ManualClock()
     let application: Application
 
-    init(_ engine: Engine = .sqlite, _ adjust: (inout Configuration) -> Void = { _ in }) throws {
+    /// - Parameter wrap: wraps the real database (tests count or hold its transactions).
+    init(
+        _ engine: Engine = .sqlite, _ adjust: (inout Configuration) -> Void = { _ in },
+        wrapping wrap: ((any Database) -> any Database)? = nil
+    ) throws {
         directory = try TemporaryDirectory()
         database = try TestDatabase(engine, in: directory)
         var configuration = database.configuration
         configuration.clock = clock.serverClock
         adjust(&configuration)
-        application = try Application(configuration: configuration)
+        let password = database.password
+        let wrapped = try wrap.map {
+            $0(
+                try openDatabase(
+                    url: configuration.databaseURL, connections: 4, synchronous: .normal, password: password))
+        }
+        application = try Application(configuration: configuration, database: wrapped)
     }
 
     func createAccount(_ username: String) throws {

@@ -56,10 +56,19 @@ extension Application {
     }
 
     func confirmApproval(_ context: RequestContext) throws -> HTTPResponse {
-        _ = try authenticate(context)  // 401 comes before any complaint about the body
+        let caller = try authenticate(context)  // 401 comes before any complaint about the body
         let request = try context.decode(ConfirmApprovalRequest.self)
         let approvalID = context.parameter("id")
         guard Grammar.isIdentifier(approvalID) else { throw APIError.notFound }
+        // An approval id the caller does not have is refused after a read: forged ids cost no
+        // write transaction. The write below checks it again, with the status and the expiry.
+        let exists = try database.read { connection in
+            try connection.queryOne(
+                "SELECT 1 FROM approvals WHERE id = ? AND user_id = ?",
+                [.text(approvalID), .text(caller.userID)])
+                != nil
+        }
+        guard exists else { throw APIError.notFound }
         let result: Result<Void, APIError> = try authenticatedWrite(context) { connection, caller in
             // Bound to the user: another user's approval does not exist for this caller.
             guard

@@ -85,12 +85,15 @@ extension Application {
     /// that transaction. A check in an earlier transaction is not enough: a session that ended in
     /// between (logout, revocation, its device revoked) would still write. Every write a bearer
     /// token authorizes goes through here.
+    /// A token that authorizes nothing is refused after a read, before the write starts: random
+    /// tokens cost no write transaction (they would queue at the one writer).
     /// - Throws: ``APIError/tokenInvalid`` when the token no longer authorizes anything; nothing
     ///   is written then.
     func authenticatedWrite<T>(_ context: RequestContext, _ body: (any SQLConnection, Caller) throws -> T)
         throws -> T
     {
         let hash = try bearerTokenHash(context)
+        _ = try database.read { try bearerCaller(hash, context, $0) }
         return try database.write { connection in
             try body(connection, try bearerCaller(hash, context, connection))
         }
@@ -151,6 +154,16 @@ extension Application {
         guard (16...128).contains(request.refreshToken.utf8.count) else { throw APIError.tokenInvalid }
         // Looked up by SHA-256(token), which keeps the lookup timing-safe (see `authenticate`).
         let hash = TokenHash.of(request.refreshToken)
+        // A token that is not stored, or whose session has ended, changes nothing: refused after
+        // a read, so random tokens cost no write transaction. The write checks everything again.
+        let known = try database.read { connection in
+            try connection.queryOne(
+                """
+                SELECT 1 FROM tokens t JOIN sessions s ON s.id = t.session_id
+                WHERE t.hash = ? AND t.kind = 'refresh' AND s.revoked_at IS NULL
+                """, [.text(hash)]) != nil
+        }
+        guard known else { throw APIError.tokenInvalid }
         let result: Result<TokenResponse, APIError> = try database.write { connection in
             guard
                 let row = try connection.queryOne(
