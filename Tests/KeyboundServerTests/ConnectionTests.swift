@@ -246,10 +246,11 @@ final class RawConnection {
                 connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
             }
         }
-        guard status == 0 else {
-            close(descriptor)
-            throw TestFailure("connect to port \(port) failed: errno \(errno)")
-        }
+        // No close here: a class whose stored properties are all set runs its deinit even when
+        // its init throws, and that closes the socket. A second close would close whatever
+        // descriptor another thread had opened under the same number meanwhile (a database
+        // file: "disk I/O error" in unrelated tests).
+        guard status == 0 else { throw TestFailure("connect to port \(port) failed: errno \(errno)") }
     }
 
     deinit { close(descriptor) }
