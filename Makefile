@@ -40,14 +40,21 @@ build: deps
 	@# which only `make fuzz` links), so that they cannot fall behind the code they fuzz.
 	KEYBOUND_FUZZ=1 $(SWIFT) build --target keybound-fuzz -Xswiftc -warnings-as-errors
 
-## test-deps: headless Chromium for the sign-in page's real-browser test (without it that test
-## is skipped, and says so)
+## test-deps: headless Chromium for the sign-in page's real-browser test, strace for the state-file
+## crash tests (without them those tests are skipped, and say so)
 test-deps:
 	@if [ "$(UNAME)" != Darwin ] && ! command -v chromium >/dev/null 2>&1; then \
 	  echo "make: installing chromium for the real-browser test"; \
 	  ( $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
 	    $(SUDO) apt-get install -y -qq --no-install-recommends chromium ) \
 	  || echo "make: chromium could not be installed; the real-browser passkey test will be skipped"; \
+	fi
+	@# strace and prlimit cut the emulator's state save at chosen bytes (StateFileCrashTests).
+	@if [ "$(UNAME)" != Darwin ] && ! command -v strace >/dev/null 2>&1; then \
+	  echo "make: installing strace for the state-file crash tests"; \
+	  ( $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+	    $(SUDO) apt-get install -y -qq --no-install-recommends strace util-linux ) \
+	  || echo "make: strace could not be installed; the state-file crash tests will be skipped"; \
 	fi
 
 ## api-test-deps: python3 with venv, for schemathesis (scripts/fuzz-api.sh installs schemathesis

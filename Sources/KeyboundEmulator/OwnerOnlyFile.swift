@@ -53,36 +53,63 @@ package enum OwnerOnlyFile {
         }
     }
 
-    /// Creates `url` with `data`, owner-only. Fails when anything already exists at `url`.
+    /// Creates `url` with `data`, owner-only, all at once: the bytes go to a new file beside it,
+    /// synced, which is then linked in under its name (`link` fails when the name is taken, as
+    /// `O_EXCL` does, and never follows a symbolic link). A crash at any moment leaves either
+    /// no file at `url` or the whole of it, never a torn one that would be in the way for good.
+    /// Fails when anything already exists at `url`.
     /// - Throws: ``KeyboundError/duplicateItem`` when the file exists; ``KeyboundError/invalidInput``
     ///   for any other failure.
     package static func create(_ data: Data, at url: URL) throws {
-        let descriptor = open(url.path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
-        guard descriptor >= 0 else {
+        let temporary = try writeTemporary(data, beside: url)
+        defer { unlink(temporary.path) }
+        guard link(temporary.path, url.path) == 0 else {
             if errno == EEXIST { throw KeyboundError(.duplicateItem, message: "\(url.path) already exists") }
             throw failure("cannot create", url)
         }
-        do {
-            try write(data, to: descriptor, url)
-        } catch {
-            close(descriptor)
-            unlink(url.path)
-            throw error
-        }
-        close(descriptor)
+        try syncFolder(of: url)
     }
 
     /// Replaces `url` with `data` atomically: a new owner-only file beside it, written and
-    /// synced, then renamed over it. A symbolic link at `url` is replaced, never followed.
+    /// synced, then renamed over it, and the folder synced so that the rename itself is durable.
+    /// A crash at any moment leaves the previous file or the new one, whole. A symbolic link at
+    /// `url` is replaced, never followed.
     package static func replace(_ data: Data, at url: URL) throws {
-        let temporary = url.deletingLastPathComponent().appendingPathComponent(
-            ".\(url.lastPathComponent).\(UUID().uuidString).tmp")
-        try create(data, at: temporary)
+        let temporary = try writeTemporary(data, beside: url)
         guard rename(temporary.path, url.path) == 0 else {
             let error = failure("cannot replace", url)
             unlink(temporary.path)
             throw error
         }
+        try syncFolder(of: url)
+    }
+
+    /// A new owner-only file beside `url` holding `data`, synced to the disk.
+    private static func writeTemporary(_ data: Data, beside url: URL) throws -> URL {
+        let temporary = url.deletingLastPathComponent().appendingPathComponent(
+            ".\(url.lastPathComponent).\(UUID().uuidString).tmp")
+        let descriptor = open(
+            temporary.path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        guard descriptor >= 0 else { throw failure("cannot create", temporary) }
+        do {
+            try write(data, to: descriptor, temporary)
+        } catch {
+            close(descriptor)
+            unlink(temporary.path)
+            throw error
+        }
+        close(descriptor)
+        return temporary
+    }
+
+    /// Syncs the folder that holds `url`: a name created or renamed there survives a power loss
+    /// only once its folder has reached the disk.
+    private static func syncFolder(of url: URL) throws {
+        let folder = url.deletingLastPathComponent()
+        let descriptor = open(folder.path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard descriptor >= 0 else { throw failure("cannot open", folder) }
+        defer { close(descriptor) }
+        guard fsync(descriptor) == 0 else { throw failure("cannot sync", folder) }
     }
 
     private static func write(_ data: Data, to descriptor: Int32, _ url: URL) throws {

@@ -1,0 +1,228 @@
+import Foundation
+import KeyboundCrypto
+import KeyboundTestSupport
+import KeyboundWire
+import Testing
+
+@testable import KeyboundServer
+
+/// Races over real HTTP against a live server, each ending in exactly the outcome
+/// docs/design.md promises ("Server security requirements", "Storage and the write path"). No
+/// test depends on which request wins; each asserts what must hold whichever does.
+/// (Across instances on PostgreSQL: the same races once issue 9's engine is on main.)
+@Suite("Races")
+struct RaceTests {
+    static let contenders = 32
+
+    /// Runs `body` for `0..<count` at once and collects the replies, in index order.
+    private static func together(_ count: Int, _ body: @escaping @Sendable (Int) async throws -> Reply)
+        async throws -> [Reply]
+    {
+        try await withThrowingTaskGroup(of: (Int, Reply).self) { group in
+            for index in 0..<count { group.addTask { (index, try await body(index)) } }
+            return try await group.reduce(into: [(Int, Reply)]()) { $0.append($1) }
+                .sorted { $0.0 < $1.0 }.map(\.1)
+        }
+    }
+
+    /// The rows `sql` counts in the live server's database (read beside the server).
+    private static func count(_ live: TestServer, _ sql: String) throws -> Int64 {
+        let database = try SQLiteDatabase(
+            path: live.directory.path("keybound.sqlite"), readers: 1, synchronous: .normal)
+        return try database.read { try $0.queryOne(sql, [])?.integer(0) } ?? -1
+    }
+
+    /// RFC 9700 §4.14.2 as the design states it: a refresh token rotates on use, and presenting a
+    /// used one revokes the whole session. N simultaneous uses of one token: the first rotates it
+    /// (the one new pair), every other one presents a used token, is refused, and ends the family
+    /// — the winner's new pair included, since the server cannot tell the thief from the owner.
+    @Test func concurrentRefreshesOfOneTokenRotateOnceAndEndTheFamily() async throws {
+        let live = try TestServer()
+        try await live.client.createAccount("alice")
+        let tokens = try await live.client.login("alice")
+        let client = live.client
+        let replies = try await Self.together(Self.contenders) { _ in
+            try await client.post("/v1/sessions/refresh", RefreshRequest(refreshToken: tokens.refreshToken))
+        }
+        let winners = replies.filter { $0.status == 200 }
+        #expect(winners.count == 1)
+        #expect(
+            replies.filter { $0.status == 401 && $0.problem?.code == .tokenInvalid }.count
+                == Self.contenders - 1)
+        let pair = try #require(try winners.first?.decode(TokenResponse.self))
+        #expect(pair.sessionID == tokens.sessionID)
+        // The family is over: the new pair, the old access token, the new refresh token.
+        #expect(try await client.get("/v1/me", token: pair.accessToken).status == 401)
+        #expect(try await client.get("/v1/me", token: tokens.accessToken).status == 401)
+        let again = try await client.post(
+            "/v1/sessions/refresh", RefreshRequest(refreshToken: pair.refreshToken))
+        #expect(again.status == 401)
+        // One rotation: the session holds the login's pair and exactly one more.
+        #expect(
+            try Self.count(live, "SELECT COUNT(*) FROM tokens WHERE kind = 'refresh'") == 2)
+        #expect(
+            try Self.count(
+                live,
+                "SELECT COUNT(*) FROM sessions WHERE revoked_at IS NOT NULL AND revoke_reason = 'refresh_reuse'"
+            )
+                == 1)
+        // The reuse is in the user's history (folded into one event or not, at least one).
+        let fresh = try await client.login("alice", clientID: "web")
+        let audit = try await client.get("/v1/audit", token: fresh.accessToken).decode(AuditListResponse.self)
+        #expect(audit.events.contains { $0.type == .refreshReuse })
+    }
+
+    /// An approval is single-use: of N simultaneous confirmations exactly one decides it.
+    @Test func concurrentConfirmationsOfOneApprovalDecideOnce() async throws {
+        let live = try TestServer()
+        let (_, key, deviceID) = try await live.client.userWithDevice("alice")
+        // The device's client is the one that asks; manage from the web session.
+        let tokens = try await live.client.login("alice", clientID: "web")
+        let approval = try await live.client.post(
+            "/v1/approvals", CreateApprovalRequest(deviceID: deviceID, action: transfer()),
+            token: tokens.accessToken
+        ).decode(ApprovalChallengeResponse.self)
+        let confirmation = ConfirmApprovalRequest(signature: try sign(approval.payload, with: key))
+        let client = live.client
+        let replies = try await Self.together(Self.contenders) { _ in
+            try await client.post(
+                "/v1/approvals/\(approval.approvalID)/confirm", confirmation, token: tokens.accessToken)
+        }
+        #expect(replies.filter { $0.status == 200 }.count == 1)
+        #expect(
+            replies.filter { $0.status == 409 && $0.problem?.code == .challengeUsed }.count
+                == Self.contenders - 1)
+        let status = try await client.get("/v1/approvals/\(approval.approvalID)", token: tokens.accessToken)
+            .decode(ApprovalResponse.self)
+        #expect(status.status == .approved)
+        #expect(
+            try Self.count(live, "SELECT COUNT(*) FROM audit_events WHERE type = 'approval_confirmed'") == 1)
+    }
+
+    /// Revoking a device while it logs in: once the revocation is acknowledged no login with the
+    /// device succeeds, and every session it opened before is ended (docs/design.md: "revoke
+    /// (ends the sessions it opened)"). Several rounds, so that logins land on both sides.
+    @Test func deviceRevocationRacingLoginsLeavesNoLiveSessionOfTheDevice() async throws {
+        let live = try TestServer()
+        let client = live.client
+        var wonBefore = 0
+        for round in 0..<6 {
+            let (_, key, deviceID) = try await client.userWithDevice("alice\(round)")
+            let manager = try await client.login("alice\(round)", clientID: "web")
+            var signed: [(String, Data)] = []
+            for _ in 0..<Self.contenders {
+                let challenge = try await client.challenge(deviceID)
+                signed.append((challenge.challengeID, try sign(challenge.payload, with: key)))
+            }
+            let logins = signed
+            let replies = try await Self.together(Self.contenders + 1) { index in
+                // The revocation starts in the middle of the logins.
+                if index == Self.contenders / 2 {
+                    return try await client.delete("/v1/devices/\(deviceID)", token: manager.accessToken)
+                }
+                let (challengeID, signature) = logins[index < Self.contenders / 2 ? index : index - 1]
+                return try await client.deviceLogin(challengeID: challengeID, signature: signature)
+            }
+            let revocation = replies[Self.contenders / 2]
+            #expect(revocation.status == 204)
+            let loginReplies = replies.enumerated().filter { $0.offset != Self.contenders / 2 }.map(\.element)
+            let won = loginReplies.filter { $0.status == 200 }
+            wonBefore += won.count
+            // Every login either opened a session before the revocation or was refused for it.
+            #expect(
+                won.count
+                    + loginReplies.filter { $0.status == 403 && $0.problem?.code == .deviceRevoked }.count
+                    == Self.contenders)
+            // Acknowledged: every session the device opened is over, none of them still works…
+            for reply in won {
+                let session = try reply.decode(TokenResponse.self)
+                #expect(try await client.get("/v1/me", token: session.accessToken).status == 401)
+                let refresh = try await client.post(
+                    "/v1/sessions/refresh", RefreshRequest(refreshToken: session.refreshToken))
+                #expect(refresh.status == 401)
+            }
+            #expect(
+                try Self.count(
+                    live,
+                    "SELECT COUNT(*) FROM sessions WHERE device_id = '\(deviceID)' AND revoked_at IS NULL")
+                    == 0)
+            // …and no login after it succeeds.
+            let late = try await client.deviceLogin(challengeID: signed[0].0, signature: signed[0].1)
+            #expect(late.status != 200)
+            #expect(
+                try await client.post("/v1/challenges", ChallengeRequest(deviceID: deviceID)).status == 403)
+        }
+        print(
+            "device revocation races: \(wonBefore) of \(6 * Self.contenders) logins won before the revocation"
+        )
+    }
+
+    /// Removing a passkey while it signs in: once the removal is acknowledged no login with it
+    /// succeeds, and every session it opened is ended (docs/openapi.yaml, DELETE /v1/passkeys/{id}).
+    @Test func passkeyRemovalRacingLoginsLeavesNoLiveSessionOfThePasskey() async throws {
+        let live = try TestServer()
+        let client = live.client
+        var wonBefore = 0
+        for round in 0..<6 {
+            let first = try PasskeyTests.authenticator(for: live)
+            let signUp = try #require(try await client.passkeySignUp("bob\(round)", first).tokens)
+            // A second passkey, so that the first is not the account's last way in.
+            let second = try PasskeyTests.authenticator(for: live)
+            let creation = try await client.registrationOptions(
+                PasskeyRegistrationOptionsRequest(username: nil), token: signUp.accessToken)
+            let added = try await client.send(
+                "POST", "/v1/webauthn/register/verify",
+                body: second.registration(challenge: creation.challenge),
+                token: signUp.accessToken)
+            #expect(added.status == 200, "\(added.text)")
+            let manager = try await client.passkeyLogin(
+                second.assertion(
+                    challenge: try await client.loginOptions(username: Username("bob\(round)")).challenge,
+                    signCount: 0)
+            ).decode(PasskeyLoginResult.self).tokens
+            let passkeys = try await client.get("/v1/passkeys", token: manager.accessToken)
+                .decode(PasskeyListResponse.self).passkeys
+            let passkeyID = try #require(passkeys.first { $0.credentialID == first.credentialId }).passkeyID
+
+            var bodies: [Data] = []
+            for _ in 0..<Self.contenders {
+                let options = try await client.loginOptions(username: Username("bob\(round)"))
+                // Counter 0 throughout: an authenticator without a counter, so concurrent logins
+                // never look like a clone to each other.
+                bodies.append(try first.assertion(challenge: options.challenge, signCount: 0))
+            }
+            let logins = bodies
+            let replies = try await Self.together(Self.contenders + 1) { index in
+                if index == Self.contenders / 2 {
+                    return try await client.delete("/v1/passkeys/\(passkeyID)", token: manager.accessToken)
+                }
+                return try await client.passkeyLogin(logins[index < Self.contenders / 2 ? index : index - 1])
+            }
+            #expect(replies[Self.contenders / 2].status == 204)
+            let loginReplies = replies.enumerated().filter { $0.offset != Self.contenders / 2 }.map(\.element)
+            let won = loginReplies.filter { $0.status == 200 }
+            wonBefore += won.count
+            #expect(
+                won.count
+                    + loginReplies.filter { $0.status == 401 && $0.problem?.code == .unknownCredential }.count
+                    == Self.contenders)
+            for reply in won {
+                let session = try reply.decode(PasskeyLoginResult.self).tokens
+                #expect(try await client.get("/v1/me", token: session.accessToken).status == 401)
+            }
+            #expect(
+                try Self.count(
+                    live,
+                    "SELECT COUNT(*) FROM sessions WHERE passkey_id = '\(passkeyID)' AND revoked_at IS NULL")
+                    == 0)
+            let late = try await client.passkeyLogin(
+                first.assertion(
+                    challenge: try await client.loginOptions(username: Username("bob\(round)")).challenge,
+                    signCount: 0))
+            #expect(late.status == 401)
+            // The other passkey's session is untouched.
+            #expect(try await client.get("/v1/me", token: manager.accessToken).status == 200)
+        }
+        print("passkey removal races: \(wonBefore) of \(6 * Self.contenders) logins won before the removal")
+    }
+}
