@@ -235,7 +235,7 @@ struct ConnectionTests {
 }
 
 /// Runs blocking socket work on a Dispatch thread, not on the cooperative pool.
-private func offThePool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+func offThePool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
     try await withCheckedThrowingContinuation { continuation in
         DispatchQueue.global().async { continuation.resume(with: Result { try body() }) }
     }

@@ -274,7 +274,7 @@ struct NoIdleWorkerTests {
         // Plain sockets on Dispatch threads, not URLSession on the test's task: other suites can
         // keep the few threads that run every test's tasks busy for long, and a held request
         // must not time out in the client meanwhile.
-        let (waited, healthz, signUp) = try await onADispatchThread { () throws -> (Bool, Int?, Int?) in
+        let (waited, healthz, signUp) = try await offThePool { () throws -> (Bool, Int?, Int?) in
             database.startHolding()
             let body = CreateAccountRequest(username: "alice", password: Client.password).jsonData
             let signUpConnection = try RawConnection(port: port)
@@ -299,13 +299,6 @@ struct NoIdleWorkerTests {
         #expect(waited)
         #expect(healthz == 200)
         #expect(signUp == 201)
-    }
-
-    private func onADispatchThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T
-    {
-        try await withCheckedThrowingContinuation { continuation in
-            DispatchQueue.global().async { continuation.resume(with: Result { try body() }) }
-        }
     }
 }
 

@@ -262,8 +262,8 @@ final class HTTPDaemon: @unchecked Sendable {
         // poll(2), not epoll: with epoll, libmicrohttpd 0.9.75's MHD_quiesce_daemon removes the
         // listening socket from each worker's epoll set while the worker may be removing it
         // too, and the loser aborts the process ("Failed to remove listen FD from epoll set",
-        // still so upstream). With poll, quiescing only signals each worker. A worker polls
-        // its own connections only, so poll costs little here (see DaemonStopTests).
+        // still so upstream; DaemonStopTests reproduces it). With poll, quiescing only signals each
+        // worker. A worker polls its own connections only, so poll costs little here.
         var flags =
             MHD_USE_POLL_INTERNAL_THREAD.rawValue | MHD_USE_ITC.rawValue | MHD_ALLOW_SUSPEND_RESUME.rawValue
         if family == AF_INET6 { flags |= MHD_USE_IPv6.rawValue }
