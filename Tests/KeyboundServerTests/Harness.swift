@@ -109,19 +109,31 @@ final class TestDatabase: Sendable {
 
 /// A server for one test: a fresh database (a temporary SQLite file unless told otherwise), a
 /// manual clock, collected logs, and a ``Client`` over the chosen transport (a free loopback port
-/// for ``Transport/live``).
+/// for ``Transport/live``). On PostgreSQL it can be several instances on the one database, as
+/// `keybound serve` is deployed there: same configuration, clock and logs, a client each.
 final class TestServer: Sendable {
     let directory: TemporaryDirectory
     let database: TestDatabase
+    /// The first instance.
     let server: Server
+    /// Every instance, ``server`` first.
+    let servers: [Server]
     let clock: ManualClock
     let logs = LogCollector()
+    /// A client of the first instance.
     let client: Client
+    /// A client of each instance, in the order of ``servers``.
+    let clients: [Client]
 
+    /// - Parameter instances: servers on the database; more than one needs PostgreSQL (SQLite
+    ///   has one writer process by design).
     init(
-        _ transport: Transport = .live, engine: Engine = .sqlite,
+        _ transport: Transport = .live, engine: Engine = .sqlite, instances: Int = 1,
         _ adjust: (inout Configuration) -> Void = { _ in }
     ) throws {
+        guard instances >= 1, instances == 1 || engine == .postgres else {
+            throw TestFailure("\(instances) instances on \(engine)")
+        }
         directory = try TemporaryDirectory()
         database = try TestDatabase(engine, in: directory)
         clock = ManualClock()
@@ -130,18 +142,28 @@ final class TestServer: Sendable {
         configuration.log = logs.sink
         configuration.serverID = "keybound-test"
         adjust(&configuration)
-        server = try Server(configuration: configuration)
+        let servers = try (0..<instances).map { _ in try Server(configuration: configuration) }
+        self.servers = servers
+        server = servers[0]
         switch transport {
         case .live:
-            try server.start()
-            guard let baseURL = server.baseURL else { throw TestFailure("no base URL") }
-            client = Client(baseURL: baseURL)
+            do {
+                clients = try servers.map { server in
+                    try server.start()
+                    guard let baseURL = server.baseURL else { throw TestFailure("no base URL") }
+                    return Client(baseURL: baseURL)
+                }
+            } catch {
+                for server in servers { server.stop(gracePeriod: 1) }
+                throw error
+            }
         case .inProcess:
-            client = Client(inProcess: server)
+            clients = servers.map { Client(inProcess: $0) }
         }
+        client = clients[0]
     }
 
-    deinit { server.stop(gracePeriod: 1) }
+    deinit { for server in servers { server.stop(gracePeriod: 1) } }
 }
 
 struct TestFailure: Error, CustomStringConvertible {

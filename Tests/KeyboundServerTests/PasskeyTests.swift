@@ -17,7 +17,9 @@ struct PasskeyTests {
     static func authenticator(for live: TestServer) throws -> TestAuthenticator {
         var authenticator = try TestAuthenticator()
         authenticator.rpId = "localhost"
-        authenticator.origin = "http://localhost:\(live.server.port ?? 0)"
+        // The configured origin (several instances share one), else the server's own.
+        authenticator.origin =
+            live.server.configuration.origins.first ?? "http://localhost:\(live.server.port ?? 0)"
         return authenticator
     }
 
