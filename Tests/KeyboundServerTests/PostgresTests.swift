@@ -474,7 +474,7 @@ private actor AccountLoad {
 
 /// Runs a test only where PostgreSQL runs. Elsewhere each test is skipped without a word, and
 /// the first one records one warning that says why: one visible line, not one per test.
-private struct PostgresRequirement: SuiteTrait, TestTrait, TestScoping {
+struct PostgresRequirement: SuiteTrait, TestTrait, TestScoping {
     private static let warned = Locked(false)
 
     var isRecursive: Bool { true }
