@@ -39,11 +39,12 @@ final class Application: Sendable {
     init(configuration: Configuration, database: (any Database)? = nil) throws {
         self.configuration = configuration
         logger = Logger(sink: configuration.log, clock: configuration.clock)
-        self.database =
+        let storage =
             try database
             ?? openDatabase(
                 url: configuration.databaseURL, connections: configuration.workerThreads + 2,
                 synchronous: configuration.sqliteSynchronous, password: configuration.databasePassword)
+        self.database = CountedWrites(base: storage, metrics: metrics)
         try Self.checkPasskeySettings(configuration)
         try Migrations.apply(to: self.database)
         challengeKey = try ServerSecrets.read(ServerSecrets.loginChallengeKey, from: self.database)

@@ -34,6 +34,43 @@ struct OperationsTests {
         #expect(spec.text == OpenAPIDocument.yaml)
     }
 
+    /// PostgreSQL runs a write transaction again after a serialization failure (40001); the
+    /// logins it counted before the rollback must not stay counted. Here every write runs once
+    /// and is rolled back, then runs for real, on either engine.
+    @Test(arguments: Engine.all) func aWriteRunAgainCountsItsLoginOnce(engine: Engine) throws {
+        let app = try InProcessApplication(engine, wrapping: { RetriedWrites(base: $0) })
+        try app.createAccount("alice")
+        let login = app.login("alice", Client.password)
+        #expect(login.status == 200)
+        let tokens = try TokenResponse(jsonData: login.body)
+        let refresh = app.post(
+            "/v1/sessions/refresh", RefreshRequest(refreshToken: tokens.refreshToken).jsonData)
+        #expect(refresh.status == 200)
+        #expect(try app.count("SELECT COUNT(*) FROM tokens WHERE kind = 'refresh'") == 2)
+        let metrics = app.application.metrics.render()
+        #expect(metrics.contains(#"keybound_logins_total{method="password",outcome="success"} 1"#))
+        #expect(metrics.contains(#"keybound_logins_total{method="refresh",outcome="success"} 1"#))
+    }
+
+    /// Runs each write's body in a transaction that is then rolled back, and once more for real:
+    /// what ``PostgresDatabase`` does after a serialization failure.
+    private struct RetriedWrites: Database {
+        struct RolledBack: Error {}
+        let base: any Database
+
+        func write<T>(_ body: (any SQLConnection) throws -> T) throws -> T {
+            do {
+                try base.write { connection in
+                    _ = try body(connection)
+                    throw RolledBack()
+                }
+            } catch is RolledBack {}
+            return try base.write(body)
+        }
+
+        func read<T>(_ body: (any SQLConnection) throws -> T) throws -> T { try base.read(body) }
+    }
+
     @Test func servedDocumentIsDocsOpenAPIYAML() throws {
         let file = try String(contentsOf: OpenAPISpec.documentURL, encoding: .utf8)
         #expect(file == OpenAPIDocument.yaml, "run scripts/embed-openapi.sh")
