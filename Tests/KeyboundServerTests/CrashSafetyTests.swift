@@ -375,6 +375,23 @@ struct CrashSafetyTests {
         try Self.check(SuperuserPostgres(database), ledger)
     }
 
+    /// The PostgreSQL verdicts are not vacuous: amcheck runs (and finds a sound database sound),
+    /// and a row whose foreign key names nothing, written with the foreign-key triggers off as
+    /// only a superuser can, is found.
+    @Test(PostgresRequirement()) func thePostgreSQLCheckFindsAnOrphanedRow() async throws {
+        let live = try TestServer(engine: .postgres)
+        try await live.client.createAccount("alice")
+        _ = try await live.client.login("alice")
+        live.server.stop()
+        let database = try SuperuserPostgres(live.database)
+        #expect(try database.integrityProblems() == [])
+        #expect(try database.foreignKeyProblems() == [])
+        _ = try database.rows("SET session_replication_role = replica")
+        _ = try database.rows("UPDATE sessions SET user_id = 'usr_gone'")
+        let problems = try database.foreignKeyProblems()
+        #expect(problems.count == 1 && problems.first?.hasPrefix("sessions.user_id") == true, "\(problems)")
+    }
+
     /// `KEYBOUND_CRASH_SEED`, else a random seed; printed, so that a failing run can be replayed.
     private static func seed(_ engine: String) -> UInt64 {
         let seed =
