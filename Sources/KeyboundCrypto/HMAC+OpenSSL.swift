@@ -32,29 +32,21 @@
 
     extension OpenSSLAlgorithms {
         /// HMAC, fetched once like the algorithms in OpenSSLSupport.swift.
-        static let hmac = Result { try FetchedMAC(name: "HMAC") }
+        static let hmac = Result { try Fetched<MACKind>(name: "HMAC") }
     }
 
-    /// Owns one fetched `EVP_MAC`.
-    final class FetchedMAC: @unchecked Sendable {
-        // Safe to share: a fetched EVP_MAC is never modified after EVP_MAC_fetch returns it.
-        let pointer: OpaquePointer
-
-        init(name: String) throws {
-            guard let pointer = EVP_MAC_fetch(nil, name, nil) else {
-                throw openSSLError("EVP_MAC_fetch(\(name))")
-            }
-            self.pointer = pointer
-        }
-
-        deinit { EVP_MAC_free(pointer) }
+    /// `EVP_MAC`.
+    enum MACKind: FetchableAlgorithm {
+        static let fetchFunction = "EVP_MAC_fetch"
+        static func fetch(_ name: String) -> OpaquePointer? { EVP_MAC_fetch(nil, name, nil) }
+        static func free(_ pointer: OpaquePointer) { EVP_MAC_free(pointer) }
     }
 
     /// Owns one `EVP_MAC_CTX`, created per computation so no context is shared between threads.
     private final class MACContext {
         let pointer: OpaquePointer
 
-        init(_ mac: FetchedMAC) throws {
+        init(_ mac: Fetched<MACKind>) throws {
             guard let pointer = EVP_MAC_CTX_new(mac.pointer) else { throw openSSLError("EVP_MAC_CTX_new") }
             self.pointer = pointer
         }

@@ -32,47 +32,62 @@
     /// many threads at once. A failed fetch (libcrypto without the default provider) is kept and
     /// reported by every operation that needs it.
     enum OpenSSLAlgorithms {
-        static let sha256 = Result { try FetchedDigest(name: "SHA256") }
-        static let aes256GCM = Result { try FetchedCipher(name: "AES-256-GCM") }
-        static let hkdf = Result { try FetchedKDF(name: "HKDF") }
-        static let pbkdf2 = Result { try FetchedKDF(name: "PBKDF2") }
+        static let sha256 = Result { try Fetched<DigestKind>(name: "SHA256") }
+        static let aes256GCM = Result { try Fetched<CipherKind>(name: "AES-256-GCM") }
+        static let hkdf = Result { try Fetched<KDFKind>(name: "HKDF") }
+        static let pbkdf2 = Result { try Fetched<KDFKind>(name: "PBKDF2") }
     }
 
-    /// Owns one fetched `EVP_MD`.
-    final class FetchedDigest: @unchecked Sendable {
-        // Safe to share: a fetched EVP_MD is never modified after EVP_MD_fetch returns it.
+    /// Owns one algorithm fetched from the default provider: an `EVP_MD`, `EVP_CIPHER`, `EVP_KDF`
+    /// or `EVP_MAC`, as `Kind` says (so a context cannot be handed an algorithm of another kind).
+    final class Fetched<Kind: FetchableAlgorithm>: @unchecked Sendable {
+        // Safe to share: a fetched algorithm is never modified after its fetch returns it.
         let pointer: OpaquePointer
 
         init(name: String) throws {
-            guard let pointer = EVP_MD_fetch(nil, name, nil) else {
-                throw openSSLError("EVP_MD_fetch(\(name))")
-            }
+            guard let pointer = Kind.fetch(name) else { throw openSSLError("\(Kind.fetchFunction)(\(name))") }
             self.pointer = pointer
         }
 
-        deinit { EVP_MD_free(pointer) }
+        deinit { Kind.free(pointer) }
     }
 
-    /// Owns one fetched `EVP_CIPHER`.
-    final class FetchedCipher: @unchecked Sendable {
-        // Safe to share: a fetched EVP_CIPHER is never modified after EVP_CIPHER_fetch returns it.
-        let pointer: OpaquePointer
+    /// How libcrypto fetches and frees one kind of algorithm.
+    protocol FetchableAlgorithm {
+        /// The fetch function's name, for errors.
+        static var fetchFunction: String { get }
+        /// Fetches `name` from the default provider.
+        static func fetch(_ name: String) -> OpaquePointer?
+        /// Frees what ``fetch(_:)`` returned.
+        static func free(_ pointer: OpaquePointer)
+    }
 
-        init(name: String) throws {
-            guard let pointer = EVP_CIPHER_fetch(nil, name, nil) else {
-                throw openSSLError("EVP_CIPHER_fetch(\(name))")
-            }
-            self.pointer = pointer
-        }
+    /// `EVP_MD`.
+    enum DigestKind: FetchableAlgorithm {
+        static let fetchFunction = "EVP_MD_fetch"
+        static func fetch(_ name: String) -> OpaquePointer? { EVP_MD_fetch(nil, name, nil) }
+        static func free(_ pointer: OpaquePointer) { EVP_MD_free(pointer) }
+    }
 
-        deinit { EVP_CIPHER_free(pointer) }
+    /// `EVP_CIPHER`.
+    enum CipherKind: FetchableAlgorithm {
+        static let fetchFunction = "EVP_CIPHER_fetch"
+        static func fetch(_ name: String) -> OpaquePointer? { EVP_CIPHER_fetch(nil, name, nil) }
+        static func free(_ pointer: OpaquePointer) { EVP_CIPHER_free(pointer) }
+    }
+
+    /// `EVP_KDF`.
+    enum KDFKind: FetchableAlgorithm {
+        static let fetchFunction = "EVP_KDF_fetch"
+        static func fetch(_ name: String) -> OpaquePointer? { EVP_KDF_fetch(nil, name, nil) }
+        static func free(_ pointer: OpaquePointer) { EVP_KDF_free(pointer) }
     }
 
     /// Owns one `EVP_KDF_CTX`, created per derivation so no context is shared between threads.
     final class KDFContext {
         let pointer: OpaquePointer
 
-        init(_ kdf: FetchedKDF) throws {
+        init(_ kdf: Fetched<KDFKind>) throws {
             guard let pointer = EVP_KDF_CTX_new(kdf.pointer) else { throw openSSLError("EVP_KDF_CTX_new") }
             self.pointer = pointer
         }
@@ -103,20 +118,5 @@
         -> OSSL_PARAM
     {
         OSSL_PARAM_construct_octet_string(name, UnsafeMutableRawPointer(mutating: bytes), count)
-    }
-
-    /// Owns one fetched `EVP_KDF`.
-    final class FetchedKDF: @unchecked Sendable {
-        // Safe to share: a fetched EVP_KDF is never modified after EVP_KDF_fetch returns it.
-        let pointer: OpaquePointer
-
-        init(name: String) throws {
-            guard let pointer = EVP_KDF_fetch(nil, name, nil) else {
-                throw openSSLError("EVP_KDF_fetch(\(name))")
-            }
-            self.pointer = pointer
-        }
-
-        deinit { EVP_KDF_free(pointer) }
     }
 #endif

@@ -170,12 +170,8 @@ package enum JSON {
             index += 1
             var members: [JSONMember] = []
             var names: Set<String> = []
-            skipWhitespace()
-            if index < bytes.count, bytes[index] == UInt8(ascii: "}") {
-                index += 1
-                return .object(members)
-            }
-            while true {
+            if closes(UInt8(ascii: "}")) { return .object(members) }
+            repeat {
                 skipWhitespace()
                 guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else {
                     throw failure("expected a member name")
@@ -191,39 +187,41 @@ package enum JSON {
                 index += 1
                 skipWhitespace()
                 members.append(JSONMember(name, try value(depth: depth + 1)))
-                skipWhitespace()
-                guard index < bytes.count else { throw failure("unexpected end") }
-                if bytes[index] == UInt8(ascii: ",") {
-                    index += 1
-                    continue
-                }
-                guard bytes[index] == UInt8(ascii: "}") else { throw failure("expected ',' or '}'") }
-                index += 1
-                return .object(members)
-            }
+            } while try continues(before: UInt8(ascii: "}"))
+            return .object(members)
         }
 
         mutating func array(depth: Int) throws(WireFailure) -> JSONValue {
             index += 1
             var items: [JSONValue] = []
-            skipWhitespace()
-            if index < bytes.count, bytes[index] == UInt8(ascii: "]") {
-                index += 1
-                return .array(items)
-            }
-            while true {
+            if closes(UInt8(ascii: "]")) { return .array(items) }
+            repeat {
                 skipWhitespace()
                 items.append(try value(depth: depth + 1))
-                skipWhitespace()
-                guard index < bytes.count else { throw failure("unexpected end") }
-                if bytes[index] == UInt8(ascii: ",") {
-                    index += 1
-                    continue
-                }
-                guard bytes[index] == UInt8(ascii: "]") else { throw failure("expected ',' or ']'") }
-                index += 1
-                return .array(items)
+            } while try continues(before: UInt8(ascii: "]"))
+            return .array(items)
+        }
+
+        /// Right after an object's or an array's opening bracket: skips `close` and returns true
+        /// when the container is empty.
+        mutating func closes(_ close: UInt8) -> Bool {
+            skipWhitespace()
+            guard index < bytes.count, bytes[index] == close else { return false }
+            index += 1
+            return true
+        }
+
+        /// After a member or an item: skips `,` and returns true when another follows, or skips
+        /// `close` and returns false.
+        mutating func continues(before close: UInt8) throws(WireFailure) -> Bool {
+            skipWhitespace()
+            guard index < bytes.count else { throw failure("unexpected end") }
+            let byte = bytes[index]
+            guard byte == UInt8(ascii: ",") || byte == close else {
+                throw failure("expected ',' or '\(Character(Unicode.Scalar(close)))'")
             }
+            index += 1
+            return byte != close
         }
 
         mutating func number() throws(WireFailure) -> String {

@@ -28,19 +28,50 @@ private func items<T>(_ values: [JSONValue], _ decode: (JSONValue) throws(WireFa
     return result
 }
 
-/// `object` with `more` members appended (the session tokens beside a result's own members).
-private func appending(_ object: JSONValue, _ more: JSONValue) -> JSONValue {
-    guard case .object(let members) = object, case .object(let extra) = more else { return object }
-    return .object(members + extra)
-}
+/// The member names of a result that carries a session's tokens: the result's own, then those of
+/// ``TokenResponse``, in the order they are written. Each name stays spelled once, in its own enum.
+package enum WithTokenMembers<Own: MemberName>: MemberName {
+    /// One of the result's own members.
+    case own(Own)
+    /// One of the session tokens' members.
+    case token(TokenResponse.Member)
 
-/// The members of a result that belong to its ``TokenResponse``, as one.
-private func tokens(in json: JSONValue) throws(WireFailure) -> TokenResponse {
-    guard case .object(let members) = json else {
-        throw WireError(.invalidRequest, "the body must be a JSON object")
+    package init?(rawValue: String) {
+        if let member = Own(rawValue: rawValue) {
+            self = .own(member)
+        } else if let member = TokenResponse.Member(rawValue: rawValue) {
+            self = .token(member)
+        } else {
+            return nil
+        }
     }
-    let names = Set(TokenResponse.Member.allCases.map(\.rawValue))
-    return try TokenResponse(json: .object(members.filter { names.contains($0.name) }))
+
+    package var rawValue: String {
+        switch self {
+        case .own(let member): member.rawValue
+        case .token(let member): member.rawValue
+        }
+    }
+
+    package static var allCases: [Self] { Own.allCases.map(own) + TokenResponse.Member.allCases.map(token) }
+
+    /// Splits a result's body: a strict reader over its own members (a member that is neither the
+    /// result's nor a token's is refused there), and its token members (empty when it has none).
+    static func split(_ json: JSONValue) throws(WireFailure) -> (own: JSONReader<Own>, tokens: [JSONMember]) {
+        guard case .object(let members) = json else {
+            throw WireError(.invalidRequest, "the body must be a JSON object")
+        }
+        let isToken = { (member: JSONMember) in TokenResponse.Member(rawValue: member.name) != nil }
+        return (try JSONReader<Own>(.object(members.filter { !isToken($0) })), members.filter(isToken))
+    }
+
+    /// A result's body: its own members, then the tokens' (none without tokens).
+    static func object(_ own: JSONObjectBuilder<Own>, tokens: TokenResponse?) -> JSONValue {
+        guard case .object(let members) = own.value, case .object(let extra)? = tokens?.json else {
+            return own.value
+        }
+        return .object(members + extra)
+    }
 }
 
 // MARK: - Registration
@@ -258,16 +289,10 @@ package struct PasskeyCreationOptions: WireMessage, Hashable {
 /// For a sign-up it also carries the new session's tokens (the members of ``TokenResponse``):
 /// creating the passkey verified the user, so the new account is signed in at once.
 package struct PasskeyRegistrationResult: WireMessage, Hashable {
+    /// The result's own member names, in the order they are written.
+    package enum OwnMember: String, MemberName { case verified, credentialId, fmt, alg, signCount, username }
     /// The JSON member names, in the order they are written: the result's own, then the tokens'.
-    package enum Member: String, MemberName {
-        case verified, credentialId, fmt, alg, signCount, username
-        case accessToken = "access_token"
-        case refreshToken = "refresh_token"
-        case tokenType = "token_type"
-        case expiresIn = "expires_in"
-        case sessionID = "session_id"
-        case userID = "user_id"
-    }
+    package typealias Member = WithTokenMembers<OwnMember>
     /// The new passkey's credential id (`credentialId`).
     package let credentialID: Data
     /// The attestation statement format (`fmt`): `none`, `packed`, `fido-u2f` or `apple`.
@@ -296,10 +321,7 @@ package struct PasskeyRegistrationResult: WireMessage, Hashable {
 
     /// Decodes the body strictly; the token members are all present or all absent.
     package init(json: JSONValue) throws(WireFailure) {
-        let tokenMembers: [Member] = [
-            .accessToken, .refreshToken, .tokenType, .expiresIn, .sessionID, .userID,
-        ]
-        let reader = try JSONReader<Member>(json)
+        let (reader, tokens) = try Member.split(json)
         guard try reader.bool(.verified) else {
             throw WireError(.invalidRequest, "member \"verified\" must be true")
         }
@@ -308,19 +330,18 @@ package struct PasskeyRegistrationResult: WireMessage, Hashable {
         algorithm = try reader.integer(.alg)
         signCount = try reader.integer(.signCount)
         username = try reader.string(.username)
-        tokens = tokenMembers.contains(where: reader.has) ? try KeyboundWire.tokens(in: json) : nil
+        self.tokens = tokens.isEmpty ? nil : try TokenResponse(json: .object(tokens))
     }
 
     package var json: JSONValue {
-        var object = JSONObjectBuilder<Member>()
+        var object = JSONObjectBuilder<OwnMember>()
         object.add(.verified, .bool(true))
         object.add(.credentialId, credentialID)
         object.add(.fmt, format)
         object.add(.alg, algorithm)
         object.add(.signCount, signCount)
         object.add(.username, username)
-        guard let tokens else { return object.value }
-        return appending(object.value, tokens.json)
+        return Member.object(object, tokens: tokens)
     }
 }
 
@@ -417,16 +438,10 @@ package struct PasskeyRequestOptions: WireMessage, Hashable {
 /// `POST /v1/webauthn/login/verify` response (200): the passkey that signed in, and the new
 /// session's tokens (the members of ``TokenResponse``, as every login answers).
 package struct PasskeyLoginResult: WireMessage, Hashable {
+    /// The result's own member names, in the order they are written.
+    package enum OwnMember: String, MemberName { case verified, username, credentialId, signCount }
     /// The JSON member names, in the order they are written: the result's own, then the tokens'.
-    package enum Member: String, MemberName {
-        case verified, username, credentialId, signCount
-        case accessToken = "access_token"
-        case refreshToken = "refresh_token"
-        case tokenType = "token_type"
-        case expiresIn = "expires_in"
-        case sessionID = "session_id"
-        case userID = "user_id"
-    }
+    package typealias Member = WithTokenMembers<OwnMember>
     /// The account's username.
     package let username: String
     /// The credential id of the passkey that signed in (`credentialId`).
@@ -445,23 +460,23 @@ package struct PasskeyLoginResult: WireMessage, Hashable {
     }
 
     package init(json: JSONValue) throws(WireFailure) {
-        let reader = try JSONReader<Member>(json)
+        let (reader, tokens) = try Member.split(json)
         guard try reader.bool(.verified) else {
             throw WireError(.invalidRequest, "member \"verified\" must be true")
         }
         username = try reader.string(.username)
         credentialID = try reader.bytes(.credentialId)
         signCount = try reader.integer(.signCount)
-        tokens = try KeyboundWire.tokens(in: json)
+        self.tokens = try TokenResponse(json: .object(tokens))
     }
 
     package var json: JSONValue {
-        var object = JSONObjectBuilder<Member>()
+        var object = JSONObjectBuilder<OwnMember>()
         object.add(.verified, .bool(true))
         object.add(.username, username)
         object.add(.credentialId, credentialID)
         object.add(.signCount, signCount)
-        return appending(object.value, tokens.json)
+        return Member.object(object, tokens: tokens)
     }
 }
 

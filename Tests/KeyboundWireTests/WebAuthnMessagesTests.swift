@@ -59,6 +59,13 @@ struct WebAuthnMessagesTests {
                     #"{"verified":true,"credentialId":"AQ","fmt":"none","alg":-7,"signCount":0,"username":"a","access_token":"a"}"#
                         .utf8))
         }
+        // Nor is a null token member (the spec's tokens are strings), which once read as no tokens.
+        #expect(throws: WireError(.invalidRequest, "member \"access_token\" must be a string")) {
+            try PasskeyRegistrationResult(
+                jsonData: Data(
+                    #"{"verified":true,"credentialId":"AQ","fmt":"none","alg":-7,"signCount":0,"username":"a","access_token":null}"#
+                        .utf8))
+        }
     }
 
     @Test("credential bodies read what browsers write and refuse the rest")

@@ -14,6 +14,25 @@ struct JSONTests {
         #expect(throws: WireError.self) { try JSON.parse(Data(text.utf8)) }
     }
 
+    /// Objects and arrays end alike: empty at once, or member by member until the bracket that
+    /// closes them, which an error names.
+    @Test func containersEndAtTheirOwnBracket() throws {
+        #expect(try JSON.parse(Data("[ ]".utf8)) == .array([]))
+        #expect(try JSON.parse(Data("{ }".utf8)) == .object([]))
+        #expect(
+            try JSON.parse(Data(#"[1 ,{"a" : [ ] } ]"#.utf8))
+                == .array([.integer(1), .object([JSONMember("a", .array([]))])]))
+        #expect(throws: WireError(.invalidRequest, "malformed JSON at byte 3: expected ',' or ']'")) {
+            try JSON.parse(Data("[1 2]".utf8))
+        }
+        #expect(throws: WireError(.invalidRequest, "malformed JSON at byte 7: expected ',' or '}'")) {
+            try JSON.parse(Data(#"{"a":1 "b":2}"#.utf8))
+        }
+        #expect(throws: WireError(.invalidRequest, "malformed JSON at byte 3: unexpected end")) {
+            try JSON.parse(Data("[1 ".utf8))
+        }
+    }
+
     @Test func rejectsInvalidUTF8AndDeepNesting() {
         #expect(throws: WireError.self) { try JSON.parse(Data([0x22, 0xC3, 0x28, 0x22])) }
         #expect(throws: WireError.self) { try JSON.parse(Data([0x22, 0xFF, 0x22])) }

@@ -47,11 +47,7 @@ package struct SQLRow: Sendable {
 
     /// The text in `column`, or nil for NULL.
     /// - Throws: ``DatabaseError/unexpectedType(column:)`` when it holds neither.
-    package func optionalText(_ column: Int) throws -> String? {
-        guard column < values.count else { throw DatabaseError.unexpectedType(column: column) }
-        if case .null = values[column] { return nil }
-        return try text(column)
-    }
+    package func optionalText(_ column: Int) throws -> String? { isNull(column) ? nil : try text(column) }
 
     /// The integer in `column`.
     /// - Throws: ``DatabaseError/unexpectedType(column:)`` when it holds no integer.
@@ -65,10 +61,11 @@ package struct SQLRow: Sendable {
     /// The integer in `column`, or nil for NULL.
     /// - Throws: ``DatabaseError/unexpectedType(column:)`` when it holds neither.
     package func optionalInteger(_ column: Int) throws -> Int64? {
-        guard column < values.count else { throw DatabaseError.unexpectedType(column: column) }
-        if case .null = values[column] { return nil }
-        return try integer(column)
+        isNull(column) ? nil : try integer(column)
     }
+
+    /// Whether `column` holds NULL (a column past the row's end holds nothing, not NULL).
+    private func isNull(_ column: Int) -> Bool { column < values.count && values[column] == .null }
 }
 
 /// Storage failures. None of them is the client's fault.
