@@ -71,6 +71,30 @@ struct CBORTests {
         #expect(decoded.encoded() == (try Self.bytes("a4 0101 0300 20f5 6162f6")))
     }
 
+    /// Fuzz/Crashes/authenticator-data/extension-map-keys-out-of-ctap2-order, in short: the
+    /// extensions map of authenticator data, like any map, may arrive out of CTAP2 order.
+    @Test(
+        "authenticator data with extensions out of CTAP2 order keeps its bytes and rebuilds to the same meaning"
+    )
+    func unorderedExtensions() throws {
+        // rpIdHash, flags ED|UP, signCount 7, then the extensions {"b": 1, "a": 2}: "b" before "a".
+        let bytes = Data(repeating: 0xAB, count: 32) + (try Self.bytes("81 00000007 a2 616201 616102"))
+        let parsed = try AuthenticatorData(bytes, allowingUnflaggedExtensions: false)
+        #expect(parsed.rawValue == bytes)
+        let extensions = try #require(parsed.extensions)
+        #expect(extensions.entries.map(\.key) == [.text("b"), .text("a")])
+        let rebuilt = try AuthenticatorData(
+            rpIdHash: parsed.rpIdHash, flags: parsed.flags, signCount: parsed.signCount,
+            attestedCredential: nil,
+            extensions: extensions)
+        // Written back in CTAP2 order: as many bytes, the same members.
+        #expect(
+            rebuilt.rawValue == Data(repeating: 0xAB, count: 32)
+                + (try Self.bytes("81 00000007 a2 616102 616201")))
+        #expect(
+            rebuilt.extensions?[text: "a"] == .unsigned(2) && rebuilt.extensions?[text: "b"] == .unsigned(1))
+    }
+
     @Test("a COSE key whose labels are out of canonical order parses to the same key")
     func unorderedCOSEKey() throws {
         let key = try P256SigningKey().publicKey
