@@ -39,6 +39,12 @@ struct LoadResult {
     var latencies: [UInt64] = []
     /// The first failure's description, to explain failures.
     var firstError: String?
+    /// CPU time the whole process (clients and server) spent inside the window, in seconds.
+    var cpuSeconds = 0.0
+
+    /// CPU microseconds per completed operation, clients and server together: steadier than the
+    /// rate on a shared machine, where neighbours take cores but not instructions.
+    var cpuPerOperation: Double { completed > 0 ? cpuSeconds / Double(completed) * 1e6 : 0 }
 
     var perSecond: Double { window > 0 ? Double(completed) / window : 0 }
 
@@ -59,6 +65,16 @@ func runLoad(_ workers: [any LoadWorker], warmup: Double, duration: Double) -> L
     let end = windowStart + UInt64(duration * 1e9)
     let total = Shared(LoadResult())
     let group = DispatchGroup()
+    group.enter()
+    let meter = Thread {
+        sleep(until: windowStart)
+        let before = processCPUSeconds()
+        sleep(until: end)
+        let used = processCPUSeconds() - before
+        total.withLock { $0.cpuSeconds = used }
+        group.leave()
+    }
+    meter.start()
     for worker in workers {
         group.enter()
         let thread = Thread {
@@ -101,6 +117,26 @@ func runLoad(_ workers: [any LoadWorker], warmup: Double, duration: Double) -> L
     return result
 }
 
+/// Sleeps until `deadline` (``nanoseconds()`` time).
+private func sleep(until deadline: UInt64) {
+    let now = nanoseconds()
+    if deadline > now { usleep(useconds_t((deadline - now) / 1000)) }
+}
+
+#if os(Linux)
+    private let RUSAGE_SELF_WHO = __rusage_who_t(RUSAGE_SELF.rawValue)
+#else
+    private let RUSAGE_SELF_WHO = RUSAGE_SELF
+#endif
+
+/// User and system CPU time of this process so far, in seconds.
+func processCPUSeconds() -> Double {
+    var usage = rusage()
+    getrusage(RUSAGE_SELF_WHO, &usage)
+    func seconds(_ time: timeval) -> Double { Double(time.tv_sec) + Double(time.tv_usec) / 1e6 }
+    return seconds(usage.ru_utime) + seconds(usage.ru_stime)
+}
+
 /// Runs two loads in alternating rounds (a b, b a, …) and pools each side's rounds, so that
 /// a slow spell of a shared machine hits both sides alike instead of deciding their ratio.
 func alternate(
@@ -128,6 +164,7 @@ extension LoadResult {
         completed += other.completed
         failed += other.failed
         window += other.window
+        cpuSeconds += other.cpuSeconds
         latencies = (latencies + other.latencies).sorted()
         if firstError == nil { firstError = other.firstError }
     }

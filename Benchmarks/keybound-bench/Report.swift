@@ -116,7 +116,8 @@ struct Report {
     }
 
     func latency(_ result: LoadResult) -> String {
-        "p50 \(f(result.percentile(0.5), 2)) ms, p99 \(f(result.percentile(0.99), 2)) ms"
+        "p50 \(f(result.percentile(0.5), 2)) ms, p99 \(f(result.percentile(0.99), 2)) ms, "
+            + "CPU \(f(result.cpuPerOperation, 0)) us each"
     }
 
     private func boundRatio(_ device: DeviceNumbers, _ bound: LoadResult) -> Double {
@@ -155,7 +156,8 @@ struct Report {
             if let bound = loginBound {
                 details.append(
                     "the login's bound here: \(f(bound.perSecond, 0))/s (2 x GET /healthz + one verify + one sign "
-                        + "per step, same clients and cores); logins reach \(f(boundRatio(device, bound), 2)) of it"
+                        + "per step, same clients and cores, CPU \(f(bound.cpuPerOperation, 0)) us each); "
+                        + "logins reach \(f(boundRatio(device, bound), 2)) of it"
                 )
             }
             if let other = otherMode {
@@ -169,6 +171,7 @@ struct Report {
                 "clients": device.clients, "users": device.users,
                 "sqlite_synchronous": device.synchronous.rawValue,
                 "p50_ms": device.result.percentile(0.5), "p99_ms": device.result.percentile(0.99),
+                "cpu_us_each": device.result.cpuPerOperation,
                 "failed": device.result.failed, "seconds": device.result.window,
             ]
             if let bound = loginBound {

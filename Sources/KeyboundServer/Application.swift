@@ -31,6 +31,25 @@ final class Application: Sendable {
 
     private static let apiRouter = Router(Application.routes)
     private static let metricsRouter = Router(Application.metricsRoutes)
+    /// The API requests (method and path) of routes that answer at once (``Route/answersAtOnce``).
+    private static let answeredAtOnce = Set(
+        Application.routes.filter(\.answersAtOnce).map { RequestLine(method: $0.method, path: $0.pattern) })
+
+    private struct RequestLine: Hashable {
+        let method: String
+        let path: String
+    }
+
+    /// Whether an API request may be answered on the HTTP thread that read it, instead of being
+    /// handed to a handler thread: its route only reads (``Route/answersAtOnce``) and reads never
+    /// leave this process (SQLite). Handing such a request over costs more than answering it: two
+    /// thread switches, and a wake-up of the HTTP thread to send the answer. A request that
+    /// writes waits for its group commit, and one that reads from PostgreSQL waits for the
+    /// network: those always go to a handler thread, so that they hold no HTTP thread.
+    func answersAtOnce(_ request: HTTPRequest) -> Bool {
+        database.readsInProcess
+            && Self.answeredAtOnce.contains(RequestLine(method: request.method, path: request.path))
+    }
 
     var clock: ServerClock { configuration.clock }
 

@@ -127,7 +127,9 @@ public final class Server: Sendable {
         try listeners.withLock { current in
             guard current == nil else { throw ServerError(.alreadyRunning, "the server is already running") }
             do {
-                let api = try HTTPDaemon(options: options) { [application] request in
+                let api = try HTTPDaemon(
+                    options: options, answersAtOnce: { [application] in application.answersAtOnce($0) }
+                ) { [application] request in
                     application.handle(request)
                 }
                 var metrics: HTTPDaemon?

@@ -93,7 +93,11 @@ struct ConnectionTests {
     @Test func aBodyMustBeDeclaredApplicationJSON() async throws {
         let live = try TestServer()
         let body = CreateAccountRequest(username: "alice", password: Client.password).jsonData
-        for contentType in [nil, "text/plain", "application/x-www-form-urlencoded", "multipart/form-data"] {
+        for contentType in [
+            nil, "text/plain", "application/x-www-form-urlencoded", "multipart/form-data",
+            "application/jsonp",
+            "application/json-patch+json", "xapplication/json", "application/js on", "",
+        ] {
             let reply = try await live.client.send(
                 "POST", "/v1/accounts", body: body, contentType: contentType)
             #expect(reply.status == 415, "\(contentType ?? "no type")")
@@ -106,9 +110,17 @@ struct ConnectionTests {
             "DELETE", "/v1/sessions/current", body: Data("x".utf8), token: tokens.accessToken,
             contentType: "text/plain")
         #expect(logout.status == 415)
-        let withCharset = try await live.client.send(
-            "POST", "/v1/accounts", body: body, contentType: "Application/JSON; charset=utf-8")
-        #expect(withCharset.status == 201)
+        // Case and blanks around the media type do not matter, nor its parameters.
+        for (index, contentType) in [
+            "Application/JSON; charset=utf-8", " application/json ", "APPLICATION/JSON\t;charset=UTF-8",
+        ].enumerated() {
+            let accepted = try await live.client.send(
+                "POST", "/v1/accounts",
+                body: CreateAccountRequest(username: try Username("carol\(index)"), password: Client.password)
+                    .jsonData,
+                contentType: contentType)
+            #expect(accepted.status == 201, "\(contentType)")
+        }
         // The in-process mode goes through the same check.
         let inProcess = await live.server.handle(
             HTTPRequest(method: "POST", path: "/v1/accounts", body: body))

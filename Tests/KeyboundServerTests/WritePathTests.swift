@@ -254,16 +254,22 @@ struct NoIdleWorkerTests {
 
         func read<T>(_ body: (any SQLConnection) throws -> T) throws -> T { try base.read(body) }
 
+        var readsInProcess: Bool { base.readsInProcess }
+
         func startHolding() { holding.withLock { $0 = true } }
 
         func stopHolding() { holding.withLock { $0 = false } }
     }
 
-    @Test func aRequestWaitingForItsCommitDoesNotHoldUpOtherConnections() async throws {
+    /// One HTTP thread: if a waiting request held it, nothing else could be answered. With one
+    /// handler thread too, the waiting sign-up holds that one: `/healthz` is then answered only
+    /// because a request that only reads (on SQLite) is answered on the HTTP thread itself.
+    @Test(arguments: [64, 1])
+    func aRequestWaitingForItsCommitDoesNotHoldUpOtherConnections(handlerThreads: Int) async throws {
         let directory = try TemporaryDirectory()
         var configuration = Configuration.testing(databasePath: directory.path("keybound.sqlite"))
-        // One HTTP thread: if a waiting request held it, nothing else could be answered.
         configuration.workerThreads = 1
+        configuration.handlerThreads = handlerThreads
         let database = HeldWrites(
             try openDatabase(url: configuration.databaseURL, connections: 2, synchronous: .normal))
         let server = try Server(configuration: configuration, database: database)

@@ -30,6 +30,10 @@ struct Route: Sendable {
     let method: String
     let pattern: String
     let handler: @Sendable (Application, RequestContext) throws -> HTTPResponse
+    /// Whether the handler only reads, a bounded amount, and never waits for a write: with the
+    /// database in this process, such a request is answered on the HTTP thread that read it
+    /// (``Application/answersAtOnce(_:)``). Only for patterns without parameters.
+    let answersAtOnce: Bool
     /// The pattern's segments, split once: a literal, or the name of a `{parameter}`.
     fileprivate let segments: [Segment]
 
@@ -39,11 +43,13 @@ struct Route: Sendable {
     }
 
     init(
-        method: String, pattern: String,
+        method: String, pattern: String, answersAtOnce: Bool = false,
         handler: @escaping @Sendable (Application, RequestContext) throws -> HTTPResponse
     ) {
+        precondition(!answersAtOnce || !pattern.contains("{"), "answered at once: a literal path only")
         self.method = method
         self.pattern = pattern
+        self.answersAtOnce = answersAtOnce
         self.handler = handler
         segments = pattern.split(separator: "/", omittingEmptySubsequences: false).map { segment in
             segment.hasPrefix("{") && segment.hasSuffix("}")

@@ -4,8 +4,8 @@ import KeyboundWire
 extension Application {
     /// The route table of Server API v1 (see docs/openapi.yaml).
     static let routes: [Route] = [
-        Route(method: "GET", pattern: "/healthz") { app, _ in try app.health() },
-        Route(method: "GET", pattern: "/openapi.yaml") { _, _ in
+        Route(method: "GET", pattern: "/healthz", answersAtOnce: true) { app, _ in try app.health() },
+        Route(method: "GET", pattern: "/openapi.yaml", answersAtOnce: true) { _, _ in
             HTTPResponse(
                 status: 200, headers: ["Content-Type": "application/yaml; charset=utf-8"],
                 body: Data(OpenAPIDocument.yaml.utf8))
@@ -16,12 +16,15 @@ extension Application {
         },
         Route(method: "POST", pattern: "/v1/sessions/refresh") { app, context in try app.refresh(context) },
         Route(method: "DELETE", pattern: "/v1/sessions/current") { app, context in try app.logout(context) },
-        Route(method: "GET", pattern: "/v1/me") { app, context in try app.me(context) },
+        Route(method: "GET", pattern: "/v1/me", answersAtOnce: true) { app, context in try app.me(context) },
         Route(method: "POST", pattern: "/v1/devices") { app, context in try app.bindDevice(context) },
         Route(method: "GET", pattern: "/v1/devices") { app, context in try app.listDevices(context) },
         Route(method: "DELETE", pattern: "/v1/devices/{id}") { app, context in try app.revokeDevice(context)
         },
-        Route(method: "POST", pattern: "/v1/challenges") { app, context in try app.createChallenge(context) },
+        // Issuing a login challenge writes nothing (``LoginChallenge``).
+        Route(method: "POST", pattern: "/v1/challenges", answersAtOnce: true) { app, context in
+            try app.createChallenge(context)
+        },
         Route(method: "POST", pattern: "/v1/sessions/device") { app, context in try app.deviceLogin(context)
         },
         Route(method: "POST", pattern: "/v1/approvals") { app, context in try app.createApproval(context) },
@@ -51,9 +54,13 @@ extension Application {
             try app.createAppAttestChallenge(context)
         },
         // The sign-in page (docs/server.md, "The sign-in page").
-        Route(method: "GET", pattern: "/") { _, _ in SignInPage.response(for: "/") },
-        Route(method: "GET", pattern: "/sign-in.js") { _, _ in SignInPage.response(for: "/sign-in.js") },
-        Route(method: "GET", pattern: "/sign-in.css") { _, _ in SignInPage.response(for: "/sign-in.css") },
+        Route(method: "GET", pattern: "/", answersAtOnce: true) { _, _ in SignInPage.response(for: "/") },
+        Route(method: "GET", pattern: "/sign-in.js", answersAtOnce: true) { _, _ in
+            SignInPage.response(for: "/sign-in.js")
+        },
+        Route(method: "GET", pattern: "/sign-in.css", answersAtOnce: true) { _, _ in
+            SignInPage.response(for: "/sign-in.css")
+        },
     ]
 
     /// The route table of the metrics listener (`--metrics-listen`): `/metrics` is not served on

@@ -37,6 +37,8 @@ struct HTTPDaemonError: Error, CustomStringConvertible {
 private final class DaemonContext: Sendable {
     let bodyLimit: Int
     let handler: @Sendable (HTTPRequest) -> HTTPResponse
+    /// Whether a request is answered on libmicrohttpd's thread rather than a handler thread.
+    let answersAtOnce: @Sendable (HTTPRequest) -> Bool
     let connections: ConnectionGuard
     let handlers: HandlerThreads
     /// Requests between their first callback and their completion notice.
@@ -49,11 +51,13 @@ private final class DaemonContext: Sendable {
 
     init(
         bodyLimit: Int, connections: ConnectionGuard, handlers: HandlerThreads,
+        answersAtOnce: @escaping @Sendable (HTTPRequest) -> Bool,
         handler: @escaping @Sendable (HTTPRequest) -> HTTPResponse
     ) {
         self.bodyLimit = bodyLimit
         self.connections = connections
         self.handlers = handlers
+        self.answersAtOnce = answersAtOnce
         self.handler = handler
     }
 }
@@ -146,12 +150,13 @@ private let accessHandler: MHD_AccessHandlerCallback = {
     if let response = state.response.withLock({ $0 }) { return queue(response, on: connection) }
     guard !state.handed else { return .YES }
 
-    // Step 3: the whole request is here. Hand it to a handler thread and suspend the connection,
-    // so that this thread goes on with other connections while the request waits (for its
-    // group commit, most of all).
+    // Step 3: the whole request is here. Answer it here if it cannot wait long; otherwise hand
+    // it to a handler thread and suspend the connection, so that this thread goes on with other
+    // connections while the request waits (for its group commit, most of all).
     guard context.connections.requestArrived(connection) else { return .NO }
     let request = makeRequest(connection, url: url, method: method, state: state)
     state.handed = true
+    if context.answersAtOnce(request) { return queue(context.handler(request), on: connection) }
     let mayWait = context.suspensions.withLock { suspensions in
         guard !suspensions.closed else { return false }
         suspensions.count += 1
@@ -251,7 +256,14 @@ final class HTTPDaemon: @unchecked Sendable {
     /// The port the daemon listens on (the real one when 0 was asked for).
     let port: UInt16
 
-    init(options: HTTPDaemonOptions, handler: @escaping @Sendable (HTTPRequest) -> HTTPResponse) throws {
+    /// - Parameters:
+    ///   - answersAtOnce: which requests are answered on libmicrohttpd's thread that read them
+    ///     (they must not wait long); every other one goes to a handler thread.
+    ///   - handler: answers a request.
+    init(
+        options: HTTPDaemonOptions, answersAtOnce: @escaping @Sendable (HTTPRequest) -> Bool = { _ in false },
+        handler: @escaping @Sendable (HTTPRequest) -> HTTPResponse
+    ) throws {
         var storage = sockaddr_storage()
         let family = kb_make_sockaddr(options.host, options.port, &storage)
         guard family >= 0 else {
@@ -283,7 +295,8 @@ final class HTTPDaemon: @unchecked Sendable {
         let handlers = HandlerThreads(count: options.handlerThreads)
         let context = Unmanaged.passRetained(
             DaemonContext(
-                bodyLimit: options.bodyLimit, connections: connections, handlers: handlers, handler: handler))
+                bodyLimit: options.bodyLimit, connections: connections, handlers: handlers,
+                answersAtOnce: answersAtOnce, handler: handler))
         let started = withUnsafePointer(to: &storage) { pointer in
             pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { address in
                 kb_mhd_start(

@@ -93,6 +93,9 @@ package final class SQLiteDatabase: Database {
 
     /// Runs `body` in a read-only transaction on a reader connection: one consistent snapshot of
     /// the last commit.
+    /// In WAL mode a reader never waits for the writer, and nothing leaves the process.
+    package var readsInProcess: Bool { true }
+
     package func read<T>(_ body: (any SQLConnection) throws -> T) throws -> T {
         available.wait()
         defer { available.signal() }
