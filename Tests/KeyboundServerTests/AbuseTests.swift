@@ -27,6 +27,8 @@ struct InvalidTokenTests {
         }
 
         func read<T>(_ body: (any SQLConnection) throws -> T) throws -> T { try base.read(body) }
+
+        var readsInProcess: Bool { base.readsInProcess }
     }
 
     /// Every row of every table, in a stable order.

@@ -225,6 +225,8 @@ private final class SteppingDatabase: Database {
 
     func read<T>(_ body: (any SQLConnection) throws -> T) throws -> T { try base.read(body) }
 
+    var readsInProcess: Bool { base.readsInProcess }
+
     func migrate<T>(_ body: (any SQLConnection) throws -> T) throws -> T { try base.migrate(body) }
 }
 

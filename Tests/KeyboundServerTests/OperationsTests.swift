@@ -69,6 +69,8 @@ struct OperationsTests {
         }
 
         func read<T>(_ body: (any SQLConnection) throws -> T) throws -> T { try base.read(body) }
+
+        var readsInProcess: Bool { base.readsInProcess }
     }
 
     @Test func servedDocumentIsDocsOpenAPIYAML() throws {

@@ -130,13 +130,12 @@ package protocol Database: Sendable {
     @discardableResult
     func migrate<T>(_ body: (any SQLConnection) throws -> T) throws -> T
     /// Whether a read is served in this process, without waiting for another one (SQLite in WAL
-    /// mode: readers never wait for the writer). Quick reads may then run on an HTTP thread.
+    /// mode: readers never wait for the writer). Quick reads may then run on an HTTP thread. No
+    /// default: a wrapper must pass on what it wraps.
     var readsInProcess: Bool { get }
 }
 
 extension Database {
-    /// By default a read may wait for something outside the process.
-    package var readsInProcess: Bool { false }
 
     /// One writer at a time already keeps migrations apart (SQLite).
     @discardableResult

@@ -48,6 +48,9 @@ import Foundation
 /// Commits are durable when acknowledged as long as the database keeps `synchronous_commit` on
 /// (its default); PostgreSQL groups concurrent commits into one WAL flush by itself.
 package final class PostgresDatabase: Database {
+    /// A read is a round trip to the PostgreSQL server, and may wait for a pooled connection.
+    package var readsInProcess: Bool { false }
+
     /// Time bounds and pool size.
     struct Limits: Sendable {
         /// Seconds to establish a connection (libpq's `connect_timeout`, at least 2).

@@ -123,6 +123,8 @@ struct CountedWrites: Database {
 
     func read<T>(_ body: (any SQLConnection) throws -> T) throws -> T { try base.read(body) }
 
+    var readsInProcess: Bool { base.readsInProcess }
+
     @discardableResult
     func migrate<T>(_ body: (any SQLConnection) throws -> T) throws -> T { try base.migrate(body) }
 }
