@@ -130,7 +130,7 @@ private func sleep(until deadline: UInt64) {
 #endif
 
 /// User and system CPU time of this process so far, in seconds.
-func processCPUSeconds() -> Double {
+private func processCPUSeconds() -> Double {
     var usage = rusage()
     getrusage(RUSAGE_SELF_WHO, &usage)
     func seconds(_ time: timeval) -> Double { Double(time.tv_sec) + Double(time.tv_usec) / 1e6 }

@@ -136,7 +136,6 @@ package protocol Database: Sendable {
 }
 
 extension Database {
-
     /// One writer at a time already keeps migrations apart (SQLite).
     @discardableResult
     package func migrate<T>(_ body: (any SQLConnection) throws -> T) throws -> T { try write(body) }
