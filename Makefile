@@ -70,7 +70,7 @@ api-test-deps:
 ## test: build with zero warnings, check formatting and the documentation, run every test, then
 ## a bounded schemathesis run against the live server (API_TEST_SECONDS of generation)
 API_TEST_SECONDS ?= 60
-test: check-generated build lint docs test-deps api-test-deps
+test: build lint docs test-deps api-test-deps
 	$(SWIFT) test -Xswiftc -warnings-as-errors
 	API_FUZZ_SECONDS=$(API_TEST_SECONDS) SWIFT="$(SWIFT)" bash scripts/fuzz-api.sh
 
@@ -81,22 +81,7 @@ test-sanitizers: deps test-deps
 	SWIFT="$(SWIFT)" bash scripts/test-sanitizers.sh
 
 lint:
-	$(SWIFT) format lint --strict -r Sources Tests Package.swift Benchmarks Fuzz
-
-.PHONY: openapi sign-in-page check-generated
-
-## openapi: regenerate Sources/KeyboundServer/OpenAPIDocument.swift from docs/openapi.yaml
-openapi:
-	bash scripts/embed-openapi.sh
-
-## sign-in-page: regenerate Sources/KeyboundServer/SignInPageFiles.swift from Resources/sign-in
-sign-in-page:
-	bash scripts/embed-sign-in-page.sh
-
-## check-generated: fail when a generated file differs from what its generator writes now
-check-generated:
-	bash scripts/embed-openapi.sh --check
-	bash scripts/embed-sign-in-page.sh --check
+	$(SWIFT) format lint --strict -r Sources Tests Package.swift Plugins Benchmarks Fuzz
 
 ## demo: the whole story on an emulated Face ID device against a real local server
 demo: deps

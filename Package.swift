@@ -47,14 +47,19 @@ let package = Package(
         // OpenSSL on every platform: X.509 chains, RSA and Ed25519 have no CryptoKit twin.
         .target(name: "KeyboundWebAuthn", dependencies: ["KeyboundCrypto", "KeyboundWire", "COpenSSL"]),
         // The backend: HTTP, routes, services, storage. Resources/ holds the sign-in page's
-        // sources, compiled in as Swift by scripts/embed-sign-in-page.sh (one binary, no bundle).
+        // sources, which the EmbedFiles plugin compiles in as Swift at build time, with
+        // docs/openapi.yaml (one binary, no bundle).
         .target(
             name: "KeyboundServer",
             dependencies: [
                 "KeyboundWire", "KeyboundCrypto", "KeyboundWebAuthn", "CSodium", "CSQLite", "CMicroHTTPD",
                 "CLibPQ",
             ],
-            exclude: ["Resources"]),
+            exclude: ["Resources"],
+            plugins: ["EmbedFiles"]),
+        // Writes a Swift file that holds text files in raw string literals; run by EmbedFiles.
+        .executableTarget(name: "keybound-embed"),
+        .plugin(name: "EmbedFiles", capability: .buildTool(), dependencies: ["keybound-embed"]),
         .executableTarget(
             name: "keybound",
             dependencies: [

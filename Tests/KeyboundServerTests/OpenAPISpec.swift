@@ -13,10 +13,7 @@ final class OpenAPISpec: Sendable {
     let root: JSONValue
     let loadError: String?
 
-    static var documentURL: URL {
-        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent().appendingPathComponent("docs/openapi.yaml")
-    }
+    static var documentURL: URL { Repository.file("docs/openapi.yaml") }
 
     private init() {
         do {

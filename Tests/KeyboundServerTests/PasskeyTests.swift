@@ -493,6 +493,12 @@ struct PasskeyTests {
         #expect(script.text.contains("parseCreationOptionsFromJSON") && script.text.contains("toJSON"))
         let style = try await live.client.get("/sign-in.css")
         #expect(style.status == 200 && style.header("Content-Type") == "text/css; charset=utf-8")
+        // What is served is the page's sources as they are now: the EmbedFiles plugin compiled
+        // them in at build time.
+        for (reply, file) in [(page, "index.html"), (script, "sign-in.js"), (style, "sign-in.css")] {
+            let source = Repository.file("Sources/KeyboundServer/Resources/sign-in/" + file)
+            #expect(reply.text == (try String(contentsOf: source, encoding: .utf8)), "\(file)")
+        }
     }
 
     @Test("keybound serve takes --rp-id, --origin and the App Attest flags, and refuses unusable ones")

@@ -317,9 +317,7 @@
             let png = try #require(Data(base64Encoded: encoded))
             #expect(png.starts(with: [0x89, 0x50, 0x4E, 0x47]) && png.count > 10_000)
             guard ProcessInfo.processInfo.environment["KEYBOUND_UPDATE_SCREENSHOT"] == "1" else { return }
-            let target = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
-                .deletingLastPathComponent()
-                .deletingLastPathComponent().appendingPathComponent("docs/images/sign-in.png")
+            let target = Repository.file("docs/images/sign-in.png")
             try FileManager.default.createDirectory(
                 at: target.deletingLastPathComponent(), withIntermediateDirectories: true)
             try png.write(to: target)

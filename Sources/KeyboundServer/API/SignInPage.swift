@@ -28,3 +28,8 @@ enum SignInPage {
             body: Data(text.utf8))
     }
 }
+
+/// The sign-in page's files (`Resources/sign-in`), served by ``SignInPage``: `html` (index.html,
+/// at `/`), `script` (sign-in.js) and `style` (sign-in.css), compiled in at build time by the
+/// EmbedFiles plugin.
+enum SignInPageFiles {}
