@@ -9,6 +9,13 @@ import Foundation
 // The output depends on the type, the member names, the files' names and their bytes alone: the
 // same inputs give the same Swift on every machine.
 
+/// libFuzzer's callback, which this tool has no use for. SwiftPM compiles and links a plugin's tool
+/// with the `-Xswiftc` flags of the build, so the fuzz build (`-sanitize=fuzzer,address`, docs/fuzzing.md)
+/// links libFuzzer's runtime into it too, and the `main` in that runtime needs this symbol to link.
+/// SwiftPM's own `main` is the one that runs (as in keybound-fuzz), so nothing ever calls it.
+@_cdecl("LLVMFuzzerTestOneInput")
+func fuzzerCallbackNeverCalled(_ bytes: UnsafePointer<UInt8>?, _ count: Int) -> CInt { 0 }
+
 /// Prints `message` to standard error and exits with `status`.
 func fail(_ message: String, status: Int32 = 1) -> Never {
     FileHandle.standardError.write(Data("keybound-embed: \(message)\n".utf8))
