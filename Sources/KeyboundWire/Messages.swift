@@ -2,8 +2,9 @@ import Foundation
 
 // Request and response bodies of Server API v1, in the order of the contract table.
 // Each message names its members once, in a `Member` enum (JSON names are snake_case, Swift
-// names camelCase); its strict reader and its builder both use it. Messages an app receives
-// through the SDK are public; the rest only the SDK, the server and their tests build.
+// names camelCase); its strict reader and its builder both use it. As a `WireObject`, a message
+// only reads its members from the reader and writes them into the builder. Messages an app
+// receives through the SDK are public; the rest only the SDK, the server and their tests build.
 
 /// `GET /healthz` response.
 package struct HealthResponse: WireObject, Hashable {
