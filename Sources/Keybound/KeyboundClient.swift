@@ -235,7 +235,7 @@ public actor KeyboundClient {
     @discardableResult
     public func signUpWithPasskey(_ registration: PasskeyRegistration) async throws -> Session {
         let result: PasskeyRegistrationResult = try await send(
-            "POST", "/v1/webauthn/register/verify", registration.credential)
+            "POST", "/v1/webauthn/register/verify", registration)
         guard let tokens = result.tokens else {
             throw KeyboundError(.unexpected, message: "the server opened no session for the new account")
         }
@@ -255,7 +255,7 @@ public actor KeyboundClient {
     /// - Returns: the new passkey as the account's list shows it.
     public func addPasskey(_ registration: PasskeyRegistration) async throws -> PasskeyInfo {
         let result: PasskeyRegistrationResult = try await authorized(
-            "POST", "/v1/webauthn/register/verify", body: registration.credential)
+            "POST", "/v1/webauthn/register/verify", body: registration)
         guard let added = try await passkeys().first(where: { $0.credentialID == result.credentialID }) else {
             throw KeyboundError(.unexpected, message: "the new passkey is not in the account's list")
         }
@@ -281,7 +281,7 @@ public actor KeyboundClient {
     @discardableResult
     public func loginWithPasskey(_ assertion: PasskeyAssertion) async throws -> Session {
         let result: PasskeyLoginResult = try await send(
-            "POST", "/v1/webauthn/login/verify", assertion.credential)
+            "POST", "/v1/webauthn/login/verify", assertion)
         return await adopt(result.tokens)
     }
 

@@ -109,59 +109,9 @@ public struct PasskeyAssertionRequest: Sendable, Hashable {
     }
 }
 
-/// A new passkey as the authenticator returned it: the parts of WebAuthn's
-/// `RegistrationResponseJSON`, which the SDK sends to `POST /v1/webauthn/register/verify`.
-public struct PasskeyRegistration: Sendable, Hashable {
-    /// The credential id the authenticator chose (`rawId`).
-    public let credentialID: Data
-    /// The exact `clientDataJSON` the authenticator built and hashed.
-    public let clientDataJSON: Data
-    /// The CBOR attestation object: format, statement and authenticator data.
-    public let attestationObject: Data
-    /// `platform` (this device) or `cross-platform` (a security key, a phone nearby), when known.
-    public let attachment: String?
-
-    /// A registration from its parts.
-    public init(credentialID: Data, clientDataJSON: Data, attestationObject: Data, attachment: String? = nil)
-    {
-        self.credentialID = credentialID
-        self.clientDataJSON = clientDataJSON
-        self.attestationObject = attestationObject
-        self.attachment = attachment
-    }
-}
-
-/// A passkey's signature of a challenge as the authenticator returned it: the parts of WebAuthn's
-/// `AuthenticationResponseJSON`, which the SDK sends to `POST /v1/webauthn/login/verify`.
-public struct PasskeyAssertion: Sendable, Hashable {
-    /// The credential that signed (`rawId`).
-    public let credentialID: Data
-    /// The exact `clientDataJSON` the authenticator built and hashed.
-    public let clientDataJSON: Data
-    /// The authenticator data: RP ID hash, flags, signature counter.
-    public let authenticatorData: Data
-    /// The signature over `authenticatorData ‖ SHA-256(clientDataJSON)`.
-    public let signature: Data
-    /// The user handle the passkey was created with (discoverable credentials return it).
-    public let userHandle: Data?
-    /// `platform` or `cross-platform`, when known.
-    public let attachment: String?
-
-    /// An assertion from its parts.
-    public init(
-        credentialID: Data, clientDataJSON: Data, authenticatorData: Data, signature: Data, userHandle: Data?,
-        attachment: String? = nil
-    ) {
-        self.credentialID = credentialID
-        self.clientDataJSON = clientDataJSON
-        self.authenticatorData = authenticatorData
-        self.signature = signature
-        self.userHandle = userHandle
-        self.attachment = attachment
-    }
-}
-
-// The one place the SDK's passkey values meet the wire messages of KeyboundWire.
+// The one place the server's ceremony options become the authenticator's requests. What the
+// authenticator returns, ``PasskeyRegistration`` and ``PasskeyAssertion``, is KeyboundWire's
+// message itself.
 
 extension PasskeyRegistrationRequest {
     /// The authenticator's view of the server's creation options.
@@ -183,23 +133,5 @@ extension PasskeyAssertionRequest {
             relyingPartyID: options.rpID, challenge: options.challenge,
             allowedCredentialIDs: options.allowCredentials.map(\.id),
             userVerification: PasskeyUserVerification(rawValue: options.userVerification) ?? .preferred)
-    }
-}
-
-extension PasskeyRegistration {
-    /// `PublicKeyCredential.toJSON()` of the registration.
-    package var credential: PasskeyRegistrationCredential {
-        PasskeyRegistrationCredential(
-            credentialID: credentialID, clientDataJSON: clientDataJSON, attestationObject: attestationObject,
-            authenticatorAttachment: attachment)
-    }
-}
-
-extension PasskeyAssertion {
-    /// `PublicKeyCredential.toJSON()` of the assertion.
-    package var credential: PasskeyAssertionCredential {
-        PasskeyAssertionCredential(
-            credentialID: credentialID, clientDataJSON: clientDataJSON, authenticatorData: authenticatorData,
-            signature: signature, userHandle: userHandle, authenticatorAttachment: attachment)
     }
 }

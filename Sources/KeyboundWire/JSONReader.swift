@@ -72,8 +72,24 @@ package struct JSONReader<Member: MemberName>: Sendable {
 
     /// An optional string member (absent or null gives nil).
     package func optionalString(_ member: Member) throws(WireFailure) -> String? {
+        try optional(member, string)
+    }
+
+    /// An optional member read by `read` when present: absent or null gives nil.
+    private func optional<T>(_ member: Member, _ read: (Member) throws(WireFailure) -> T) throws(WireFailure)
+        -> T?
+    {
         guard has(member) else { return nil }
-        return try string(member)
+        return try read(member)
+    }
+
+    /// A required string member that `parse` turns into a value; a string it refuses is reported
+    /// as not being `type`.
+    private func parsed<T>(_ member: Member, as type: String, _ parse: (String) -> T?) throws(WireFailure)
+        -> T
+    {
+        guard let value = parse(try string(member)) else { throw wrongType(member, type) }
+        return value
     }
 
     /// A required integer member (no fraction, no exponent, fits in `Int`).
@@ -92,10 +108,12 @@ package struct JSONReader<Member: MemberName>: Sendable {
 
     /// A required member holding base64url (no padding) binary data.
     package func bytes(_ member: Member) throws(WireFailure) -> Data {
-        guard let data = Base64URL.decode(try string(member)) else {
-            throw wrongType(member, "base64url without padding")
-        }
-        return data
+        try parsed(member, as: "base64url without padding", Base64URL.decode)
+    }
+
+    /// An optional member holding base64url (no padding) binary data (absent or null gives nil).
+    package func optionalBytes(_ member: Member) throws(WireFailure) -> Data? {
+        try optional(member, bytes)
     }
 
     /// A required array member.
@@ -104,18 +122,24 @@ package struct JSONReader<Member: MemberName>: Sendable {
         return items
     }
 
+    /// A required array member, each item decoded by `decode`.
+    package func array<T>(_ member: Member, each decode: (JSONValue) throws(WireFailure) -> T)
+        throws(WireFailure)
+        -> [T]
+    {
+        var result: [T] = []
+        for item in try array(member) { result.append(try decode(item)) }
+        return result
+    }
+
     /// A required RFC 3339 timestamp member.
     package func timestamp(_ member: Member) throws(WireFailure) -> Date {
-        guard let date = Timestamp.parse(try string(member)) else {
-            throw wrongType(member, "an RFC 3339 UTC timestamp")
-        }
-        return date
+        try parsed(member, as: "an RFC 3339 UTC timestamp", Timestamp.parse)
     }
 
     /// An optional RFC 3339 timestamp member (absent or null gives nil).
     package func optionalTimestamp(_ member: Member) throws(WireFailure) -> Date? {
-        guard has(member) else { return nil }
-        return try timestamp(member)
+        try optional(member, timestamp)
     }
 
     /// A required string member from a closed set of values.
@@ -168,6 +192,12 @@ package struct JSONObjectBuilder<Member: MemberName>: Sendable {
     /// Appends an RFC 3339 timestamp.
     package mutating func add(_ member: Member, _ value: Date) {
         add(member, .string(Timestamp.format(value)))
+    }
+
+    /// Appends binary data as base64url without padding, or null when `value` is nil (the member
+    /// is always present).
+    package mutating func add(_ member: Member, _ value: Data?) {
+        add(member, value.map { .string(Base64URL.encode($0)) } ?? .null)
     }
 
     /// Appends a string member, or null when `value` is nil (the member is always present).

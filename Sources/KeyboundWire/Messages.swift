@@ -2,29 +2,28 @@ import Foundation
 
 // Request and response bodies of Server API v1, in the order of the contract table.
 // Each message names its members once, in a `Member` enum (JSON names are snake_case, Swift
-// names camelCase); its strict reader and its builder both use it. Messages an app receives
-// through the SDK are public; the rest only the SDK, the server and their tests build.
+// names camelCase); its strict reader and its builder both use it. As a `WireObject`, a message
+// only reads its members from the reader and writes them into the builder. Messages an app
+// receives through the SDK are public; the rest only the SDK, the server and their tests build.
 
 /// `GET /healthz` response.
-package struct HealthResponse: WireMessage, Hashable {
+package struct HealthResponse: WireObject, Hashable {
     /// The JSON member names, in the order they are written.
     package enum Member: String, MemberName { case status }
     /// `"ok"`.
     package let status: String
     /// Creates the message from its members.
     package init(status: String = "ok") { self.status = status }
-    package init(json: JSONValue) throws(WireFailure) {
-        status = try JSONReader<Member>(json).string(.status)
+    package init(reader: JSONReader<Member>) throws(WireFailure) {
+        status = try reader.string(.status)
     }
-    package var json: JSONValue {
-        var object = JSONObjectBuilder<Member>()
+    package func write(to object: inout JSONObjectBuilder<Member>) {
         object.add(.status, status)
-        return object.value
     }
 }
 
 /// `POST /v1/accounts` request.
-package struct CreateAccountRequest: WireMessage, Hashable {
+package struct CreateAccountRequest: WireObject, Hashable {
     /// The JSON member names, in the order they are written.
     package enum Member: String, MemberName { case username, password }
     /// The new account's username.
@@ -36,39 +35,34 @@ package struct CreateAccountRequest: WireMessage, Hashable {
         self.username = username
         self.password = password
     }
-    package init(json: JSONValue) throws(WireFailure) {
-        let reader = try JSONReader<Member>(json)
+    package init(reader: JSONReader<Member>) throws(WireFailure) {
         username = try Username(reader.string(.username))
         password = try reader.string(.password)
     }
-    package var json: JSONValue {
-        var object = JSONObjectBuilder<Member>()
+    package func write(to object: inout JSONObjectBuilder<Member>) {
         object.add(.username, username.rawValue)
         object.add(.password, password)
-        return object.value
     }
 }
 
 /// `POST /v1/accounts` response (201).
-package struct CreateAccountResponse: WireMessage, Hashable {
+package struct CreateAccountResponse: WireObject, Hashable {
     /// The JSON member names, in the order they are written.
     package enum Member: String, MemberName { case userID = "user_id" }
     /// The user's opaque id.
     package let userID: String
     /// Creates the message from its members.
     package init(userID: String) { self.userID = userID }
-    package init(json: JSONValue) throws(WireFailure) {
-        userID = try JSONReader<Member>(json).string(.userID)
+    package init(reader: JSONReader<Member>) throws(WireFailure) {
+        userID = try reader.string(.userID)
     }
-    package var json: JSONValue {
-        var object = JSONObjectBuilder<Member>()
+    package func write(to object: inout JSONObjectBuilder<Member>) {
         object.add(.userID, userID)
-        return object.value
     }
 }
 
 /// `POST /v1/sessions/password` request.
-package struct PasswordLoginRequest: WireMessage, Hashable {
+package struct PasswordLoginRequest: WireObject, Hashable {
     /// The JSON member names, in the order they are written.
     package enum Member: String, MemberName {
         case username, password
@@ -86,41 +80,36 @@ package struct PasswordLoginRequest: WireMessage, Hashable {
         self.password = password
         self.clientID = clientID
     }
-    package init(json: JSONValue) throws(WireFailure) {
-        let reader = try JSONReader<Member>(json)
+    package init(reader: JSONReader<Member>) throws(WireFailure) {
         username = try Username(reader.string(.username))
         password = try reader.string(.password)
         clientID = try ClientID(reader.string(.clientID))
     }
-    package var json: JSONValue {
-        var object = JSONObjectBuilder<Member>()
+    package func write(to object: inout JSONObjectBuilder<Member>) {
         object.add(.username, username.rawValue)
         object.add(.password, password)
         object.add(.clientID, clientID.rawValue)
-        return object.value
     }
 }
 
 /// `POST /v1/sessions/refresh` request.
-package struct RefreshRequest: WireMessage, Hashable {
+package struct RefreshRequest: WireObject, Hashable {
     /// The JSON member names, in the order they are written.
     package enum Member: String, MemberName { case refreshToken = "refresh_token" }
     /// The refresh token.
     package let refreshToken: String
     /// Creates the message from its members.
     package init(refreshToken: String) { self.refreshToken = refreshToken }
-    package init(json: JSONValue) throws(WireFailure) {
-        refreshToken = try JSONReader<Member>(json).string(.refreshToken)
+    package init(reader: JSONReader<Member>) throws(WireFailure) {
+        refreshToken = try reader.string(.refreshToken)
     }
-    package var json: JSONValue {
-        var object = JSONObjectBuilder<Member>()
+    package func write(to object: inout JSONObjectBuilder<Member>) {
         object.add(.refreshToken, refreshToken)
-        return object.value
     }
 }
 
 /// The tokens of a session: the response of every login and of refresh.
-package struct TokenResponse: WireMessage, Hashable {
+package struct TokenResponse: WireObject, Hashable {
     /// The JSON member names, in the order they are written.
     package enum Member: String, MemberName {
         case accessToken = "access_token"
@@ -154,8 +143,7 @@ package struct TokenResponse: WireMessage, Hashable {
         self.sessionID = sessionID
         self.userID = userID
     }
-    package init(json: JSONValue) throws(WireFailure) {
-        let reader = try JSONReader<Member>(json)
+    package init(reader: JSONReader<Member>) throws(WireFailure) {
         accessToken = try reader.string(.accessToken)
         refreshToken = try reader.string(.refreshToken)
         tokenType = try reader.string(.tokenType)
@@ -163,20 +151,18 @@ package struct TokenResponse: WireMessage, Hashable {
         sessionID = try reader.string(.sessionID)
         userID = try reader.string(.userID)
     }
-    package var json: JSONValue {
-        var object = JSONObjectBuilder<Member>()
+    package func write(to object: inout JSONObjectBuilder<Member>) {
         object.add(.accessToken, accessToken)
         object.add(.refreshToken, refreshToken)
         object.add(.tokenType, tokenType)
         object.add(.expiresIn, expiresIn)
         object.add(.sessionID, sessionID)
         object.add(.userID, userID)
-        return object.value
     }
 }
 
 /// `GET /v1/me` response.
-public struct MeResponse: WireMessage, Hashable {
+public struct MeResponse: WireObject, Hashable {
     /// The JSON member names, in the order they are written.
     package enum Member: String, MemberName {
         case userID = "user_id"
@@ -212,8 +198,7 @@ public struct MeResponse: WireMessage, Hashable {
         self.authTime = authTime
         self.stepUpExpiresAt = stepUpExpiresAt
     }
-    package init(json: JSONValue) throws(WireFailure) {
-        let reader = try JSONReader<Member>(json)
+    package init(reader: JSONReader<Member>) throws(WireFailure) {
         userID = try reader.string(.userID)
         username = try reader.string(.username)
         sessionID = try reader.string(.sessionID)
@@ -221,20 +206,18 @@ public struct MeResponse: WireMessage, Hashable {
         authTime = try reader.timestamp(.authTime)
         stepUpExpiresAt = try reader.optionalTimestamp(.stepUpExpiresAt)
     }
-    package var json: JSONValue {
-        var object = JSONObjectBuilder<Member>()
+    package func write(to object: inout JSONObjectBuilder<Member>) {
         object.add(.userID, userID)
         object.add(.username, username)
         object.add(.sessionID, sessionID)
         object.add(.authMethod, authMethod)
         object.add(.authTime, authTime)
         object.add(.stepUpExpiresAt, stepUpExpiresAt)
-        return object.value
     }
 }
 
 /// `POST /v1/devices` request.
-package struct BindDeviceRequest: WireMessage, Hashable {
+package struct BindDeviceRequest: WireObject, Hashable {
     /// The JSON member names, in the order they are written.
     package enum Member: String, MemberName {
         case publicKey = "public_key"
@@ -259,8 +242,7 @@ package struct BindDeviceRequest: WireMessage, Hashable {
         self.keyProtection = keyProtection
         self.appAttest = appAttest
     }
-    package init(json: JSONValue) throws(WireFailure) {
-        let reader = try JSONReader<Member>(json)
+    package init(reader: JSONReader<Member>) throws(WireFailure) {
         publicKey = try reader.bytes(.publicKey)
         name = try reader.string(.name)
         keyProtection = try reader.enumeration(.keyProtection, as: KeyProtection.self)
@@ -268,36 +250,32 @@ package struct BindDeviceRequest: WireMessage, Hashable {
             reader.has(.appAttest)
             ? try AppAttestBinding(json: reader.value(.appAttest), path: Member.appAttest.rawValue) : nil
     }
-    package var json: JSONValue {
-        var object = JSONObjectBuilder<Member>()
+    package func write(to object: inout JSONObjectBuilder<Member>) {
         object.add(.publicKey, publicKey)
         object.add(.name, name)
         object.add(.keyProtection, keyProtection)
         object.add(.appAttest, appAttest?.json ?? .null)
-        return object.value
     }
 }
 
 /// `POST /v1/devices` response (201).
-package struct BindDeviceResponse: WireMessage, Hashable {
+package struct BindDeviceResponse: WireObject, Hashable {
     /// The JSON member names, in the order they are written.
     package enum Member: String, MemberName { case deviceID = "device_id" }
     /// The device's opaque id.
     package let deviceID: String
     /// Creates the message from its members.
     package init(deviceID: String) { self.deviceID = deviceID }
-    package init(json: JSONValue) throws(WireFailure) {
-        deviceID = try JSONReader<Member>(json).string(.deviceID)
+    package init(reader: JSONReader<Member>) throws(WireFailure) {
+        deviceID = try reader.string(.deviceID)
     }
-    package var json: JSONValue {
-        var object = JSONObjectBuilder<Member>()
+    package func write(to object: inout JSONObjectBuilder<Member>) {
         object.add(.deviceID, deviceID)
-        return object.value
     }
 }
 
 /// One device in `GET /v1/devices`.
-public struct DeviceInfo: WireMessage, Hashable {
+public struct DeviceInfo: WireObject, Hashable {
     /// The JSON member names, in the order they are written.
     package enum Member: String, MemberName {
         case deviceID = "device_id"
@@ -335,8 +313,7 @@ public struct DeviceInfo: WireMessage, Hashable {
         self.lastUsedAt = lastUsedAt
         self.attested = attested
     }
-    package init(json: JSONValue) throws(WireFailure) {
-        let reader = try JSONReader<Member>(json)
+    package init(reader: JSONReader<Member>) throws(WireFailure) {
         deviceID = try reader.string(.deviceID)
         name = try reader.string(.name)
         keyProtection = try reader.enumeration(.keyProtection, as: KeyProtection.self)
@@ -345,8 +322,7 @@ public struct DeviceInfo: WireMessage, Hashable {
         lastUsedAt = try reader.optionalTimestamp(.lastUsedAt)
         attested = try reader.bool(.attested)
     }
-    package var json: JSONValue {
-        var object = JSONObjectBuilder<Member>()
+    package func write(to object: inout JSONObjectBuilder<Member>) {
         object.add(.deviceID, deviceID)
         object.add(.name, name)
         object.add(.keyProtection, keyProtection)
@@ -354,52 +330,43 @@ public struct DeviceInfo: WireMessage, Hashable {
         object.add(.createdAt, createdAt)
         object.add(.lastUsedAt, lastUsedAt)
         object.add(.attested, .bool(attested))
-        return object.value
     }
 }
 
 /// `GET /v1/devices` response.
-package struct DeviceListResponse: WireMessage, Hashable {
+package struct DeviceListResponse: WireObject, Hashable {
     /// The JSON member names, in the order they are written.
     package enum Member: String, MemberName { case devices }
     /// The caller's devices, oldest first.
     package let devices: [DeviceInfo]
     /// Creates the message from its members.
     package init(devices: [DeviceInfo]) { self.devices = devices }
-    package init(json: JSONValue) throws(WireFailure) {
-        var devices: [DeviceInfo] = []
-        for item in try JSONReader<Member>(json).array(.devices) {
-            devices.append(try DeviceInfo(json: item))
-        }
-        self.devices = devices
+    package init(reader: JSONReader<Member>) throws(WireFailure) {
+        devices = try reader.array(.devices, each: DeviceInfo.init(json:))
     }
-    package var json: JSONValue {
-        var object = JSONObjectBuilder<Member>()
+    package func write(to object: inout JSONObjectBuilder<Member>) {
         object.add(.devices, .array(devices.map(\.json)))
-        return object.value
     }
 }
 
 /// `POST /v1/challenges` request.
-package struct ChallengeRequest: WireMessage, Hashable {
+package struct ChallengeRequest: WireObject, Hashable {
     /// The JSON member names, in the order they are written.
     package enum Member: String, MemberName { case deviceID = "device_id" }
     /// The device's opaque id.
     package let deviceID: String
     /// Creates the message from its members.
     package init(deviceID: String) { self.deviceID = deviceID }
-    package init(json: JSONValue) throws(WireFailure) {
-        deviceID = try JSONReader<Member>(json).string(.deviceID)
+    package init(reader: JSONReader<Member>) throws(WireFailure) {
+        deviceID = try reader.string(.deviceID)
     }
-    package var json: JSONValue {
-        var object = JSONObjectBuilder<Member>()
+    package func write(to object: inout JSONObjectBuilder<Member>) {
         object.add(.deviceID, deviceID)
-        return object.value
     }
 }
 
 /// `POST /v1/challenges` response (201): the payload to sign for a device login.
-public struct ChallengeResponse: WireMessage, Hashable {
+public struct ChallengeResponse: WireObject, Hashable {
     /// The JSON member names, in the order they are written.
     package enum Member: String, MemberName {
         case challengeID = "challenge_id"
@@ -418,23 +385,20 @@ public struct ChallengeResponse: WireMessage, Hashable {
         self.payload = payload
         self.expiresAt = expiresAt
     }
-    package init(json: JSONValue) throws(WireFailure) {
-        let reader = try JSONReader<Member>(json)
+    package init(reader: JSONReader<Member>) throws(WireFailure) {
         challengeID = try reader.string(.challengeID)
         payload = try reader.bytes(.payload)
         expiresAt = try reader.timestamp(.expiresAt)
     }
-    package var json: JSONValue {
-        var object = JSONObjectBuilder<Member>()
+    package func write(to object: inout JSONObjectBuilder<Member>) {
         object.add(.challengeID, challengeID)
         object.add(.payload, payload)
         object.add(.expiresAt, expiresAt)
-        return object.value
     }
 }
 
 /// `POST /v1/sessions/device` request.
-package struct DeviceLoginRequest: WireMessage, Hashable {
+package struct DeviceLoginRequest: WireObject, Hashable {
     /// The JSON member names, in the order they are written.
     package enum Member: String, MemberName {
         case challengeID = "challenge_id"
@@ -455,23 +419,20 @@ package struct DeviceLoginRequest: WireMessage, Hashable {
         self.signature = signature
         self.appAttestAssertion = appAttestAssertion
     }
-    package init(json: JSONValue) throws(WireFailure) {
-        let reader = try JSONReader<Member>(json)
+    package init(reader: JSONReader<Member>) throws(WireFailure) {
         challengeID = try reader.string(.challengeID)
         signature = try reader.bytes(.signature)
-        appAttestAssertion = reader.has(.appAttestAssertion) ? try reader.bytes(.appAttestAssertion) : nil
+        appAttestAssertion = try reader.optionalBytes(.appAttestAssertion)
     }
-    package var json: JSONValue {
-        var object = JSONObjectBuilder<Member>()
+    package func write(to object: inout JSONObjectBuilder<Member>) {
         object.add(.challengeID, challengeID)
         object.add(.signature, signature)
-        object.add(.appAttestAssertion, appAttestAssertion.map { .string(Base64URL.encode($0)) } ?? .null)
-        return object.value
+        object.add(.appAttestAssertion, appAttestAssertion)
     }
 }
 
 /// `POST /v1/approvals` request.
-package struct CreateApprovalRequest: WireMessage, Hashable {
+package struct CreateApprovalRequest: WireObject, Hashable {
     /// The JSON member names, in the order they are written.
     package enum Member: String, MemberName {
         case deviceID = "device_id"
@@ -486,21 +447,18 @@ package struct CreateApprovalRequest: WireMessage, Hashable {
         self.deviceID = deviceID
         self.action = action
     }
-    package init(json: JSONValue) throws(WireFailure) {
-        let reader = try JSONReader<Member>(json)
+    package init(reader: JSONReader<Member>) throws(WireFailure) {
         deviceID = try reader.string(.deviceID)
         action = try ApprovalAction(json: reader.value(.action))
     }
-    package var json: JSONValue {
-        var object = JSONObjectBuilder<Member>()
+    package func write(to object: inout JSONObjectBuilder<Member>) {
         object.add(.deviceID, deviceID)
         object.add(.action, action.json)
-        return object.value
     }
 }
 
 /// `POST /v1/approvals` response (201): the payload to sign.
-public struct ApprovalChallengeResponse: WireMessage, Hashable {
+public struct ApprovalChallengeResponse: WireObject, Hashable {
     /// The JSON member names, in the order they are written.
     package enum Member: String, MemberName {
         case approvalID = "approval_id"
@@ -519,23 +477,20 @@ public struct ApprovalChallengeResponse: WireMessage, Hashable {
         self.payload = payload
         self.expiresAt = expiresAt
     }
-    package init(json: JSONValue) throws(WireFailure) {
-        let reader = try JSONReader<Member>(json)
+    package init(reader: JSONReader<Member>) throws(WireFailure) {
         approvalID = try reader.string(.approvalID)
         payload = try reader.bytes(.payload)
         expiresAt = try reader.timestamp(.expiresAt)
     }
-    package var json: JSONValue {
-        var object = JSONObjectBuilder<Member>()
+    package func write(to object: inout JSONObjectBuilder<Member>) {
         object.add(.approvalID, approvalID)
         object.add(.payload, payload)
         object.add(.expiresAt, expiresAt)
-        return object.value
     }
 }
 
 /// `POST /v1/approvals/{id}/confirm` request.
-package struct ConfirmApprovalRequest: WireMessage, Hashable {
+package struct ConfirmApprovalRequest: WireObject, Hashable {
     /// The JSON member names, in the order they are written.
     package enum Member: String, MemberName {
         case signature
@@ -551,39 +506,34 @@ package struct ConfirmApprovalRequest: WireMessage, Hashable {
         self.signature = signature
         self.appAttestAssertion = appAttestAssertion
     }
-    package init(json: JSONValue) throws(WireFailure) {
-        let reader = try JSONReader<Member>(json)
+    package init(reader: JSONReader<Member>) throws(WireFailure) {
         signature = try reader.bytes(.signature)
-        appAttestAssertion = reader.has(.appAttestAssertion) ? try reader.bytes(.appAttestAssertion) : nil
+        appAttestAssertion = try reader.optionalBytes(.appAttestAssertion)
     }
-    package var json: JSONValue {
-        var object = JSONObjectBuilder<Member>()
+    package func write(to object: inout JSONObjectBuilder<Member>) {
         object.add(.signature, signature)
-        object.add(.appAttestAssertion, appAttestAssertion.map { .string(Base64URL.encode($0)) } ?? .null)
-        return object.value
+        object.add(.appAttestAssertion, appAttestAssertion)
     }
 }
 
 /// `POST /v1/approvals/{id}/confirm` response (200).
-public struct ConfirmApprovalResponse: WireMessage, Hashable {
+public struct ConfirmApprovalResponse: WireObject, Hashable {
     /// The JSON member names, in the order they are written.
     package enum Member: String, MemberName { case status }
     /// `approved`.
     public let status: ApprovalStatus
     /// Creates the message from its members.
     public init(status: ApprovalStatus = .approved) { self.status = status }
-    package init(json: JSONValue) throws(WireFailure) {
-        status = try JSONReader<Member>(json).enumeration(.status, as: ApprovalStatus.self)
+    package init(reader: JSONReader<Member>) throws(WireFailure) {
+        status = try reader.enumeration(.status, as: ApprovalStatus.self)
     }
-    package var json: JSONValue {
-        var object = JSONObjectBuilder<Member>()
+    package func write(to object: inout JSONObjectBuilder<Member>) {
         object.add(.status, status)
-        return object.value
     }
 }
 
 /// `GET /v1/approvals/{id}` response.
-public struct ApprovalResponse: WireMessage, Hashable {
+public struct ApprovalResponse: WireObject, Hashable {
     /// The JSON member names, in the order they are written.
     package enum Member: String, MemberName {
         case approvalID = "approval_id"
@@ -621,8 +571,7 @@ public struct ApprovalResponse: WireMessage, Hashable {
         self.expiresAt = expiresAt
         self.decidedAt = decidedAt
     }
-    package init(json: JSONValue) throws(WireFailure) {
-        let reader = try JSONReader<Member>(json)
+    package init(reader: JSONReader<Member>) throws(WireFailure) {
         approvalID = try reader.string(.approvalID)
         status = try reader.enumeration(.status, as: ApprovalStatus.self)
         deviceID = try reader.string(.deviceID)
@@ -631,8 +580,7 @@ public struct ApprovalResponse: WireMessage, Hashable {
         expiresAt = try reader.timestamp(.expiresAt)
         decidedAt = try reader.optionalTimestamp(.decidedAt)
     }
-    package var json: JSONValue {
-        var object = JSONObjectBuilder<Member>()
+    package func write(to object: inout JSONObjectBuilder<Member>) {
         object.add(.approvalID, approvalID)
         object.add(.status, status)
         object.add(.deviceID, deviceID)
@@ -640,7 +588,6 @@ public struct ApprovalResponse: WireMessage, Hashable {
         object.add(.createdAt, createdAt)
         object.add(.expiresAt, expiresAt)
         object.add(.decidedAt, decidedAt)
-        return object.value
     }
 }
 
@@ -649,7 +596,7 @@ public struct ApprovalResponse: WireMessage, Hashable {
 /// Repeated refusals of one kind for one target (failed logins, lockouts) fold into one event:
 /// ``count`` says how many, ``time`` is the first and ``lastTime`` the latest, and
 /// ``clientAddress`` the latest one's client.
-public struct AuditEvent: WireMessage, Hashable {
+public struct AuditEvent: WireObject, Hashable {
     /// The JSON member names, in the order they are written.
     package enum Member: String, MemberName {
         case time, type, method
@@ -695,8 +642,7 @@ public struct AuditEvent: WireMessage, Hashable {
         self.count = count
         self.lastTime = lastTime ?? time
     }
-    package init(json: JSONValue) throws(WireFailure) {
-        let reader = try JSONReader<Member>(json)
+    package init(reader: JSONReader<Member>) throws(WireFailure) {
         time = try reader.timestamp(.time)
         type = try reader.vocabulary(.type, as: AuditEventType.self)
         method = try reader.optionalVocabulary(.method, as: AuditMethod.self)
@@ -707,8 +653,7 @@ public struct AuditEvent: WireMessage, Hashable {
         count = try reader.integer(.count)
         lastTime = try reader.timestamp(.lastTime)
     }
-    package var json: JSONValue {
-        var object = JSONObjectBuilder<Member>()
+    package func write(to object: inout JSONObjectBuilder<Member>) {
         object.add(.time, time)
         object.add(.type, type)
         object.add(.method, method)
@@ -718,26 +663,21 @@ public struct AuditEvent: WireMessage, Hashable {
         object.add(.clientAddress, clientAddress)
         object.add(.count, count)
         object.add(.lastTime, lastTime)
-        return object.value
     }
 }
 
 /// `GET /v1/audit` response: the caller's own events, newest first.
-package struct AuditListResponse: WireMessage, Hashable {
+package struct AuditListResponse: WireObject, Hashable {
     /// The JSON member names, in the order they are written.
     package enum Member: String, MemberName { case events }
     /// The events, newest first.
     package let events: [AuditEvent]
     /// Creates the message from its members.
     package init(events: [AuditEvent]) { self.events = events }
-    package init(json: JSONValue) throws(WireFailure) {
-        var events: [AuditEvent] = []
-        for item in try JSONReader<Member>(json).array(.events) { events.append(try AuditEvent(json: item)) }
-        self.events = events
+    package init(reader: JSONReader<Member>) throws(WireFailure) {
+        events = try reader.array(.events, each: AuditEvent.init(json:))
     }
-    package var json: JSONValue {
-        var object = JSONObjectBuilder<Member>()
+    package func write(to object: inout JSONObjectBuilder<Member>) {
         object.add(.events, .array(events.map(\.json)))
-        return object.value
     }
 }

@@ -127,7 +127,7 @@ public struct ProblemCode: OpenVocabulary {
 }
 
 /// An error response body, `application/problem+json` (RFC 9457).
-package struct Problem: WireMessage, Hashable {
+package struct Problem: WireObject, Hashable {
     /// The JSON member names, in the order they are written.
     package enum Member: String, MemberName { case type, title, status, code, detail }
     /// The media type of problem bodies.
@@ -157,8 +157,7 @@ package struct Problem: WireMessage, Hashable {
         self.detail = detail
     }
 
-    package init(json: JSONValue) throws(WireFailure) {
-        let reader = try JSONReader<Member>(json)
+    package init(reader: JSONReader<Member>) throws(WireFailure) {
         type = try reader.string(.type)
         title = try reader.string(.title)
         status = try reader.integer(.status)
@@ -166,13 +165,11 @@ package struct Problem: WireMessage, Hashable {
         detail = try reader.string(.detail)
     }
 
-    package var json: JSONValue {
-        var object = JSONObjectBuilder<Member>()
+    package func write(to object: inout JSONObjectBuilder<Member>) {
         object.add(.type, type)
         object.add(.title, title)
         object.add(.status, status)
         object.add(.code, code)
         object.add(.detail, detail)
-        return object.value
     }
 }

@@ -18,19 +18,17 @@ package enum AttestationConveyance: String, Sendable, Hashable, CaseIterable {
     case direct
 }
 
-/// A JSON array decoded item by item.
-private func items<T>(_ values: [JSONValue], _ decode: (JSONValue) throws(WireFailure) -> T)
-    throws(WireFailure)
-    -> [T]
-{
-    var result: [T] = []
-    for value in values { result.append(try decode(value)) }
-    return result
+/// The own member names of a passkey ceremony's result, whose first member, `verified`, is always
+/// true.
+package protocol CeremonyResultMember: MemberName {
+    /// `verified`: written first, always true, and refused when false.
+    static var verified: Self { get }
 }
 
-/// The member names of a result that carries a session's tokens: the result's own, then those of
-/// ``TokenResponse``, in the order they are written. Each name stays spelled once, in its own enum.
-package enum WithTokenMembers<Own: MemberName>: MemberName {
+/// The member names of a passkey ceremony's result, which may carry a session's tokens: the
+/// result's own (`verified` first), then those of ``TokenResponse``, in the order they are
+/// written. Each name stays spelled once, in its own enum.
+package enum WithTokenMembers<Own: CeremonyResultMember>: MemberName {
     /// One of the result's own members.
     case own(Own)
     /// One of the session tokens' members.
@@ -56,17 +54,26 @@ package enum WithTokenMembers<Own: MemberName>: MemberName {
     package static var allCases: [Self] { Own.allCases.map(own) + TokenResponse.Member.allCases.map(token) }
 
     /// Splits a result's body: a strict reader over its own members (a member that is neither the
-    /// result's nor a token's is refused there), and its token members (empty when it has none).
+    /// result's nor a token's is refused there, and `verified` must be true), and its token
+    /// members (empty when it has none).
     static func split(_ json: JSONValue) throws(WireFailure) -> (own: JSONReader<Own>, tokens: [JSONMember]) {
         guard case .object(let members) = json else {
             throw WireError(.invalidRequest, "the body must be a JSON object")
         }
         let isToken = { (member: JSONMember) in TokenResponse.Member(rawValue: member.name) != nil }
-        return (try JSONReader<Own>(.object(members.filter { !isToken($0) })), members.filter(isToken))
+        let own = try JSONReader<Own>(.object(members.filter { !isToken($0) }))
+        guard try own.bool(.verified) else {
+            throw WireError(.invalidRequest, "member \"\(Own.verified.rawValue)\" must be true")
+        }
+        return (own, members.filter(isToken))
     }
 
-    /// A result's body: its own members, then the tokens' (none without tokens).
-    static func object(_ own: JSONObjectBuilder<Own>, tokens: TokenResponse?) -> JSONValue {
+    /// A result's body: `verified` (true), the rest of its own members as `write` adds them, then
+    /// the tokens' (none without tokens).
+    static func object(tokens: TokenResponse?, _ write: (inout JSONObjectBuilder<Own>) -> Void) -> JSONValue {
+        var own = JSONObjectBuilder<Own>()
+        own.add(.verified, .bool(true))
+        write(&own)
         guard case .object(let members) = own.value, case .object(let extra)? = tokens?.json else {
             return own.value
         }
@@ -81,7 +88,7 @@ package enum WithTokenMembers<Own: MemberName>: MemberName {
 /// Without a bearer token it starts a sign-up: `username` is required and must be free. With one
 /// (a password or passkey authentication within the step-up window) it adds a passkey to the
 /// caller's account: `username` may be omitted, and when given must be the caller's.
-package struct PasskeyRegistrationOptionsRequest: WireMessage, Hashable {
+package struct PasskeyRegistrationOptionsRequest: WireObject, Hashable {
     /// The JSON member names, in the order they are written.
     package enum Member: String, MemberName {
         case username, displayName, attestation
@@ -107,8 +114,7 @@ package struct PasskeyRegistrationOptionsRequest: WireMessage, Hashable {
         self.attestation = attestation
         self.clientID = clientID
     }
-    package init(json: JSONValue) throws(WireFailure) {
-        let reader = try JSONReader<Member>(json)
+    package init(reader: JSONReader<Member>) throws(WireFailure) {
         username = try reader.optionalString(.username).map { text throws(WireFailure) in try Username(text) }
         displayName = try reader.optionalString(.displayName)
         attestation =
@@ -116,13 +122,11 @@ package struct PasskeyRegistrationOptionsRequest: WireMessage, Hashable {
             ? try reader.enumeration(.attestation, as: AttestationConveyance.self) : nil
         clientID = try reader.optionalString(.clientID).map { text throws(WireFailure) in try ClientID(text) }
     }
-    package var json: JSONValue {
-        var object = JSONObjectBuilder<Member>()
+    package func write(to object: inout JSONObjectBuilder<Member>) {
         object.add(.username, username?.rawValue)
         object.add(.displayName, displayName)
         object.add(.attestation, attestation)
         object.add(.clientID, clientID?.rawValue)
-        return object.value
     }
 }
 
@@ -155,7 +159,7 @@ package struct PasskeyCredentialDescriptor: Sendable, Hashable {
 /// `POST /v1/webauthn/register/options` response: `{"publicKey": PublicKeyCredentialCreationOptionsJSON}`,
 /// which `PublicKeyCredential.parseCreationOptionsFromJSON(options.publicKey)` accepts as it is.
 /// Resident keys are always required, so that passkeys sign in without a username.
-package struct PasskeyCreationOptions: WireMessage, Hashable {
+package struct PasskeyCreationOptions: WireObject, Hashable {
     /// The JSON member names, in the order they are written.
     package enum Member: String, MemberName { case publicKey }
     /// The members of `publicKey`.
@@ -218,9 +222,8 @@ package struct PasskeyCreationOptions: WireMessage, Hashable {
         self.attestation = attestation
     }
 
-    package init(json: JSONValue) throws(WireFailure) {
-        let options = try JSONReader<OptionsMember>(
-            JSONReader<Member>(json).value(.publicKey), path: Member.publicKey.rawValue)
+    package init(reader: JSONReader<Member>) throws(WireFailure) {
+        let options = try JSONReader<OptionsMember>(reader.value(.publicKey), path: Member.publicKey.rawValue)
         let rp = try JSONReader<RelyingPartyMember>(options.value(.rp), path: "publicKey.rp")
         rpID = try rp.string(.id)
         rpName = try rp.string(.name)
@@ -229,7 +232,7 @@ package struct PasskeyCreationOptions: WireMessage, Hashable {
         userName = try user.string(.name)
         userDisplayName = try user.string(.displayName)
         challenge = try options.bytes(.challenge)
-        algorithms = try items(options.array(.pubKeyCredParams)) { value throws(WireFailure) in
+        algorithms = try options.array(.pubKeyCredParams) { value throws(WireFailure) in
             let parameter = try JSONReader<ParameterMember>(value, path: "publicKey.pubKeyCredParams[]")
             guard try parameter.string(.type) == "public-key" else {
                 throw WireError(.invalidRequest, "pubKeyCredParams entries have type \"public-key\"")
@@ -237,7 +240,7 @@ package struct PasskeyCreationOptions: WireMessage, Hashable {
             return try parameter.integer(.alg)
         }
         timeout = try options.integer(.timeout)
-        excludeCredentials = try items(options.array(.excludeCredentials)) { value throws(WireFailure) in
+        excludeCredentials = try options.array(.excludeCredentials) { value throws(WireFailure) in
             try PasskeyCredentialDescriptor(json: value, path: "publicKey.excludeCredentials[]")
         }
         let selection = try JSONReader<SelectionMember>(
@@ -249,7 +252,7 @@ package struct PasskeyCreationOptions: WireMessage, Hashable {
         attestation = try options.enumeration(.attestation, as: AttestationConveyance.self)
     }
 
-    package var json: JSONValue {
+    package func write(to object: inout JSONObjectBuilder<Member>) {
         var rp = JSONObjectBuilder<RelyingPartyMember>()
         rp.add(.id, rpID)
         rp.add(.name, rpName)
@@ -278,9 +281,7 @@ package struct PasskeyCreationOptions: WireMessage, Hashable {
         options.add(.excludeCredentials, .array(excludeCredentials.map(\.json)))
         options.add(.authenticatorSelection, selection.value)
         options.add(.attestation, attestation)
-        var object = JSONObjectBuilder<Member>()
         object.add(.publicKey, options.value)
-        return object.value
     }
 }
 
@@ -290,7 +291,9 @@ package struct PasskeyCreationOptions: WireMessage, Hashable {
 /// creating the passkey verified the user, so the new account is signed in at once.
 package struct PasskeyRegistrationResult: WireMessage, Hashable {
     /// The result's own member names, in the order they are written.
-    package enum OwnMember: String, MemberName { case verified, credentialId, fmt, alg, signCount, username }
+    package enum OwnMember: String, CeremonyResultMember {
+        case verified, credentialId, fmt, alg, signCount, username
+    }
     /// The JSON member names, in the order they are written: the result's own, then the tokens'.
     package typealias Member = WithTokenMembers<OwnMember>
     /// The new passkey's credential id (`credentialId`).
@@ -322,9 +325,6 @@ package struct PasskeyRegistrationResult: WireMessage, Hashable {
     /// Decodes the body strictly; the token members are all present or all absent.
     package init(json: JSONValue) throws(WireFailure) {
         let (reader, tokens) = try Member.split(json)
-        guard try reader.bool(.verified) else {
-            throw WireError(.invalidRequest, "member \"verified\" must be true")
-        }
         credentialID = try reader.bytes(.credentialId)
         format = try reader.string(.fmt)
         algorithm = try reader.integer(.alg)
@@ -334,14 +334,13 @@ package struct PasskeyRegistrationResult: WireMessage, Hashable {
     }
 
     package var json: JSONValue {
-        var object = JSONObjectBuilder<OwnMember>()
-        object.add(.verified, .bool(true))
-        object.add(.credentialId, credentialID)
-        object.add(.fmt, format)
-        object.add(.alg, algorithm)
-        object.add(.signCount, signCount)
-        object.add(.username, username)
-        return Member.object(object, tokens: tokens)
+        Member.object(tokens: tokens) { object in
+            object.add(.credentialId, credentialID)
+            object.add(.fmt, format)
+            object.add(.alg, algorithm)
+            object.add(.signCount, signCount)
+            object.add(.username, username)
+        }
     }
 }
 
@@ -349,7 +348,7 @@ package struct PasskeyRegistrationResult: WireMessage, Hashable {
 
 /// `POST /v1/webauthn/login/options` request. `{}` lets any discoverable passkey of the site
 /// answer.
-package struct PasskeyLoginOptionsRequest: WireMessage, Hashable {
+package struct PasskeyLoginOptionsRequest: WireObject, Hashable {
     /// The JSON member names, in the order they are written.
     package enum Member: String, MemberName {
         case username
@@ -365,22 +364,19 @@ package struct PasskeyLoginOptionsRequest: WireMessage, Hashable {
         self.username = username
         self.clientID = clientID
     }
-    package init(json: JSONValue) throws(WireFailure) {
-        let reader = try JSONReader<Member>(json)
+    package init(reader: JSONReader<Member>) throws(WireFailure) {
         username = try reader.optionalString(.username).map { text throws(WireFailure) in try Username(text) }
         clientID = try reader.optionalString(.clientID).map { text throws(WireFailure) in try ClientID(text) }
     }
-    package var json: JSONValue {
-        var object = JSONObjectBuilder<Member>()
+    package func write(to object: inout JSONObjectBuilder<Member>) {
         object.add(.username, username?.rawValue)
         object.add(.clientID, clientID?.rawValue)
-        return object.value
     }
 }
 
 /// `POST /v1/webauthn/login/options` response: `{"publicKey": PublicKeyCredentialRequestOptionsJSON}`,
 /// which `PublicKeyCredential.parseRequestOptionsFromJSON(options.publicKey)` accepts as it is.
-package struct PasskeyRequestOptions: WireMessage, Hashable {
+package struct PasskeyRequestOptions: WireObject, Hashable {
     /// The JSON member names, in the order they are written.
     package enum Member: String, MemberName { case publicKey }
     /// The members of `publicKey`.
@@ -410,28 +406,25 @@ package struct PasskeyRequestOptions: WireMessage, Hashable {
         self.userVerification = userVerification
     }
 
-    package init(json: JSONValue) throws(WireFailure) {
-        let options = try JSONReader<OptionsMember>(
-            JSONReader<Member>(json).value(.publicKey), path: Member.publicKey.rawValue)
+    package init(reader: JSONReader<Member>) throws(WireFailure) {
+        let options = try JSONReader<OptionsMember>(reader.value(.publicKey), path: Member.publicKey.rawValue)
         challenge = try options.bytes(.challenge)
         timeout = try options.integer(.timeout)
         rpID = try options.string(.rpId)
-        allowCredentials = try items(options.array(.allowCredentials)) { value throws(WireFailure) in
+        allowCredentials = try options.array(.allowCredentials) { value throws(WireFailure) in
             try PasskeyCredentialDescriptor(json: value, path: "publicKey.allowCredentials[]")
         }
         userVerification = try options.string(.userVerification)
     }
 
-    package var json: JSONValue {
+    package func write(to object: inout JSONObjectBuilder<Member>) {
         var options = JSONObjectBuilder<OptionsMember>()
         options.add(.challenge, challenge)
         options.add(.timeout, timeout)
         options.add(.rpId, rpID)
         options.add(.allowCredentials, .array(allowCredentials.map(\.json)))
         options.add(.userVerification, userVerification)
-        var object = JSONObjectBuilder<Member>()
         object.add(.publicKey, options.value)
-        return object.value
     }
 }
 
@@ -439,7 +432,7 @@ package struct PasskeyRequestOptions: WireMessage, Hashable {
 /// session's tokens (the members of ``TokenResponse``, as every login answers).
 package struct PasskeyLoginResult: WireMessage, Hashable {
     /// The result's own member names, in the order they are written.
-    package enum OwnMember: String, MemberName { case verified, username, credentialId, signCount }
+    package enum OwnMember: String, CeremonyResultMember { case verified, username, credentialId, signCount }
     /// The JSON member names, in the order they are written: the result's own, then the tokens'.
     package typealias Member = WithTokenMembers<OwnMember>
     /// The account's username.
@@ -461,9 +454,6 @@ package struct PasskeyLoginResult: WireMessage, Hashable {
 
     package init(json: JSONValue) throws(WireFailure) {
         let (reader, tokens) = try Member.split(json)
-        guard try reader.bool(.verified) else {
-            throw WireError(.invalidRequest, "member \"verified\" must be true")
-        }
         username = try reader.string(.username)
         credentialID = try reader.bytes(.credentialId)
         signCount = try reader.integer(.signCount)
@@ -471,12 +461,11 @@ package struct PasskeyLoginResult: WireMessage, Hashable {
     }
 
     package var json: JSONValue {
-        var object = JSONObjectBuilder<OwnMember>()
-        object.add(.verified, .bool(true))
-        object.add(.username, username)
-        object.add(.credentialId, credentialID)
-        object.add(.signCount, signCount)
-        return Member.object(object, tokens: tokens)
+        Member.object(tokens: tokens) { object in
+            object.add(.username, username)
+            object.add(.credentialId, credentialID)
+            object.add(.signCount, signCount)
+        }
     }
 }
 
@@ -487,148 +476,159 @@ package enum CredentialMember: String, MemberName {
     case id, rawId, type, response, authenticatorAttachment, clientExtensionResults
 }
 
-/// The body of `POST /v1/webauthn/register/verify`: what `PublicKeyCredential.toJSON()` gives for
-/// a new passkey (WebAuthn L3 `RegistrationResponseJSON`). Apps without a browser build it from
-/// their platform's registration (on Apple platforms `ASAuthorizationPlatformPublicKeyCredentialRegistration`).
+/// A credential as `PublicKeyCredential.toJSON()` writes it: the members every credential shares,
+/// checked and written here once, and a `response` object with members of its own kind.
+package protocol PasskeyCredential: WireObject where Member == CredentialMember {
+    /// The members of `response`, in the order they are written.
+    associatedtype ResponseMember: MemberName
+    /// The credential id (`id` and `rawId`).
+    var credentialID: Data { get }
+    /// `authenticatorAttachment`: `platform` or `cross-platform`, when known.
+    var attachment: String? { get }
+    /// Decodes the credential from its checked shared members and a strict reader over `response`.
+    /// - Throws: ``WireError`` for missing members, wrong types or bad values in `response`.
+    init(credentialID: Data, attachment: String?, response: JSONReader<ResponseMember>) throws(WireFailure)
+    /// Appends the members of `response`, in the order of `ResponseMember`.
+    func writeResponse(to response: inout JSONObjectBuilder<ResponseMember>)
+}
+
+extension PasskeyCredential {
+    /// Reads the shared members: `type` must be `public-key`, `id` and `rawId` the same
+    /// credential, `clientExtensionResults` (when present) an object.
+    package init(reader: JSONReader<CredentialMember>) throws(WireFailure) {
+        guard try reader.string(.type) == "public-key" else {
+            throw WireError(.invalidRequest, "member \"type\" must be \"public-key\"")
+        }
+        let id = try reader.bytes(.rawId)
+        guard try reader.bytes(.id) == id else {
+            throw WireError(.invalidRequest, "members \"id\" and \"rawId\" must name the same credential")
+        }
+        if reader.has(.clientExtensionResults) {
+            guard case .object = try reader.value(.clientExtensionResults) else {
+                throw WireError(.invalidRequest, "member \"clientExtensionResults\" must be an object")
+            }
+        }
+        try self.init(
+            credentialID: id, attachment: reader.optionalString(.authenticatorAttachment),
+            response: JSONReader(reader.value(.response), path: Member.response.rawValue))
+    }
+
+    /// `id`, `rawId`, `type`, `response`, `authenticatorAttachment` (when known) and
+    /// `clientExtensionResults` (`{}`), in this order.
+    package func write(to object: inout JSONObjectBuilder<CredentialMember>) {
+        var response = JSONObjectBuilder<ResponseMember>()
+        writeResponse(to: &response)
+        object.add(.id, credentialID)
+        object.add(.rawId, credentialID)
+        object.add(.type, "public-key")
+        object.add(.response, response.value)
+        if let attachment { object.add(.authenticatorAttachment, attachment) }
+        object.add(.clientExtensionResults, .object([]))
+    }
+}
+
+/// A new passkey as the authenticator returned it: the parts of WebAuthn's
+/// `RegistrationResponseJSON`. It is the body the SDK sends to `POST /v1/webauthn/register/verify`,
+/// written as `PublicKeyCredential.toJSON()` writes it for a browser.
 ///
 /// The server reads these bodies with KeyboundWebAuthn's parser, which ignores members it does not
 /// need; this type is what the SDK writes, and decodes the members browsers write today.
-package struct PasskeyRegistrationCredential: WireMessage, Hashable {
-    /// The JSON member names, in the order they are written.
-    package typealias Member = CredentialMember
+public struct PasskeyRegistration: PasskeyCredential, Hashable {
     /// The members of `response` (the last four are read, never written).
     package enum ResponseMember: String, MemberName {
         case clientDataJSON, attestationObject, transports, authenticatorData, publicKey, publicKeyAlgorithm
     }
-    /// The credential id (`id` and `rawId`).
-    package let credentialID: Data
-    /// The exact client data bytes.
-    package let clientDataJSON: Data
-    /// The attestation object.
-    package let attestationObject: Data
-    /// `platform` or `cross-platform`, when known.
-    package let authenticatorAttachment: String?
+    /// The credential id the authenticator chose (`rawId`).
+    public let credentialID: Data
+    /// The exact `clientDataJSON` the authenticator built and hashed.
+    public let clientDataJSON: Data
+    /// The CBOR attestation object: format, statement and authenticator data.
+    public let attestationObject: Data
+    /// `platform` (this device) or `cross-platform` (a security key, a phone nearby), when known.
+    public let attachment: String?
 
-    /// Creates the message from its members.
-    package init(
-        credentialID: Data, clientDataJSON: Data, attestationObject: Data,
-        authenticatorAttachment: String? = nil
-    ) {
+    /// A registration from its parts.
+    public init(credentialID: Data, clientDataJSON: Data, attestationObject: Data, attachment: String? = nil)
+    {
         self.credentialID = credentialID
         self.clientDataJSON = clientDataJSON
         self.attestationObject = attestationObject
-        self.authenticatorAttachment = authenticatorAttachment
+        self.attachment = attachment
     }
 
-    package init(json: JSONValue) throws(WireFailure) {
-        let (reader, id) = try credentialReader(json)
-        credentialID = id
-        authenticatorAttachment = try reader.optionalString(.authenticatorAttachment)
-        let response = try JSONReader<ResponseMember>(reader.value(.response), path: Member.response.rawValue)
+    package init(credentialID: Data, attachment: String?, response: JSONReader<ResponseMember>)
+        throws(WireFailure)
+    {
+        self.credentialID = credentialID
+        self.attachment = attachment
         clientDataJSON = try response.bytes(.clientDataJSON)
         attestationObject = try response.bytes(.attestationObject)
     }
 
-    package var json: JSONValue {
-        var response = JSONObjectBuilder<ResponseMember>()
+    package func writeResponse(to response: inout JSONObjectBuilder<ResponseMember>) {
         response.add(.clientDataJSON, clientDataJSON)
         response.add(.attestationObject, attestationObject)
-        return credentialJSON(id: credentialID, attachment: authenticatorAttachment, response: response.value)
     }
 }
 
-/// The body of `POST /v1/webauthn/login/verify`: what `PublicKeyCredential.toJSON()` gives for a
-/// passkey assertion (WebAuthn L3 `AuthenticationResponseJSON`).
-package struct PasskeyAssertionCredential: WireMessage, Hashable {
-    /// The JSON member names, in the order they are written.
-    package typealias Member = CredentialMember
+/// A passkey's signature of a challenge as the authenticator returned it: the parts of WebAuthn's
+/// `AuthenticationResponseJSON`. It is the body the SDK sends to `POST /v1/webauthn/login/verify`,
+/// written as `PublicKeyCredential.toJSON()` writes it for a browser.
+public struct PasskeyAssertion: PasskeyCredential, Hashable {
     /// The members of `response`.
     package enum ResponseMember: String, MemberName {
         case clientDataJSON, authenticatorData, signature, userHandle
     }
-    /// The credential id (`id` and `rawId`).
-    package let credentialID: Data
-    /// The exact client data bytes.
-    package let clientDataJSON: Data
-    /// The authenticator data.
-    package let authenticatorData: Data
-    /// The signature over authenticator data ‖ SHA-256(client data).
-    package let signature: Data
-    /// The user handle the passkey was created with; required when the sign-in named no user.
-    package let userHandle: Data?
+    /// The credential that signed (`rawId`).
+    public let credentialID: Data
+    /// The exact `clientDataJSON` the authenticator built and hashed.
+    public let clientDataJSON: Data
+    /// The authenticator data: RP ID hash, flags, signature counter.
+    public let authenticatorData: Data
+    /// The signature over `authenticatorData ‖ SHA-256(clientDataJSON)`.
+    public let signature: Data
+    /// The user handle the passkey was created with (discoverable credentials return it); the
+    /// server requires it when the sign-in named no user.
+    public let userHandle: Data?
     /// `platform` or `cross-platform`, when known.
-    package let authenticatorAttachment: String?
+    public let attachment: String?
 
-    /// Creates the message from its members.
-    package init(
+    /// An assertion from its parts.
+    public init(
         credentialID: Data, clientDataJSON: Data, authenticatorData: Data, signature: Data, userHandle: Data?,
-        authenticatorAttachment: String? = nil
+        attachment: String? = nil
     ) {
         self.credentialID = credentialID
         self.clientDataJSON = clientDataJSON
         self.authenticatorData = authenticatorData
         self.signature = signature
         self.userHandle = userHandle
-        self.authenticatorAttachment = authenticatorAttachment
+        self.attachment = attachment
     }
 
-    package init(json: JSONValue) throws(WireFailure) {
-        let (reader, id) = try credentialReader(json)
-        credentialID = id
-        authenticatorAttachment = try reader.optionalString(.authenticatorAttachment)
-        let response = try JSONReader<ResponseMember>(reader.value(.response), path: Member.response.rawValue)
+    package init(credentialID: Data, attachment: String?, response: JSONReader<ResponseMember>)
+        throws(WireFailure)
+    {
+        self.credentialID = credentialID
+        self.attachment = attachment
         clientDataJSON = try response.bytes(.clientDataJSON)
         authenticatorData = try response.bytes(.authenticatorData)
         signature = try response.bytes(.signature)
-        userHandle = response.has(.userHandle) ? try response.bytes(.userHandle) : nil
+        userHandle = try response.optionalBytes(.userHandle)
     }
 
-    package var json: JSONValue {
-        var response = JSONObjectBuilder<ResponseMember>()
+    package func writeResponse(to response: inout JSONObjectBuilder<ResponseMember>) {
         response.add(.clientDataJSON, clientDataJSON)
         response.add(.authenticatorData, authenticatorData)
         response.add(.signature, signature)
         if let userHandle { response.add(.userHandle, userHandle) }
-        return credentialJSON(id: credentialID, attachment: authenticatorAttachment, response: response.value)
     }
-}
-
-/// Reads the shared members of a credential: `type` must be `public-key`, `id` and `rawId` the
-/// same credential, `clientExtensionResults` (when present) an object.
-private func credentialReader(_ json: JSONValue) throws(WireFailure) -> (JSONReader<CredentialMember>, Data) {
-    let reader = try JSONReader<CredentialMember>(json)
-    guard try reader.string(.type) == "public-key" else {
-        throw WireError(.invalidRequest, "member \"type\" must be \"public-key\"")
-    }
-    let id = try reader.bytes(.rawId)
-    guard try reader.bytes(.id) == id else {
-        throw WireError(.invalidRequest, "members \"id\" and \"rawId\" must name the same credential")
-    }
-    if reader.has(.clientExtensionResults) {
-        guard case .object = try reader.value(.clientExtensionResults) else {
-            throw WireError(.invalidRequest, "member \"clientExtensionResults\" must be an object")
-        }
-    }
-    return (reader, id)
-}
-
-/// `id`, `rawId`, `type`, `response`, `authenticatorAttachment` (when known) and
-/// `clientExtensionResults` (`{}`), in this order.
-private func credentialJSON(id: Data, attachment: String?, response: JSONValue) -> JSONValue {
-    var object = JSONObjectBuilder<CredentialMember>()
-    object.add(.id, id)
-    object.add(.rawId, id)
-    object.add(.type, "public-key")
-    object.add(.response, response)
-    if let attachment { object.add(.authenticatorAttachment, attachment) }
-    object.add(.clientExtensionResults, .object([]))
-    return object.value
 }
 
 // MARK: - Managing passkeys
 
 /// One passkey in `GET /v1/passkeys`.
-public struct PasskeyInfo: WireMessage, Hashable {
+public struct PasskeyInfo: WireObject, Hashable {
     /// The JSON member names, in the order they are written.
     package enum Member: String, MemberName {
         case passkeyID = "passkey_id"
@@ -677,8 +677,7 @@ public struct PasskeyInfo: WireMessage, Hashable {
         self.lastUsedAt = lastUsedAt
     }
 
-    package init(json: JSONValue) throws(WireFailure) {
-        let reader = try JSONReader<Member>(json)
+    package init(reader: JSONReader<Member>) throws(WireFailure) {
         passkeyID = try reader.string(.passkeyID)
         credentialID = try reader.bytes(.credentialID)
         algorithm = try reader.integer(.algorithm)
@@ -690,8 +689,7 @@ public struct PasskeyInfo: WireMessage, Hashable {
         lastUsedAt = try reader.optionalTimestamp(.lastUsedAt)
     }
 
-    package var json: JSONValue {
-        var object = JSONObjectBuilder<Member>()
+    package func write(to object: inout JSONObjectBuilder<Member>) {
         object.add(.passkeyID, passkeyID)
         object.add(.credentialID, credentialID)
         object.add(.algorithm, algorithm)
@@ -701,27 +699,22 @@ public struct PasskeyInfo: WireMessage, Hashable {
         object.add(.backedUp, .bool(backedUp))
         object.add(.createdAt, createdAt)
         object.add(.lastUsedAt, lastUsedAt)
-        return object.value
     }
 }
 
 /// `GET /v1/passkeys` response.
-package struct PasskeyListResponse: WireMessage, Hashable {
+package struct PasskeyListResponse: WireObject, Hashable {
     /// The JSON member names, in the order they are written.
     package enum Member: String, MemberName { case passkeys }
     /// The caller's passkeys, oldest first.
     package let passkeys: [PasskeyInfo]
     /// Creates the message from its members.
     package init(passkeys: [PasskeyInfo]) { self.passkeys = passkeys }
-    package init(json: JSONValue) throws(WireFailure) {
-        passkeys = try items(JSONReader<Member>(json).array(.passkeys)) { value throws(WireFailure) in
-            try PasskeyInfo(json: value)
-        }
+    package init(reader: JSONReader<Member>) throws(WireFailure) {
+        passkeys = try reader.array(.passkeys, each: PasskeyInfo.init(json:))
     }
-    package var json: JSONValue {
-        var object = JSONObjectBuilder<Member>()
+    package func write(to object: inout JSONObjectBuilder<Member>) {
         object.add(.passkeys, .array(passkeys.map(\.json)))
-        return object.value
     }
 }
 
@@ -733,7 +726,7 @@ package struct PasskeyListResponse: WireMessage, Hashable {
 ///
 /// The app hashes ``AppAttestClientData/binding(challenge:publicKey:)`` and passes the hash to
 /// `DCAppAttestService.attestKey(_:clientDataHash:)`.
-package struct AppAttestChallengeResponse: WireMessage, Hashable {
+package struct AppAttestChallengeResponse: WireObject, Hashable {
     /// The JSON member names, in the order they are written.
     package enum Member: String, MemberName {
         case challenge
@@ -748,22 +741,19 @@ package struct AppAttestChallengeResponse: WireMessage, Hashable {
         self.challenge = challenge
         self.expiresAt = expiresAt
     }
-    package init(json: JSONValue) throws(WireFailure) {
-        let reader = try JSONReader<Member>(json)
+    package init(reader: JSONReader<Member>) throws(WireFailure) {
         challenge = try reader.bytes(.challenge)
         expiresAt = try reader.timestamp(.expiresAt)
     }
-    package var json: JSONValue {
-        var object = JSONObjectBuilder<Member>()
+    package func write(to object: inout JSONObjectBuilder<Member>) {
         object.add(.challenge, challenge)
         object.add(.expiresAt, expiresAt)
-        return object.value
     }
 }
 
 /// The `app_attest` member of `POST /v1/devices`: an App Attest key's attestation, vouching for
 /// the device key being bound.
-package struct AppAttestBinding: WireMessage, Hashable {
+package struct AppAttestBinding: WireObject, Hashable {
     /// The JSON member names, in the order they are written.
     package enum Member: String, MemberName {
         case keyID = "key_id"
@@ -778,18 +768,13 @@ package struct AppAttestBinding: WireMessage, Hashable {
         self.keyID = keyID
         self.attestation = attestation
     }
-    package init(json: JSONValue) throws(WireFailure) { try self.init(json: json, path: "") }
-    /// Decodes the member where it sits (`app_attest` in a binding), for error messages.
-    init(json: JSONValue, path: String) throws(WireFailure) {
-        let reader = try JSONReader<Member>(json, path: path)
+    package init(reader: JSONReader<Member>) throws(WireFailure) {
         keyID = try reader.bytes(.keyID)
         attestation = try reader.bytes(.attestation)
     }
-    package var json: JSONValue {
-        var object = JSONObjectBuilder<Member>()
+    package func write(to object: inout JSONObjectBuilder<Member>) {
         object.add(.keyID, keyID)
         object.add(.attestation, attestation)
-        return object.value
     }
 }
 

@@ -22,3 +22,41 @@ extension WireMessage {
     /// The message as a compact JSON body.
     package var jsonData: Data { JSON.serialize(json) }
 }
+
+/// A ``WireMessage`` that is one JSON object with the members of its `Member` enum. The message
+/// only reads its members from a strict ``JSONReader`` and writes them into a
+/// ``JSONObjectBuilder``; making the reader from the body and the body from the builder is done
+/// here, once for every message.
+package protocol WireObject: WireMessage {
+    /// The JSON member names, in the order they are written.
+    associatedtype Member: MemberName
+    /// Decodes the message from a strict reader over its object.
+    /// - Throws: ``WireError`` for missing members, wrong types or bad values.
+    init(reader: JSONReader<Member>) throws(WireFailure)
+    /// Appends the message's members, in the order of `Member`.
+    func write(to object: inout JSONObjectBuilder<Member>)
+}
+
+extension WireObject {
+    /// Decodes the message from a parsed JSON value.
+    /// - Throws: ``WireError`` for unknown members, missing members, wrong types or bad values.
+    package init(json: JSONValue) throws(WireFailure) {
+        try self.init(json: json, path: "")
+    }
+
+    /// Decodes the object where it sits in a larger message.
+    /// - Parameters:
+    ///   - json: the object.
+    ///   - path: where it sits (`app_attest`), for error messages; `""` for a whole body.
+    /// - Throws: ``WireError`` for unknown members, missing members, wrong types or bad values.
+    package init(json: JSONValue, path: String) throws(WireFailure) {
+        try self.init(reader: JSONReader(json, path: path))
+    }
+
+    /// The message as a JSON object.
+    package var json: JSONValue {
+        var object = JSONObjectBuilder<Member>()
+        write(to: &object)
+        return object.value
+    }
+}

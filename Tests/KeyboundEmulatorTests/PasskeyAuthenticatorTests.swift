@@ -35,7 +35,7 @@ struct PasskeyAuthenticatorTests {
         await device.present(.match)
         let registration = try await authenticator.createCredential(creation())
         let verified = try rp.verifyRegistration(
-            RegistrationResponse(json: registration.credential.jsonData), challenge: challenge, at: time.now)
+            RegistrationResponse(json: registration.jsonData), challenge: challenge, at: time.now)
         return (registration, verified)
     }
 
@@ -50,7 +50,7 @@ struct PasskeyAuthenticatorTests {
         -> VerifiedAuthentication
     {
         try rp.verifyAuthentication(
-            AuthenticationResponse(json: assertion.credential.jsonData), challenge: challenge,
+            AuthenticationResponse(json: assertion.jsonData), challenge: challenge,
             credential: record,
             identification: .beforeCeremony)
     }
@@ -64,7 +64,7 @@ struct PasskeyAuthenticatorTests {
         #expect(verified.userVerified && verified.backupEligible && verified.backedUp)
         #expect(verified.signCount == 0 && verified.publicKey.algorithm == .es256)
         #expect(verified.credentialId == registration.credentialID)
-        let clientData = try RegistrationResponse(json: registration.credential.jsonData).clientData()
+        let clientData = try RegistrationResponse(json: registration.jsonData).clientData()
         #expect(clientData.type == "webauthn.create" && clientData.origin == "https://acme.example")
 
         for round in 0..<2 {

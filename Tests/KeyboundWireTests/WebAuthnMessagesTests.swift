@@ -74,20 +74,20 @@ struct WebAuthnMessagesTests {
         let chromium = Data(
             #"{"authenticatorAttachment":"platform","clientExtensionResults":{},"id":"AQID","rawId":"AQID","response":{"attestationObject":"oA","authenticatorData":"AA","clientDataJSON":"e30","publicKey":"AA","publicKeyAlgorithm":-7,"transports":["internal"]},"type":"public-key"}"#
                 .utf8)
-        let registration = try PasskeyRegistrationCredential(jsonData: chromium)
+        let registration = try PasskeyRegistration(jsonData: chromium)
         #expect(
-            registration.credentialID == Data([1, 2, 3]) && registration.authenticatorAttachment == "platform"
+            registration.credentialID == Data([1, 2, 3]) && registration.attachment == "platform"
         )
-        #expect(try PasskeyRegistrationCredential(jsonData: registration.jsonData) == registration)
+        #expect(try PasskeyRegistration(jsonData: registration.jsonData) == registration)
 
-        let assertion = PasskeyAssertionCredential(
+        let assertion = PasskeyAssertion(
             credentialID: Data([1]), clientDataJSON: Data("{}".utf8), authenticatorData: Data([0]),
             signature: Data([2]), userHandle: nil)
-        #expect(try PasskeyAssertionCredential(jsonData: assertion.jsonData) == assertion)
+        #expect(try PasskeyAssertion(jsonData: assertion.jsonData) == assertion)
         let withNullHandle = Data(
             #"{"id":"AQ","rawId":"AQ","type":"public-key","response":{"clientDataJSON":"e30","authenticatorData":"AA","signature":"Ag","userHandle":null}}"#
                 .utf8)
-        #expect(try PasskeyAssertionCredential(jsonData: withNullHandle).userHandle == nil)
+        #expect(try PasskeyAssertion(jsonData: withNullHandle).userHandle == nil)
 
         for bad in [
             #"{"id":"AQ","rawId":"Ag","type":"public-key","response":{"clientDataJSON":"e30","authenticatorData":"AA","signature":"Ag"}}"#,
@@ -96,7 +96,7 @@ struct WebAuthnMessagesTests {
             #"{"id":"AQ","rawId":"AQ","type":"public-key","response":{"clientDataJSON":"e30","authenticatorData":"A+A","signature":"Ag"}}"#,
         ] {
             #expect(throws: WireError.self, "\(bad)") {
-                try PasskeyAssertionCredential(jsonData: Data(bad.utf8))
+                try PasskeyAssertion(jsonData: Data(bad.utf8))
             }
         }
     }
