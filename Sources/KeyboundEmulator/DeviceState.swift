@@ -29,17 +29,21 @@ public struct DeviceSnapshot: Sendable, Hashable, Codable {
 /// The whole persistent state of an emulated device. Codable so that the CLI can keep a
 /// device across runs (encrypted, see ``EmulatedDevice/save(to:key:)``).
 struct DeviceState: Codable, Sendable {
-    struct Item: Codable, Sendable {
+    struct Item: Codable, Sendable, ProtectedMaterial {
+        static let noun = "item"
         var value: Data
         var policy: AccessPolicy
         /// The application password the item was stored with, salted and stretched.
         var applicationPassword: SecretVerifier?
     }
 
-    struct Key: Codable, Sendable {
+    struct Key: Codable, Sendable, ProtectedMaterial {
+        static let noun = "key"
         /// The private scalar: never leaves the emulated secure element.
         var privateKey: Data
         var policy: AccessPolicy
+        /// None: secure element keys do not take an application password (as the Secure Enclave).
+        var applicationPassword: SecretVerifier? { nil }
     }
 
     var biometryType: BiometryType
@@ -54,6 +58,16 @@ struct DeviceState: Codable, Sendable {
     var queue: [PresentationOutcome]
     var items: [ItemName: Item]
     var keys: [ItemName: Key]
+}
+
+/// What the device keeps under a name and guards with an ``AccessPolicy``: an item or a key.
+/// Both are looked up and checked before use the same way (``EmulatedDevice``'s `usable`).
+protocol ProtectedMaterial {
+    /// What the material is called in errors (`no item …`, `no key …`).
+    static var noun: String { get }
+    var policy: AccessPolicy { get }
+    /// The application password the material was stored with, salted and stretched; nil for none.
+    var applicationPassword: SecretVerifier? { get }
 }
 
 /// A passcode or application password as the emulator keeps it (and writes it to a state

@@ -383,6 +383,29 @@ public actor EmulatedDevice: UserVerifier, SecureStore, KeyVault {
         issued[verification.id] = record
     }
 
+    /// The item or key stored under `name` in `store` (`\.items` or `\.keys`).
+    /// - Throws: `itemNotFound` (-25300).
+    private func existing<Material: ProtectedMaterial>(
+        _ store: KeyPath<DeviceState, [ItemName: Material]>, _ name: ItemName
+    ) throws -> Material {
+        guard let material = state[keyPath: store][name] else {
+            throw os(KeyboundError.OSStatusCode.itemNotFound, "no \(Material.noun) \(name)")
+        }
+        return material
+    }
+
+    /// The item or key stored under `name`, once its accessibility allows it in the device's
+    /// state and `verification` satisfies its policy (spending a single-use verification).
+    private func usable<Material: ProtectedMaterial>(
+        _ store: KeyPath<DeviceState, [ItemName: Material]>, _ name: ItemName, verification: Verification?
+    ) throws -> Material {
+        let material = try existing(store, name)
+        try checkAccessible(material.policy)
+        try authorize(
+            material.policy, applicationPassword: material.applicationPassword, verification: verification)
+        return material
+    }
+
     /// Refuses to create material that a real device would refuse.
     private func checkCreatable(_ policy: AccessPolicy) throws {
         try checkAccessible(policy)
@@ -419,19 +442,12 @@ public actor EmulatedDevice: UserVerifier, SecureStore, KeyVault {
     /// - Throws: `itemNotFound` (-25300, also for an item an enrollment change destroyed),
     ///   `authenticationFailed` (-25293), `interactionNotAllowed` (-25308), `passcodeNotSet`.
     public func read(_ name: ItemName, verification: Verification?) throws -> Data {
-        let item = try existingItem(name)
-        try checkAccessible(item.policy)
-        try authorize(
-            item.policy, applicationPassword: item.applicationPassword, verification: verification)
-        return item.value
+        try usable(\.items, name, verification: verification).value
     }
 
     /// Replaces an item's value under the same checks as ``read(_:verification:)``.
     public func update(_ value: Data, as name: ItemName, verification: Verification?) throws {
-        var item = try existingItem(name)
-        try checkAccessible(item.policy)
-        try authorize(
-            item.policy, applicationPassword: item.applicationPassword, verification: verification)
+        var item = try usable(\.items, name, verification: verification)
         item.value = value
         state.items[name] = item
     }
@@ -447,14 +463,7 @@ public actor EmulatedDevice: UserVerifier, SecureStore, KeyVault {
     }
 
     /// The policy an item was stored with — what the emulated OS evaluates when it prompts.
-    public func itemPolicy(_ name: ItemName) throws -> AccessPolicy { try existingItem(name).policy }
-
-    private func existingItem(_ name: ItemName) throws -> DeviceState.Item {
-        guard let item = state.items[name] else {
-            throw os(KeyboundError.OSStatusCode.itemNotFound, "no item \(name)")
-        }
-        return item
-    }
+    public func itemPolicy(_ name: ItemName) throws -> AccessPolicy { try existing(\.items, name).policy }
 
     // MARK: - KeyVault
 
@@ -475,20 +484,20 @@ public actor EmulatedDevice: UserVerifier, SecureStore, KeyVault {
     /// The key's public part (SPKI DER); needs no verification.
     /// - Throws: `itemNotFound` (-25300).
     public func publicKey(_ name: ItemName) throws -> Data {
-        try signingKey(try existingKey(name)).publicKey.spkiDER
+        try signingKey(try existing(\.keys, name)).publicKey.spkiDER
     }
 
     /// Signs `message` (ECDSA P-256 over SHA-256, DER) after the same checks as
     /// ``read(_:verification:)``; the private key never leaves the device.
     public func sign(_ message: Data, with name: ItemName, verification: Verification?) throws -> Data {
-        let key = try usableKey(name, verification: verification)
+        let key = try usable(\.keys, name, verification: verification)
         return try signingKey(key).signature(for: message).derRepresentation
     }
 
     /// Checks a signature with the key's public part (no verification needed; a malformed
     /// signature is simply not valid).
     public func isValidSignature(_ signature: Data, for message: Data, by name: ItemName) throws -> Bool {
-        let publicKey = try signingKey(try existingKey(name)).publicKey
+        let publicKey = try signingKey(try existing(\.keys, name)).publicKey
         guard let parsed = try? P256Signature(derRepresentation: signature) else { return false }
         return publicKey.isValidSignature(parsed, for: message)
     }
@@ -497,13 +506,13 @@ public actor EmulatedDevice: UserVerifier, SecureStore, KeyVault {
     /// the private key; the bytes differ from Apple's ECIES, the contract is the same: anyone
     /// may encrypt, only a verified user can decrypt.
     public func encrypt(_ plaintext: Data, for name: ItemName) throws -> Data {
-        try AES256GCM.seal(plaintext, key: try sealingKey(try existingKey(name)))
+        try AES256GCM.seal(plaintext, key: try sealingKey(try existing(\.keys, name)))
     }
 
     /// Opens what ``encrypt(_:for:)`` sealed, after the same checks as ``read(_:verification:)``.
     /// - Throws: `invalidInput` for a ciphertext not sealed to this key, or altered.
     public func decrypt(_ ciphertext: Data, with name: ItemName, verification: Verification?) throws -> Data {
-        let key = try usableKey(name, verification: verification)
+        let key = try usable(\.keys, name, verification: verification)
         do {
             return try AES256GCM.open(ciphertext, key: try sealingKey(key))
         } catch {
@@ -522,21 +531,7 @@ public actor EmulatedDevice: UserVerifier, SecureStore, KeyVault {
     }
 
     /// The policy a key was created with — what the emulated OS evaluates when it prompts.
-    public func keyPolicy(_ name: ItemName) throws -> AccessPolicy { try existingKey(name).policy }
-
-    private func existingKey(_ name: ItemName) throws -> DeviceState.Key {
-        guard let key = state.keys[name] else {
-            throw os(KeyboundError.OSStatusCode.itemNotFound, "no key \(name)")
-        }
-        return key
-    }
-
-    private func usableKey(_ name: ItemName, verification: Verification?) throws -> DeviceState.Key {
-        let key = try existingKey(name)
-        try checkAccessible(key.policy)
-        try authorize(key.policy, applicationPassword: nil, verification: verification)
-        return key
-    }
+    public func keyPolicy(_ name: ItemName) throws -> AccessPolicy { try existing(\.keys, name).policy }
 
     private func signingKey(_ key: DeviceState.Key) throws -> P256SigningKey {
         try P256SigningKey(rawRepresentation: key.privateKey)
