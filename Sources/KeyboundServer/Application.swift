@@ -63,7 +63,7 @@ final class Application: Sendable {
             ?? openDatabase(
                 url: configuration.databaseURL, connections: configuration.workerThreads + 2,
                 synchronous: configuration.sqliteSynchronous, password: configuration.databasePassword)
-        self.database = CountedWrites(base: storage, metrics: metrics)
+        self.database = CommittedEffects(base: storage)
         try Self.checkPasskeySettings(configuration)
         try Migrations.apply(to: self.database)
         challengeKey = try ServerSecrets.read(ServerSecrets.loginChallengeKey, from: self.database)

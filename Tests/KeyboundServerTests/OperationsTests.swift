@@ -35,10 +35,12 @@ struct OperationsTests {
     }
 
     /// PostgreSQL runs a write transaction again after a serialization failure (40001); the
-    /// logins it counted before the rollback must not stay counted. Here every write runs once
-    /// and is rolled back, then runs for real, on either engine.
-    @Test(arguments: Engine.all) func aWriteRunAgainCountsItsLoginOnce(engine: Engine) throws {
-        let app = try InProcessApplication(engine, wrapping: { RetriedWrites(base: $0) })
+    /// logins it counted and the audit lines it logged before the rollback must not stay. Here
+    /// every write runs once and is rolled back, then runs for real, on either engine.
+    @Test(arguments: Engine.all) func aWriteRunAgainCountsAndLogsItsLoginOnce(engine: Engine) throws {
+        let log = LogCollector()
+        let app = try InProcessApplication(
+            engine, { $0.log = log.sink }, wrapping: { RetriedWrites(base: $0) })
         try app.createAccount("alice")
         let login = app.login("alice", Client.password)
         #expect(login.status == 200)
@@ -50,6 +52,29 @@ struct OperationsTests {
         let metrics = app.application.metrics.render()
         #expect(metrics.contains(#"keybound_logins_total{method="password",outcome="success"} 1"#))
         #expect(metrics.contains(#"keybound_logins_total{method="refresh",outcome="success"} 1"#))
+        let audited = log.all.filter { $0.contains(#""msg":"audit""#) }
+        #expect(audited.filter { $0.contains(#""event":"account_created""#) }.count == 1)
+        #expect(audited.filter { $0.contains(#""event":"login""#) }.count == 1)
+    }
+
+    /// A write that is undone after its work ran (here: its work throws after the audit row was
+    /// inserted, as when a group's COMMIT fails) leaves neither the row nor its log line.
+    @Test func anUndoneWriteLogsNoAuditLine() throws {
+        let log = LogCollector()
+        let app = try InProcessApplication(.sqlite, { $0.log = log.sink })
+        try app.createAccount("alice")
+        let before = log.all.count
+        struct Undone: Error {}
+        #expect(throws: Undone.self) {
+            try app.application.database.write { connection in
+                try app.application.insertAuditEvent(
+                    connection, now: 0, clientAddress: nil, .logout, method: nil, userID: nil, deviceID: nil,
+                    sessionID: nil)
+                throw Undone()
+            }
+        }
+        #expect(log.all.count == before)
+        #expect(try app.count("SELECT COUNT(*) FROM audit_events WHERE type = 'logout'") == 0)
     }
 
     /// Runs each write's body in a transaction that is then rolled back, and once more for real:

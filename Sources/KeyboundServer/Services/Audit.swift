@@ -79,7 +79,8 @@ extension Application {
             VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1, ?)
             """,
             [
-                .text(SecureRandomBytes.identifier("evt")), .integer(now), .text(type.rawValue),
+                .text(SecureRandomBytes.timeOrderedIdentifier("evt", milliseconds: now)), .integer(now),
+                .text(type.rawValue),
                 (method?.rawValue).sql, userID.sql, deviceID.sql, sessionID.sql, clientAddress.sql,
                 .integer(now),
             ])
@@ -88,17 +89,21 @@ extension Application {
             clientAddress: clientAddress, count: 1)
     }
 
+    /// Logs an audit event once its transaction has committed (``AfterCommit``): a row that was
+    /// rolled back leaves no line.
     private func logAudit(
         _ type: AuditEventType, method: AuditMethod?, userID: String?, deviceID: String?, sessionID: String?,
         clientAddress: String?, count: Int64
     ) {
-        logger.log(
-            .info, "audit",
-            [
-                ("event", type.rawValue), ("method", method?.rawValue), ("user_id", userID),
-                ("device_id", deviceID), ("session_id", sessionID), ("client", clientAddress),
-                ("count", Int(count)),
-            ])
+        AfterCommit.run { [logger] in
+            logger.log(
+                .info, "audit",
+                [
+                    ("event", type.rawValue), ("method", method?.rawValue), ("user_id", userID),
+                    ("device_id", deviceID), ("session_id", sessionID), ("client", clientAddress),
+                    ("count", Int(count)),
+                ])
+        }
     }
 
     func auditEvents(_ context: RequestContext) throws -> HTTPResponse {

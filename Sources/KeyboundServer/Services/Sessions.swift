@@ -46,7 +46,7 @@ extension Application {
                 connection, where: "user_id = ? AND client_id = ?", [.text(userID), .text(clientID)],
                 reason: "replaced", now: context.now)
         }
-        let sessionID = SecureRandomBytes.identifier("ses")
+        let sessionID = SecureRandomBytes.timeOrderedIdentifier("ses", milliseconds: context.now)
         try Rows.insertSession(
             connection, id: sessionID, userID: userID, clientID: clientID, deviceID: deviceID, method: method,
             createdAt: context.now)

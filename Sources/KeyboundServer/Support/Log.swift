@@ -12,20 +12,22 @@ import KeyboundWire
 public struct LogSink: Sendable {
     private let write: @Sendable (String) -> Void
     private let waitForPending: @Sendable (DispatchTime) -> Void
+    /// Whether lines are thrown away unread (``discard``): then none is formatted.
+    let discards: Bool
 
     /// - Parameter write: receives one complete JSON line (without the newline). It is called on
     ///   the thread that handles a request: it must not block.
     public init(_ write: @escaping @Sendable (String) -> Void) {
-        self.write = write
-        waitForPending = { _ in }
+        self.init(write: write, waitForPending: { _ in }, discards: false)
     }
 
     private init(
         write: @escaping @Sendable (String) -> Void,
-        waitForPending: @escaping @Sendable (DispatchTime) -> Void
+        waitForPending: @escaping @Sendable (DispatchTime) -> Void, discards: Bool
     ) {
         self.write = write
         self.waitForPending = waitForPending
+        self.discards = discards
     }
 
     /// Standard error, one JSON object per line. Logging never blocks or crashes a request:
@@ -34,11 +36,11 @@ public struct LogSink: Sendable {
     /// 4096 already queued are dropped.
     public static let standardError: LogSink = {
         let writer = DescriptorWriter(descriptor: STDERR_FILENO, capacity: 4096)
-        return LogSink(write: writer.enqueue, waitForPending: writer.wait)
+        return LogSink(write: writer.enqueue, waitForPending: writer.wait, discards: false)
     }()
 
     /// Discards everything.
-    public static let discard = LogSink { _ in }
+    public static let discard = LogSink(write: { _ in }, waitForPending: { _ in }, discards: true)
 
     func emit(_ line: String) { write(line) }
 
@@ -119,13 +121,18 @@ struct Logger: Sendable {
         case error
     }
 
-    func log(_ level: Level, _ message: String, _ fields: [(String, JSONValueConvertible)] = []) {
+    /// Writes one line. `fields` is not even built when the sink discards: a device login logs
+    /// three lines (two requests, one audit event), not worth formatting for nobody.
+    func log(
+        _ level: Level, _ message: String, _ fields: @autoclosure () -> [(String, JSONValueConvertible)] = []
+    ) {
+        guard !sink.discards else { return }
         var object: [JSONMember] = [
             JSONMember("time", .string(Timestamp.format(clock.now))),
             JSONMember("level", .string(level.rawValue)),
             JSONMember("msg", .string(message)),
         ]
-        for (name, value) in fields {
+        for (name, value) in fields() {
             // Field names are lower-case literals almost always: lowercase only when needed.
             let hasUpperCase = name.utf8.contains { $0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "Z") }
             let redact = Self.redactedFields.contains(hasUpperCase ? name.lowercased() : name)

@@ -33,31 +33,11 @@ final class Metrics: Sendable {
         }
     }
 
-    /// One counted login attempt.
-    struct Login: Sendable {
-        let method: String
-        let outcome: String
-    }
-
-    /// The logins counted by the running attempt of a write transaction (see ``CountedWrites``),
-    /// held until it commits; nil outside a write.
-    @TaskLocal fileprivate static var held: Locked<[Login]>?
-
     /// `method`: password, device, refresh. `outcome`: success, failure, throttled. Inside a
-    /// write transaction the count waits for its commit.
+    /// write transaction the count waits for its commit (``AfterCommit``).
     func recordLogin(method: String, outcome: String) {
-        let login = Login(method: method, outcome: outcome)
-        if let held = Self.held {
-            held.withLock { $0.append(login) }
-        } else {
-            record([login])
-        }
-    }
-
-    fileprivate func record(_ logins: [Login]) {
-        guard !logins.isEmpty else { return }
-        state.withLock { state in
-            for login in logins { state.logins[login.method, default: [:]][login.outcome, default: 0] += 1 }
+        AfterCommit.run { [state] in
+            state.withLock { $0.logins[method, default: [:]][outcome, default: 0] += 1 }
         }
     }
 
@@ -98,33 +78,4 @@ final class Metrics: Sendable {
         }
         return out
     }
-}
-
-/// The application's storage: the engine's, whose writes count their logins in ``Metrics`` once
-/// they have committed. PostgreSQL runs a write transaction's body again after a serialization
-/// failure (40001, ``PostgresDatabase``), and each run counts anew: the counts of an attempt that
-/// was rolled back are dropped, so a retried login counts once, and one that never committed
-/// (its group commit failed, its body threw) not at all.
-struct CountedWrites: Database {
-    let base: any Database
-    let metrics: Metrics
-
-    @discardableResult
-    func write<T>(_ body: (any SQLConnection) throws -> T) throws -> T {
-        let held = Locked<[Metrics.Login]>([])
-        let result = try base.write { connection in
-            // A new attempt: whatever an earlier one counted was rolled back with it.
-            held.withLock { $0.removeAll() }
-            return try Metrics.$held.withValue(held) { try body(connection) }
-        }
-        metrics.record(held.withLock { $0 })
-        return result
-    }
-
-    func read<T>(_ body: (any SQLConnection) throws -> T) throws -> T { try base.read(body) }
-
-    var readsInProcess: Bool { base.readsInProcess }
-
-    @discardableResult
-    func migrate<T>(_ body: (any SQLConnection) throws -> T) throws -> T { try base.migrate(body) }
 }
