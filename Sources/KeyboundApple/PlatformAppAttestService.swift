@@ -40,21 +40,15 @@
 
         /// Has Apple attest the key over SHA-256 of `clientData` (needs the network).
         public func attestKey(_ keyID: Data, clientData: Data) async throws -> Data {
-            try Self.ensureSupported()
-            let hash = Data(SHA256.hash(data: clientData))
-            return try await Self.call {
-                DCAppAttestService.shared.attestKey(
-                    keyID.base64EncodedString(), clientDataHash: hash, completionHandler: $0)
+            try await Self.call(keyID, clientData: clientData) {
+                DCAppAttestService.shared.attestKey($0, clientDataHash: $1, completionHandler: $2)
             }
         }
 
         /// Signs SHA-256 of `clientData` with an attested key (offline).
         public func generateAssertion(_ keyID: Data, clientData: Data) async throws -> Data {
-            try Self.ensureSupported()
-            let hash = Data(SHA256.hash(data: clientData))
-            return try await Self.call {
-                DCAppAttestService.shared.generateAssertion(
-                    keyID.base64EncodedString(), clientDataHash: hash, completionHandler: $0)
+            try await Self.call(keyID, clientData: clientData) {
+                DCAppAttestService.shared.generateAssertion($0, clientDataHash: $1, completionHandler: $2)
             }
         }
 
@@ -62,6 +56,18 @@
             guard DCAppAttestService.shared.isSupported else {
                 throw KeyboundError(.notSupported, message: "App Attest is not available on this device")
             }
+        }
+
+        /// What ``attestKey(_:clientData:)`` and ``generateAssertion(_:clientData:)`` share: runs
+        /// `start` (given the key id as base64, SHA-256 of `clientData` and the completion handler)
+        /// through ``call(_:)``.
+        private static func call(
+            _ keyID: Data, clientData: Data,
+            _ start: (String, Data, @escaping @Sendable (Data?, (any Error)?) -> Void) -> Void
+        ) async throws -> Data {
+            try ensureSupported()
+            let hash = Data(SHA256.hash(data: clientData))
+            return try await call { start(keyID.base64EncodedString(), hash, $0) }
         }
 
         /// Runs a DeviceCheck call and waits for its completion handler, turning its `NSError` into

@@ -105,23 +105,9 @@
         public func sign(_ message: Data, with name: ItemName, verification: Verification?) async throws
             -> Data
         {
-            let base = baseQuery(name)
-            let box = try Keychain.context(for: verification)
-            let hasVerification = verification != nil
-            return try await Keychain.perform {
-                let key = try Self.privateKey(base, box.context)
-                guard SecKeyIsAlgorithmSupported(key, .sign, Self.signatureAlgorithm) else {
-                    throw KeyboundError(.notSupported, message: "\(name) cannot sign ECDSA P-256 SHA-256")
-                }
-                var error: Unmanaged<CFError>?
-                guard
-                    let signature = SecKeyCreateSignature(
-                        key, Self.signatureAlgorithm, message as CFData, &error)
-                else {
-                    throw Self.useError(Keychain.mapped(error, "sign"), base, name, hasVerification)
-                }
-                return signature as Data
-            }
+            try await usePrivateKey(
+                name, verification, .sign, Self.signatureAlgorithm, message, what: "sign",
+                unsupported: "\(name) cannot sign ECDSA P-256 SHA-256", SecKeyCreateSignature)
         }
 
         /// Whether `signature` (DER) is a valid `.ecdsaSignatureMessageX962SHA256` signature over
@@ -174,23 +160,9 @@
             guard ciphertext.count >= 81, ciphertext.first == 0x04 else {
                 throw KeyboundError.invalidInput("not a Keybound ciphertext (\(ciphertext.count) bytes)")
             }
-            let base = baseQuery(name)
-            let box = try Keychain.context(for: verification)
-            let hasVerification = verification != nil
-            return try await Keychain.perform {
-                let key = try Self.privateKey(base, box.context)
-                guard SecKeyIsAlgorithmSupported(key, .decrypt, Self.encryptionAlgorithm) else {
-                    throw KeyboundError(.notSupported, message: "\(name) cannot decrypt ECIES")
-                }
-                var error: Unmanaged<CFError>?
-                guard
-                    let plaintext = SecKeyCreateDecryptedData(
-                        key, Self.encryptionAlgorithm, ciphertext as CFData, &error)
-                else {
-                    throw Self.useError(Keychain.mapped(error, "decrypt"), base, name, hasVerification)
-                }
-                return plaintext as Data
-            }
+            return try await usePrivateKey(
+                name, verification, .decrypt, Self.encryptionAlgorithm, ciphertext, what: "decrypt",
+                unsupported: "\(name) cannot decrypt ECIES", SecKeyCreateDecryptedData)
         }
 
         /// Deletes the key. Deleting what is not there succeeds.
@@ -220,6 +192,38 @@
                     .notSupported,
                     message:
                         "this device has no Secure Enclave (Simulator, or a Mac without Apple silicon or T2)")
+            }
+        }
+
+        /// `SecKeyCreateSignature` or `SecKeyCreateDecryptedData`: key, algorithm, input, error.
+        private typealias KeyOperation =
+            @Sendable (
+                SecKey, SecKeyAlgorithm, CFData, UnsafeMutablePointer<Unmanaged<CFError>?>?
+            ) -> CFData?
+
+        /// What ``sign(_:with:verification:)`` and ``decrypt(_:with:verification:)`` share: looks up
+        /// the private key bound to the verification's `LAContext`, checks that it supports
+        /// `algorithm` for `operation` (else `notSupported` with the message `unsupported`) and runs
+        /// `create` on `input` inside the Secure Enclave. A failure of `create` is the Keychain
+        /// error for `what`, or "verify first" (``useError(_:_:_:_:)``).
+        private func usePrivateKey(
+            _ name: ItemName, _ verification: Verification?, _ operation: SecKeyOperationType,
+            _ algorithm: SecKeyAlgorithm, _ input: Data, what: String, unsupported: String,
+            _ create: @escaping KeyOperation
+        ) async throws -> Data {
+            let base = baseQuery(name)
+            let box = try Keychain.context(for: verification)
+            let hasVerification = verification != nil
+            return try await Keychain.perform {
+                let key = try Self.privateKey(base, box.context)
+                guard SecKeyIsAlgorithmSupported(key, operation, algorithm) else {
+                    throw KeyboundError(.notSupported, message: unsupported)
+                }
+                var error: Unmanaged<CFError>?
+                guard let output = create(key, algorithm, input as CFData, &error) else {
+                    throw Self.useError(Keychain.mapped(error, what), base, name, hasVerification)
+                }
+                return output as Data
             }
         }
 
