@@ -12,6 +12,7 @@ final class SQLiteConnection: SQLConnection, @unchecked Sendable {
     private var statements: [String: OpaquePointer] = [:]
 
     init(path: String, busyTimeoutMilliseconds: Int32, synchronous: SQLiteSynchronous) throws {
+        _ = Self.configured
         var opened: OpaquePointer?
         let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX
         let status = sqlite3_open_v2(path, &opened, flags, nil)
@@ -35,6 +36,12 @@ final class SQLiteConnection: SQLConnection, @unchecked Sendable {
         // every login: about 50 system calls each, more than the rest of its storage work.
         try execute("PRAGMA temp_store = MEMORY", [])
     }
+
+    /// Process-wide settings, made once before the first connection opens (and so initializes
+    /// SQLite). If something else in the process used SQLite first they stay as they were.
+    private static let configured: Void = {
+        _ = kb_sqlite_disable_memory_statistics()
+    }()
 
     deinit {
         for statement in statements.values { sqlite3_finalize(statement) }
