@@ -53,4 +53,68 @@ struct DaemonStopTests {
             #expect((try? RawConnection(port: port)) == nil)
         }
     }
+
+    /// Both ways a request is answered, mixed on kept-alive connections under load: at once on
+    /// libmicrohttpd's thread, or on a handler thread while its connection is suspended (some
+    /// quickly, some after a wait, as a group commit would). Each request gets its own answer and
+    /// none is lost (a lost resume would leave a connection silent until the client gives up);
+    /// the daemon then stops with requests still on handler threads.
+    @Test func everyHandOffAnswersEachRequestOnceAndStopsCleanly() throws {
+        let daemon = try HTTPDaemon(
+            options: HTTPDaemonOptions(
+                host: "127.0.0.1", port: 0, threads: 2, handlerThreads: 4, connectionTimeoutSeconds: 10,
+                requestTimeoutSeconds: 10, connectionLimit: 64, perClientConnectionLimit: 0, bodyLimit: 1024,
+                tlsKeyPEM: nil, tlsCertificatePEM: nil),
+            answersAtOnce: { $0.path == "/now" },
+            handler: { request in
+                if request.path == "/waits" { usleep(UInt32.random(in: 0...300)) }
+                return HTTPResponse(status: 200, body: Data((request.query["n"] ?? "").utf8))
+            })
+        let port = daemon.port
+        let paths = ["/now", "/handler", "/waits"]
+        let clients = 16
+        let requestsEach = 200
+        let wrong = Locked<[String]>([])
+        let done = DispatchGroup()
+        for client in 0..<clients {
+            done.enter()
+            Thread.detachNewThread {
+                defer { done.leave() }
+                guard let connection = try? RawConnection(port: port) else {
+                    return wrong.withLock { $0.append("client \(client) could not connect") }
+                }
+                for index in 0..<requestsEach {
+                    let n = "\(client)-\(index)"
+                    let path = paths[(client + index) % paths.count]
+                    connection.send("GET \(path)?n=\(n) HTTP/1.1\r\nHost: x\r\n\r\n")
+                    guard let response = connection.response() else {
+                        return wrong.withLock { $0.append("\(path)?n=\(n): no answer within 10 s") }
+                    }
+                    if response.status != 200 || String(decoding: response.body, as: UTF8.self) != n {
+                        wrong.withLock { $0.append("\(path)?n=\(n): \(response.status) \(response.body)") }
+                    }
+                }
+            }
+        }
+        done.wait()
+        #expect(wrong.withLock { $0 } == [])
+
+        // Stop while requests are still on handler threads: the stop lets them finish, then ends.
+        let stopping = Locked(false)
+        for client in 0..<clients {
+            done.enter()
+            Thread.detachNewThread {
+                defer { done.leave() }
+                while !stopping.withLock({ $0 }), let connection = try? RawConnection(port: port) {
+                    connection.send("GET \(paths[client % paths.count]) HTTP/1.1\r\nHost: x\r\n\r\n")
+                    _ = connection.response()
+                }
+            }
+        }
+        usleep(50_000)
+        daemon.stop(gracePeriod: 1)
+        stopping.withLock { $0 = true }
+        done.wait()
+        #expect((try? RawConnection(port: port)) == nil)
+    }
 }
