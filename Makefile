@@ -13,7 +13,7 @@ DOCC       ?= $(if $(filter Darwin,$(UNAME)),xcrun docc,docc)
 DOCS_BUILD := .build/docs-build
 SUDO       := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: deps test-deps api-test-deps build test test-sanitizers lint demo bench docs clean fuzz fuzz-smoke fuzz-api
+.PHONY: deps test-deps api-test-deps build openapi test test-sanitizers lint demo bench docs clean fuzz fuzz-smoke fuzz-api
 
 ## deps: install the C libraries that pkg-config cannot find yet, and the PostgreSQL server the
 ## tests run against (without it those tests are skipped, and say so)
@@ -32,6 +32,15 @@ deps:
 	  else $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $(APT_PG); fi \
 	  || echo "make: PostgreSQL could not be installed; the PostgreSQL tests will be skipped, and say so"; \
 	fi
+
+## openapi: embed docs/openapi.yaml (and the sign-in page) in the server again. The EmbedFiles
+## plugin does it in every build, into the build folder: no generated file is committed, so this
+## can change nothing tracked, and it fails if it did.
+openapi: deps
+	@before=$$(git status --porcelain 2>/dev/null; git diff 2>/dev/null | cksum); \
+	$(SWIFT) build --target KeyboundServer && \
+	after=$$(git status --porcelain 2>/dev/null; git diff 2>/dev/null | cksum); \
+	if [ "$$before" != "$$after" ]; then echo "make openapi: the build changed the tree" >&2; exit 1; fi
 
 ## build: compile everything with warnings treated as errors
 build: deps
