@@ -1,5 +1,6 @@
 import Foundation
 import KeyboundServer
+import KeyboundTestSupport
 import KeyboundWire
 
 #if canImport(Glibc)

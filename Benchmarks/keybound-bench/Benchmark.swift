@@ -1,6 +1,7 @@
 import Foundation
 import KeyboundCrypto
 import KeyboundServer
+import KeyboundTestSupport
 import KeyboundWire
 
 /// When the process started (monotonic), for the progress lines.

@@ -1,6 +1,7 @@
 import Foundation
 import KeyboundCrypto
 import KeyboundServer
+import KeyboundTestSupport
 import KeyboundWire
 
 /// `keybound-bench --profile OPERATION N`: N operations of one kind against an in-process server,

@@ -1,5 +1,6 @@
 import Foundation
 import KeyboundCrypto
+import KeyboundTestSupport
 import KeyboundWire
 
 /// Fails unless the response has the expected status.

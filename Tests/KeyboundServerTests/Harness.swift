@@ -35,7 +35,7 @@ final class LogCollector: Sendable {
 /// How a test reaches its server, as HummingbirdTesting's `.live` and `.router`: the same
 /// ``Client`` API over either.
 enum Transport: String, Sendable, CaseIterable {
-    /// Over a loopback socket: the HTTP daemon, `URLSession`, the real bytes on the wire.
+    /// Over a loopback socket: the HTTP daemon, the real bytes on the wire.
     case live
     /// In process: each request goes straight to `Server.handle(_:)`, through the same router,
     /// services and storage, without a socket or a port.
@@ -198,20 +198,21 @@ struct Reply: Sendable {
 
 /// An HTTP client of a test server, over a loopback socket or in process (``Transport``). Every
 /// reply is checked against docs/openapi.yaml.
+///
+/// Over a socket it sends through ``HTTPConnection``s (kept alive, one per request in flight),
+/// not URLSession: under the load of the whole suite URLSession sometimes sent a request's head
+/// and held its body back until its own 30 s timeout, which failed tests at random.
 struct Client: Sendable {
     private enum Route: Sendable {
-        case socket(baseURL: URL, session: URLSession)
+        case socket(ConnectionPool)
         case inProcess(Server)
     }
 
     private let route: Route
 
-    /// A client of the server at `baseURL`, over loopback.
+    /// A client of the plain-HTTP server at `baseURL` (on 127.0.0.1), over loopback.
     init(baseURL: URL) {
-        let configuration = URLSessionConfiguration.ephemeral
-        configuration.httpMaximumConnectionsPerHost = 64
-        configuration.timeoutIntervalForRequest = 30
-        route = .socket(baseURL: baseURL, session: URLSession(configuration: configuration))
+        route = .socket(ConnectionPool(port: UInt16(baseURL.port ?? 80), basePath: baseURL.path))
     }
 
     /// A client that hands each request to `server` in process.
@@ -228,9 +229,8 @@ struct Client: Sendable {
         if let token { headers["Authorization"] = "Bearer \(token)" }
         let reply: Reply
         switch route {
-        case .socket(let baseURL, let session):
-            reply = try await Self.overSocket(
-                session, baseURL: baseURL, method, path, body: body, headers: headers)
+        case .socket(let pool):
+            reply = try await pool.send(method, path, body: body, headers: headers)
         case .inProcess(let server):
             let response = await server.handle(
                 HTTPRequest(method: method, path: path, headers: headers, body: body ?? Data()))
@@ -248,28 +248,6 @@ struct Client: Sendable {
             }
         }
         return reply
-    }
-
-    private static func overSocket(
-        _ session: URLSession, baseURL: URL, _ method: String, _ path: String, body: Data?,
-        headers: [String: String]
-    ) async throws -> Reply {
-        guard let url = URL(string: baseURL.absoluteString + path) else {
-            throw TestFailure("bad path \(path)")
-        }
-        var request = URLRequest(url: url)
-        request.httpMethod = method
-        request.httpBody = body
-        for (name, value) in headers { request.setValue(value, forHTTPHeaderField: name) }
-        let (data, response) = try await session.data(for: request)
-        guard let http = response as? HTTPURLResponse else { throw TestFailure("not HTTP") }
-        var replyHeaders: [String: String] = [:]
-        for (name, value) in http.allHeaderFields {
-            if let name = name as? String, let value = value as? String {
-                replyHeaders[name.lowercased()] = value
-            }
-        }
-        return Reply(status: http.statusCode, headers: replyHeaders, body: data)
     }
 
     func post(
@@ -351,4 +329,60 @@ func transfer(_ amount: String = "0.5", asset: String = "ETH", to: String = "0x1
     -> ApprovalAction
 {
     .transfer(try TransferAction(amount: DecimalAmount(amount), asset: asset, to: to))
+}
+
+/// Idle kept-alive connections to one test server, and the requests in flight on others.
+private final class ConnectionPool: Sendable {
+    private let port: UInt16
+    /// The base URL's path without its last slash, before each request's path.
+    private let basePath: String
+    private let idle = Locked<[UncheckedConnection]>([])
+
+    /// An ``HTTPConnection`` moving between the pool's lock and the one thread that uses it.
+    private struct UncheckedConnection: @unchecked Sendable {
+        let connection: HTTPConnection
+    }
+
+    init(port: UInt16, basePath: String) {
+        self.port = port
+        self.basePath = basePath.hasSuffix("/") ? String(basePath.dropLast()) : basePath
+    }
+
+    /// Sends the request on an idle connection (or a new one), off Swift's cooperative threads:
+    /// the socket calls block.
+    func send(_ method: String, _ path: String, body: Data?, headers: [String: String]) async throws -> Reply
+    {
+        try await withCheckedThrowingContinuation { continuation in
+            DispatchQueue.global().async { [self] in
+                let target = basePath + (path.hasPrefix("/") ? path : "/" + path)
+                continuation.resume(
+                    with: Result { try exchange(method, target, body: body, headers: headers) })
+            }
+        }
+    }
+
+    private func exchange(_ method: String, _ target: String, body: Data?, headers: [String: String]) throws
+        -> Reply
+    {
+        // A kept-alive connection may have been closed by the server meanwhile (its idle limit):
+        // then the request never reached it, and goes again on a new connection.
+        if let reused = idle.withLock({ $0.popLast() }) {
+            do {
+                return try exchange(on: reused.connection, method, target, body: body, headers: headers)
+            } catch let error as HTTPClientError where error.beforeResponse {}
+        }
+        return try exchange(
+            on: try HTTPConnection(port: port, timeoutSeconds: 30, keepsHeaders: true), method, target,
+            body: body,
+            headers: headers)
+    }
+
+    private func exchange(
+        on connection: HTTPConnection, _ method: String, _ target: String, body: Data?,
+        headers: [String: String]
+    ) throws -> Reply {
+        let result = try connection.send(method, target, exactHeaders: headers, body: body)
+        if connection.isOpen { idle.withLock { $0.append(UncheckedConnection(connection: connection)) } }
+        return Reply(status: result.status, headers: result.headers, body: result.body)
+    }
 }

@@ -6,33 +6,62 @@ import Foundation
     import Darwin
 #endif
 
-/// A failure of the benchmark's HTTP client.
-struct HTTPClientError: Error, CustomStringConvertible {
-    let description: String
+/// A failure of ``HTTPConnection``.
+public struct HTTPClientError: Error, CustomStringConvertible {
+    /// What failed.
+    public let description: String
+    /// Whether the connection failed before any byte of the response arrived (a kept-alive
+    /// connection the server had closed fails so on its next request).
+    public let beforeResponse: Bool
+
+    /// A failure saying `description`.
+    public init(description: String, beforeResponse: Bool = false) {
+        self.description = description
+        self.beforeResponse = beforeResponse
+    }
 }
 
-/// One response: status and body.
-struct HTTPResult {
-    let status: Int
-    let body: Data
+/// One response: status, header fields (names lowercased; only when the connection keeps them)
+/// and body.
+public struct HTTPResult: Sendable {
+    /// The status code.
+    public let status: Int
+    /// The header fields by lowercased name; empty unless the connection keeps them.
+    public let headers: [String: String]
+    /// The body (`Content-Length` bytes).
+    public let body: Data
 }
 
-/// A minimal HTTP/1.1 keep-alive client over one POSIX socket to 127.0.0.1.
+/// A minimal HTTP/1.1 keep-alive client over one POSIX socket to 127.0.0.1, for the benchmark
+/// and the server tests.
 ///
-/// It exists because URLSession on Linux is slow enough to dominate the server it would
-/// measure. It writes a request with one `send`, reads exactly `Content-Length` bytes back and
-/// keeps the connection open; after any I/O error it reconnects on the next request. Not
-/// thread-safe: each load thread owns one.
-final class HTTPConnection {
+/// It writes a request, head and body, with one `send`, reads exactly `Content-Length` bytes
+/// back and keeps the connection open; after any I/O error it reconnects on the next request.
+/// Not thread-safe: one thread uses it at a time. It exists because URLSession on Linux is slow
+/// enough to dominate the server the benchmark measures, and because it sometimes sends a
+/// request's head and then its body only when its own timeout fires, 30 s later (seen in the
+/// server tests under load: the server had the head and waited for the body).
+public final class HTTPConnection {
     private let port: UInt16
+    private let timeoutSeconds: Int
+    private let keepsHeaders: Bool
     private var socketDescriptor: Int32 = -1
     private var received: [UInt8] = []
     private var chunk = [UInt8](repeating: 0, count: 64 * 1024)
 
-    init(port: UInt16) throws {
+    /// Connects to 127.0.0.1:`port`.
+    /// - Parameters:
+    ///   - timeoutSeconds: how long a send or a receive may stall before the request fails.
+    ///   - keepsHeaders: whether responses carry their header fields (the benchmark skips them).
+    public init(port: UInt16, timeoutSeconds: Int = 10, keepsHeaders: Bool = false) throws {
         self.port = port
+        self.timeoutSeconds = timeoutSeconds
+        self.keepsHeaders = keepsHeaders
         try open()
     }
+
+    /// Whether the socket is open (it closes after an error or a `Connection: close` answer).
+    public var isOpen: Bool { socketDescriptor >= 0 }
 
     deinit { disconnect() }
 
@@ -45,8 +74,8 @@ final class HTTPConnection {
         guard descriptor >= 0 else { throw HTTPClientError(description: "socket: errno \(errno)") }
         var one: Int32 = 1
         _ = setsockopt(descriptor, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
-        // Nothing may hang the benchmark: a stalled server fails the request after 10 s.
-        var timeout = timeval(tv_sec: 10, tv_usec: 0)
+        // Nothing may hang: a stalled server fails the request.
+        var timeout = timeval(tv_sec: timeoutSeconds, tv_usec: 0)
         _ = setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
         _ = setsockopt(descriptor, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
         var address = sockaddr_in()
@@ -72,16 +101,31 @@ final class HTTPConnection {
         socketDescriptor = -1
     }
 
-    /// Sends one request and waits for its response.
-    func send(
+    /// Sends one request with a JSON body (if any) and waits for its response.
+    public func send(
         _ method: String, _ path: String, body: Data? = nil, bearer: String? = nil,
         headers: [String: String] = [:]
     ) throws -> HTTPResult {
-        if socketDescriptor < 0 { try open() }
-        var head = "\(method) \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: application/json\r\n"
+        var head = "Accept: application/json\r\n"
         if let bearer { head += "Authorization: Bearer \(bearer)\r\n" }
         for (name, value) in headers { head += "\(name): \(value)\r\n" }
-        if let body { head += "Content-Type: application/json\r\nContent-Length: \(body.count)\r\n" }
+        if body != nil { head += "Content-Type: application/json\r\n" }
+        return try exchange(method, path, fields: head, body: body)
+    }
+
+    /// Sends one request with exactly these header fields (besides `Host` and, with a body,
+    /// `Content-Length`) and waits for its response.
+    public func send(_ method: String, _ path: String, exactHeaders headers: [String: String], body: Data?)
+        throws -> HTTPResult
+    {
+        try exchange(method, path, fields: headers.map { "\($0.key): \($0.value)\r\n" }.joined(), body: body)
+    }
+
+    private func exchange(_ method: String, _ path: String, fields: String, body: Data?) throws -> HTTPResult
+    {
+        if socketDescriptor < 0 { try open() }
+        var head = "\(method) \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\n" + fields
+        if let body { head += "Content-Length: \(body.count)\r\n" }
         head += "\r\n"
         var bytes = Array(head.utf8)
         if let body { bytes.append(contentsOf: body) }
@@ -105,7 +149,9 @@ final class HTTPConnection {
             let sent = bytes.withUnsafeBytes { buffer in
                 systemSend(socketDescriptor, buffer.baseAddress! + offset, buffer.count - offset, flags)
             }
-            guard sent > 0 else { throw HTTPClientError(description: "send: errno \(errno)") }
+            guard sent > 0 else {
+                throw HTTPClientError(description: "send: errno \(errno)", beforeResponse: true)
+            }
             offset += sent
         }
     }
@@ -115,7 +161,9 @@ final class HTTPConnection {
             recv(socketDescriptor, buffer.baseAddress, buffer.count, 0)
         }
         guard count > 0 else {
-            throw HTTPClientError(description: count == 0 ? "connection closed" : "recv: errno \(errno)")
+            throw HTTPClientError(
+                description: count == 0 ? "connection closed" : "recv: errno \(errno)",
+                beforeResponse: received.isEmpty)
         }
         received.append(contentsOf: chunk[0..<count])
     }
@@ -155,10 +203,15 @@ final class HTTPConnection {
         }
         var contentLength = 0
         var closes = false
+        var headers: [String: String] = [:]
         for line in lines.dropFirst() {
             guard let colon = line.firstIndex(of: UInt8(ascii: ":")) else { continue }
             let name = line[..<colon].map { $0 | 0x20 }  // ASCII lower case (header names are tokens)
             let value = line[(colon + 1)...].drop { $0 == 32 || $0 == 9 }
+            if keepsHeaders {
+                headers[String(decoding: name, as: UTF8.self)] = String(decoding: value, as: UTF8.self)
+                    .trimmingCharacters(in: .whitespaces)
+            }
             if name.elementsEqual("content-length".utf8) {
                 contentLength = Self.integer(value.prefix { $0 != 32 && $0 != 9 }) ?? 0
             } else if name.elementsEqual("connection".utf8) {
@@ -172,7 +225,7 @@ final class HTTPConnection {
         let body = Data(received[(end + 4)..<total])
         received.removeFirst(total)
         if closes { disconnect() }
-        return HTTPResult(status: status, body: body)
+        return HTTPResult(status: status, headers: headers, body: body)
     }
 }
 
