@@ -153,8 +153,21 @@ public final class PostgresCluster: Sendable {
         try tools.run("pg_ctl", ["-D", tools.data, "-m", immediate ? "immediate" : "fast", "-w", "stop"])
     }
 
-    /// Starts the server again after ``stop(immediate:)``, on the same port.
-    public func start() throws { try tools.start(port: port, settings: settings) }
+    /// Starts the server again after ``stop(immediate:)``, on the same port. After an immediate
+    /// stop the old server's processes can still be exiting, and a new server does not start
+    /// while they hold the old one's shared memory or port (seen once under the whole suite's
+    /// load: `pg_ctl: could not start server`): so it tries again, for up to 30 s.
+    public func start() throws {
+        let deadline = Date().addingTimeInterval(30)
+        while true {
+            do {
+                return try tools.start(port: port, settings: settings)
+            } catch {
+                guard Date() < deadline else { throw error }
+                usleep(500_000)
+            }
+        }
+    }
 
     // MARK: Running PostgreSQL's programs
 
