@@ -200,8 +200,8 @@ struct Reply: Sendable {
 /// reply is checked against docs/openapi.yaml.
 ///
 /// Over a socket it sends through ``HTTPConnection``s (kept alive, one per request in flight),
-/// not URLSession: under the load of the whole suite URLSession sometimes sent a request's head
-/// and held its body back until its own 30 s timeout, which failed tests at random.
+/// not URLSession: under the load of the whole suite URLSession sometimes missed a socket's
+/// events until its own 30 s timer fired, which failed tests at random.
 struct Client: Sendable {
     private enum Route: Sendable {
         case socket(ConnectionPool)

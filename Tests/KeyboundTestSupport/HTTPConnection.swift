@@ -38,9 +38,9 @@ public struct HTTPResult: Sendable {
 /// It writes a request, head and body, with one `send`, reads exactly `Content-Length` bytes
 /// back and keeps the connection open; after any I/O error it reconnects on the next request.
 /// Not thread-safe: one thread uses it at a time. It exists because URLSession on Linux is slow
-/// enough to dominate the server the benchmark measures, and because it sometimes sends a
-/// request's head and then its body only when its own timeout fires, 30 s later (seen in the
-/// server tests under load: the server had the head and waited for the body).
+/// enough to dominate the server the benchmark measures, and because under load it missed a
+/// socket's events until its own 30 s timer fired (seen in the server tests: a response picked
+/// up 30 s after the server sent it; a request sent again on a new connection without its body).
 public final class HTTPConnection {
     private let port: UInt16
     private let timeoutSeconds: Int
