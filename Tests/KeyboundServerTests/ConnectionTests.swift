@@ -256,7 +256,7 @@ func offThePool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async t
 }
 
 /// A blocking TCP connection to a loopback port, from a chosen loopback source address, for
-/// what URLSession cannot do: half-open requests, trickled bytes, raw request lines. Every
+/// what the test ``Client`` does not do: half-open requests, trickled bytes, raw request lines. Every
 /// read and write gives up after 10 s, so no test can hang on it.
 final class RawConnection {
     private let descriptor: Int32

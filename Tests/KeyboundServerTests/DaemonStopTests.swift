@@ -100,14 +100,23 @@ struct DaemonStopTests {
         #expect(wrong.withLock { $0 } == [])
 
         // Stop while requests are still on handler threads: the stop lets them finish, then ends.
+        // A request the stop cut off gets no answer; one that gets an answer gets its own.
         let stopping = Locked(false)
         for client in 0..<clients {
             done.enter()
             Thread.detachNewThread {
                 defer { done.leave() }
+                var index = 0
                 while !stopping.withLock({ $0 }), let connection = try? RawConnection(port: port) {
-                    connection.send("GET \(paths[client % paths.count]) HTTP/1.1\r\nHost: x\r\n\r\n")
-                    _ = connection.response()
+                    let n = "stop-\(client)-\(index)"
+                    let path = paths[client % paths.count]
+                    index += 1
+                    connection.send("GET \(path)?n=\(n) HTTP/1.1\r\nHost: x\r\n\r\n")
+                    if let response = connection.response(),
+                        response.status != 200 || String(decoding: response.body, as: UTF8.self) != n
+                    {
+                        wrong.withLock { $0.append("\(path)?n=\(n) while stopping: \(response.status)") }
+                    }
                 }
             }
         }
@@ -115,6 +124,7 @@ struct DaemonStopTests {
         daemon.stop(gracePeriod: 1)
         stopping.withLock { $0 = true }
         done.wait()
+        #expect(wrong.withLock { $0 } == [])
         #expect((try? RawConnection(port: port)) == nil)
     }
 }

@@ -352,13 +352,8 @@ private final class ConnectionPool: Sendable {
     /// the socket calls block.
     func send(_ method: String, _ path: String, body: Data?, headers: [String: String]) async throws -> Reply
     {
-        try await withCheckedThrowingContinuation { continuation in
-            DispatchQueue.global().async { [self] in
-                let target = basePath + (path.hasPrefix("/") ? path : "/" + path)
-                continuation.resume(
-                    with: Result { try exchange(method, target, body: body, headers: headers) })
-            }
-        }
+        let target = basePath + (path.hasPrefix("/") ? path : "/" + path)
+        return try await offThePool { [self] in try exchange(method, target, body: body, headers: headers) }
     }
 
     private func exchange(_ method: String, _ target: String, body: Data?, headers: [String: String]) throws
