@@ -112,6 +112,37 @@ struct GroupCommitTests {
         #expect(try database.read { try $0.queryOne("SELECT COUNT(*) FROM items", [])?.integer(0) } == 1)
     }
 
+    @Test func theWriterCheckpointsSoTheWALStaysSmall() throws {
+        let directory = try TemporaryDirectory()
+        let path = directory.path("wal.sqlite")
+        let database = try SQLiteDatabase(path: path, readers: 2, synchronous: .normal, checkpointFrames: 64)
+        try database.write {
+            try $0.execute("CREATE TABLE items (id INTEGER PRIMARY KEY, body TEXT NOT NULL)", [])
+        }
+        // A row of 3000 bytes fills a page of its own: each write adds two or three frames (its
+        // leaf, the table's root), 400 writes about a thousand. SQLite's own checkpoint is off
+        // on the writer's connection, so only the writer's checkpoints keep the file small.
+        let body = String(repeating: "x", count: 3000)
+        for index in 0..<400 {
+            try database.write {
+                try $0.execute(
+                    "INSERT INTO items (id, body) VALUES (?, ?)", [.integer(Int64(index)), .text(body)])
+            }
+        }
+        // The WAL file is not truncated when it starts over, so its size is its largest extent:
+        // the threshold and one write's frames past it, plus the 32-byte header.
+        let frameBytes = 24 + 4096
+        let walBytes = try #require(
+            try FileManager.default.attributesOfItem(atPath: path + "-wal")[.size] as? Int)
+        #expect(walBytes <= 32 + (64 + 8) * frameBytes)
+        // Every row is there, read back after the checkpoints moved them into the database file.
+        let rows = try database.read {
+            try $0.queryOne("SELECT COUNT(*), SUM(LENGTH(body)) FROM items", [])
+        }
+        #expect(try rows?.integer(0) == 400)
+        #expect(try rows?.integer(1) == 400 * 3000)
+    }
+
     @Test func aWriteInsideAWriteFailsInsteadOfWaitingForItself() throws {
         let directory = try TemporaryDirectory()
         let database = try SQLiteDatabase(

@@ -134,6 +134,33 @@ final class SQLiteConnection: SQLConnection, @unchecked Sendable {
         }
     }
 
+    /// Frames in the WAL after this connection's last commit, as its WAL hook reported them.
+    /// Kept only after ``checkpointWhenAsked()``; 0 before.
+    private(set) var walFrames = 0
+
+    /// Turns off SQLite's automatic checkpoint for this connection: it runs inside the COMMIT
+    /// that crosses 1000 frames and holds that commit (and everyone waiting for it) until the
+    /// pages are copied and synced. Instead the connection records the WAL's size after each
+    /// commit (``walFrames``), and its owner calls ``checkpoint()`` when it suits it.
+    func checkpointWhenAsked() {
+        // Replaces the hook of `sqlite3_wal_autocheckpoint`, which is just such a hook.
+        sqlite3_wal_hook(
+            handle,
+            { context, _, _, frames in
+                guard let context else { return SQLITE_OK }
+                Unmanaged<SQLiteConnection>.fromOpaque(context).takeUnretainedValue().walFrames = Int(frames)
+                return SQLITE_OK
+            }, Unmanaged.passUnretained(self).toOpaque())
+    }
+
+    /// Copies the WAL's committed pages into the database file without waiting for anyone
+    /// (`SQLITE_CHECKPOINT_PASSIVE`): pages that a reader's snapshot still needs stay in the WAL
+    /// until a later checkpoint. Once every page is copied, the next write starts the WAL over
+    /// from its beginning, so the file stops growing.
+    func checkpoint() throws {
+        try check(sqlite3_wal_checkpoint_v2(handle, nil, SQLITE_CHECKPOINT_PASSIVE, nil, nil))
+    }
+
     /// Whether a transaction is open. SQLite ends one by itself after some errors (I/O, disk
     /// full, out of memory), and then every savepoint in it is gone too.
     var inTransaction: Bool { sqlite3_get_autocommit(handle) == 0 }

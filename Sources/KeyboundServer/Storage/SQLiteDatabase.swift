@@ -18,8 +18,11 @@ package final class SQLiteDatabase: Database {
     ///   - synchronous: how commits reach the disk.
     ///   - busyTimeoutMilliseconds: how long a write waits for another process that holds the
     ///     file's write lock before it fails with ``DatabaseError/busy``.
+    ///   - checkpointFrames: the WAL's size, in frames of a page each (4 KiB), from which the
+    ///     writer checkpoints it (``SQLiteWriter``); 4000 frames are about 16 MiB.
     package init(
-        path: String, readers: Int, synchronous: SQLiteSynchronous, busyTimeoutMilliseconds: Int32 = 5000
+        path: String, readers: Int, synchronous: SQLiteSynchronous, busyTimeoutMilliseconds: Int32 = 5000,
+        checkpointFrames: Int = 4000
     ) throws {
         self.path = path
         self.synchronous = synchronous
@@ -29,7 +32,8 @@ package final class SQLiteDatabase: Database {
         // The writer's connection is opened now, so a bad path fails at start.
         writer = SQLiteWriter(
             connection: try SQLiteConnection(
-                path: path, busyTimeoutMilliseconds: busyTimeoutMilliseconds, synchronous: synchronous))
+                path: path, busyTimeoutMilliseconds: busyTimeoutMilliseconds, synchronous: synchronous),
+            checkpointFrames: checkpointFrames)
     }
 
     deinit { writer.stop() }

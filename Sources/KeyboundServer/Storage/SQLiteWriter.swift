@@ -53,6 +53,13 @@ final class WriteRequest {
 /// is one writer, and WAL readers do not block it. Only another process on the same file can
 /// make `BEGIN IMMEDIATE` wait, up to the busy timeout.
 ///
+/// The writer also checkpoints the WAL, after it has handed a group its outcomes, once the WAL
+/// holds ``checkpointFrames`` frames or more: no request waits for the copy, and the requests
+/// that arrive meanwhile make the next group. (SQLite's own automatic checkpoint would run inside
+/// the COMMIT every 1000 frames. A device login writes about a dozen pages; copying and syncing
+/// them four times as rarely, with the pages written again in between copied once, cost a tenth
+/// less CPU per login in the bench.)
+///
 /// `@unchecked Sendable` is safe because the connection is touched only by the writer's thread,
 /// and the queue only under `condition`.
 final class SQLiteWriter: @unchecked Sendable {
@@ -63,10 +70,15 @@ final class SQLiteWriter: @unchecked Sendable {
     private var thread: pthread_t?
     private var committedGroups = 0
     private let stopped = DispatchSemaphore(value: 0)
+    private let checkpointFrames: Int
 
     /// Takes over `connection` and starts the writer's thread.
-    init(connection: SQLiteConnection) {
+    /// - Parameter checkpointFrames: the WAL's size, in frames (a page each), from which the
+    ///   writer checkpoints it after a group.
+    init(connection: SQLiteConnection, checkpointFrames: Int) {
         self.connection = connection
+        self.checkpointFrames = max(1, checkpointFrames)
+        connection.checkpointWhenAsked()
         let thread = Thread { [self] in run() }
         thread.name = "keybound-sqlite-writer"
         thread.start()
@@ -156,6 +168,11 @@ final class SQLiteWriter: @unchecked Sendable {
             while outcomes.count < group.count { outcomes.append(error) }
         }
         for (request, outcome) in zip(group, outcomes) { request.complete(outcome) }
+        if connection.walFrames >= checkpointFrames {
+            // Best effort: another process's checkpoint or write may hold the file (BUSY). The
+            // WAL then stays as it is until a later group tries again; nothing is lost either way.
+            try? connection.checkpoint()
+        }
     }
 
     /// Runs one request's work in its own savepoint: released when the work succeeds, rolled
