@@ -56,9 +56,10 @@ final class WriteRequest {
 /// The writer also checkpoints the WAL, after it has handed a group its outcomes, once the WAL
 /// holds ``checkpointFrames`` frames or more: no request waits for the copy, and the requests
 /// that arrive meanwhile make the next group. (SQLite's own automatic checkpoint would run inside
-/// the COMMIT every 1000 frames. A device login writes about a dozen pages; copying and syncing
-/// them four times as rarely, with the pages written again in between copied once, cost a tenth
-/// less CPU per login in the bench.)
+/// the COMMIT every 1000 frames, which a device login, writing about a dozen pages, crosses every
+/// 80 logins or so. Checkpointing four times as rarely copies a page written again in between
+/// once, and syncs the database file a quarter as often: quick bench runs, alternating, gave 8 %
+/// more device logins per second; docs/benchmarks.md.)
 ///
 /// `@unchecked Sendable` is safe because the connection is touched only by the writer's thread,
 /// and the queue only under `condition`.
