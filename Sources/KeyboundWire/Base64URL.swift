@@ -77,14 +77,17 @@ package enum Base64URL {
 package enum Hex {
     private static let digits = Array("0123456789abcdef".utf8)
 
-    /// Encodes `data` as lower-case hexadecimal.
+    /// Encodes `data` as lower-case hexadecimal, written straight into the string's storage (a
+    /// token's hash is encoded on every authenticated request).
     package static func encode(_ data: Data) -> String {
-        var out = [UInt8]()
-        out.reserveCapacity(data.count * 2)
-        for byte in data {
-            out.append(digits[Int(byte >> 4)])
-            out.append(digits[Int(byte & 15)])
+        data.withUnsafeBytes { bytes in
+            String(unsafeUninitializedCapacity: bytes.count * 2) { out in
+                for (index, byte) in bytes.enumerated() {
+                    out[2 * index] = digits[Int(byte >> 4)]
+                    out[2 * index + 1] = digits[Int(byte & 15)]
+                }
+                return bytes.count * 2
+            }
         }
-        return String(decoding: out, as: UTF8.self)
     }
 }

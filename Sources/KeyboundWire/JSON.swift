@@ -98,16 +98,23 @@ package enum JSON {
 
     /// Escapes `"`, `\` and the control characters; every other byte of the UTF-8 is copied as
     /// it is (bytes of multi-byte characters are never below 0x80, so they never need escaping).
+    /// It reads the string's contiguous UTF-8: going through `String.UTF8View` byte by byte cost
+    /// as much as the rest of a small response.
     private static func writeString(_ text: String, to out: inout [UInt8]) {
+        var text = text
+        text.withUTF8 { writeString(utf8: $0, to: &out) }
+    }
+
+    private static func writeString(utf8: UnsafeBufferPointer<UInt8>, to out: inout [UInt8]) {
         out.append(UInt8(ascii: "\""))
         // Ids, tokens and names almost never need an escape: then the bytes go in at once.
-        guard text.utf8.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") })
+        guard utf8.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") })
         else {
-            out.append(contentsOf: text.utf8)
+            out.append(contentsOf: utf8)
             out.append(UInt8(ascii: "\""))
             return
         }
-        for byte in text.utf8 {
+        for byte in utf8 {
             switch byte {
             case UInt8(ascii: "\""): out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\"")])
             case UInt8(ascii: "\\"): out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\\")])

@@ -14,24 +14,26 @@ package enum Timestamp {
         let secondsOfDay = unixSeconds - days * 86_400
         let (year, month, day) = civil(fromDays: days)
         if (0...9999).contains(year) {
-            // Byte by byte: every log line and every payload carries a timestamp.
-            var bytes = [UInt8](repeating: UInt8(ascii: "0"), count: 20)
-            func put(_ value: Int64, at end: Int, digits: Int) {
-                var rest = value
-                for offset in 0..<digits {
-                    bytes[end - offset] = UInt8(ascii: "0") + UInt8(rest % 10)
-                    rest /= 10
+            // Byte by byte, into the string's own storage: every log line and every payload
+            // carries a timestamp.
+            return String(unsafeUninitializedCapacity: 20) { bytes in
+                func put(_ value: Int64, at end: Int, digits: Int) {
+                    var rest = value
+                    for offset in 0..<digits {
+                        bytes[end - offset] = UInt8(ascii: "0") + UInt8(rest % 10)
+                        rest /= 10
+                    }
                 }
+                put(year, at: 3, digits: 4)
+                put(month, at: 6, digits: 2)
+                put(day, at: 9, digits: 2)
+                put(secondsOfDay / 3600, at: 12, digits: 2)
+                put(secondsOfDay % 3600 / 60, at: 15, digits: 2)
+                put(secondsOfDay % 60, at: 18, digits: 2)
+                (bytes[4], bytes[7], bytes[10]) = (UInt8(ascii: "-"), UInt8(ascii: "-"), UInt8(ascii: "T"))
+                (bytes[13], bytes[16], bytes[19]) = (UInt8(ascii: ":"), UInt8(ascii: ":"), UInt8(ascii: "Z"))
+                return 20
             }
-            put(year, at: 3, digits: 4)
-            put(month, at: 6, digits: 2)
-            put(day, at: 9, digits: 2)
-            put(secondsOfDay / 3600, at: 12, digits: 2)
-            put(secondsOfDay % 3600 / 60, at: 15, digits: 2)
-            put(secondsOfDay % 60, at: 18, digits: 2)
-            (bytes[4], bytes[7], bytes[10]) = (UInt8(ascii: "-"), UInt8(ascii: "-"), UInt8(ascii: "T"))
-            (bytes[13], bytes[16], bytes[19]) = (UInt8(ascii: ":"), UInt8(ascii: ":"), UInt8(ascii: "Z"))
-            return String(decoding: bytes, as: UTF8.self)
         }
         func two(_ value: Int64) -> String { value < 10 ? "0\(value)" : "\(value)" }
         let yearText = String(year)

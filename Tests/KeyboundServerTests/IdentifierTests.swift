@@ -30,3 +30,18 @@ struct IdentifierTests {
         #expect(same.count == 100)
     }
 }
+
+/// A token is stored and looked up under the lower-case hex of SHA-256 of its UTF-8: the hashes
+/// already in users' databases must keep matching.
+struct TokenHashTests {
+    @Test func theHashIsLowerCaseHexOfSHA256OfTheToken() {
+        // FIPS 180-2, appendix B.1 ("abc") and the empty message.
+        #expect(TokenHash.of("abc") == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
+        #expect(TokenHash.of("") == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855")
+        // A token as the server issues them (43 base64url characters), taken from a substring so
+        // that its UTF-8 is not the literal's own storage.
+        let token = String("xrBKQ3nZ8sC0_mWvT-4yE1uGq7dLhJ9aPfN2kRtY6oU!".dropLast())
+        #expect(TokenHash.of(token) == TokenHash.of("xrBKQ3nZ8sC0_mWvT-4yE1uGq7dLhJ9aPfN2kRtY6oU"))
+        #expect(TokenHash.of(token).utf8.count == 64)
+    }
+}

@@ -42,6 +42,8 @@ enum SecureRandomBytes {
 package enum TokenHash {
     /// Lower-case hex of SHA-256 of the token's UTF-8: the key a token is stored and found under.
     package static func of(_ token: String) -> String {
-        Hex.encode(Digest.sha256(Data(token.utf8)))
+        // `withUTF8` copies the bytes at once; `Data(token.utf8)` stepped through them.
+        var token = token
+        return Hex.encode(Digest.sha256(token.withUTF8 { Data($0) }))
     }
 }
