@@ -143,7 +143,8 @@ final class SQLiteConnection: SQLConnection, @unchecked Sendable {
     /// pages are copied and synced. Instead the connection records the WAL's size after each
     /// commit (``walFrames``), and its owner calls ``checkpoint()`` when it suits it.
     func checkpointWhenAsked() {
-        // Replaces the hook of `sqlite3_wal_autocheckpoint`, which is just such a hook.
+        // Replaces the hook of `sqlite3_wal_autocheckpoint`, which is just such a hook. The
+        // context is unretained: the hook lives as long as the handle, which `deinit` closes.
         sqlite3_wal_hook(
             handle,
             { context, _, _, frames in
