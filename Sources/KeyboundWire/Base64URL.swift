@@ -15,41 +15,52 @@ package enum Base64URL {
         return table
     }()
 
-    /// Encodes `data` as base64url without padding.
+    /// Encodes `data` as base64url without padding, written straight into the string's storage.
     package static func encode(_ data: Data) -> String {
-        var out = [UInt8]()
-        out.reserveCapacity((data.count * 4 + 2) / 3)
         data.withUnsafeBytes { (bytes: UnsafeRawBufferPointer) in
-            var index = 0
-            while index + 3 <= bytes.count {
-                let word =
-                    UInt32(bytes[index]) << 16 | UInt32(bytes[index + 1]) << 8 | UInt32(bytes[index + 2])
-                out.append(alphabet[Int(word >> 18 & 63)])
-                out.append(alphabet[Int(word >> 12 & 63)])
-                out.append(alphabet[Int(word >> 6 & 63)])
-                out.append(alphabet[Int(word & 63)])
-                index += 3
-            }
-            switch bytes.count - index {
-            case 1:
-                let word = UInt32(bytes[index]) << 16
-                out.append(alphabet[Int(word >> 18 & 63)])
-                out.append(alphabet[Int(word >> 12 & 63)])
-            case 2:
-                let word = UInt32(bytes[index]) << 16 | UInt32(bytes[index + 1]) << 8
-                out.append(alphabet[Int(word >> 18 & 63)])
-                out.append(alphabet[Int(word >> 12 & 63)])
-                out.append(alphabet[Int(word >> 6 & 63)])
-            default: break
+            String(unsafeUninitializedCapacity: (bytes.count * 4 + 2) / 3) { out in
+                var written = 0
+                /// Writes the character for the low six bits of `sextet`.
+                func put(_ sextet: UInt32) {
+                    out[written] = alphabet[Int(sextet & 63)]
+                    written += 1
+                }
+                var index = 0
+                while index + 3 <= bytes.count {
+                    let word =
+                        UInt32(bytes[index]) << 16 | UInt32(bytes[index + 1]) << 8 | UInt32(bytes[index + 2])
+                    put(word >> 18)
+                    put(word >> 12)
+                    put(word >> 6)
+                    put(word)
+                    index += 3
+                }
+                switch bytes.count - index {
+                case 1:
+                    let word = UInt32(bytes[index]) << 16
+                    put(word >> 18)
+                    put(word >> 12)
+                case 2:
+                    let word = UInt32(bytes[index]) << 16 | UInt32(bytes[index + 1]) << 8
+                    put(word >> 18)
+                    put(word >> 12)
+                    put(word >> 6)
+                default: break
+                }
+                return written
             }
         }
-        return String(decoding: out, as: UTF8.self)
     }
 
     /// Decodes strict base64url without padding; nil for any other alphabet, padding, a length
     /// that cannot occur, or non-canonical trailing bits.
     package static func decode(_ text: String) -> Data? {
-        let input = text.utf8
+        // On the contiguous UTF-8: stepping through `String.UTF8View` cost more than the decoding.
+        var text = text
+        return text.withUTF8 { decode(utf8: $0) }
+    }
+
+    private static func decode(utf8 input: UnsafeBufferPointer<UInt8>) -> Data? {
         guard input.count % 4 != 1 else { return nil }
         // Into an array first: `Data.append` of one byte costs far more than the decoding.
         var out: [UInt8] = []

@@ -293,8 +293,13 @@ package enum JSON {
             var utf8: [UInt8] = []
             var runStart = index
             func finish(_ utf8: [UInt8]) -> String? {
-                let text = String(decoding: utf8, as: UTF8.self)
-                return text.utf8.elementsEqual(utf8) ? text : nil
+                var text = String(decoding: utf8, as: UTF8.self)
+                // Compared as two contiguous buffers: through `String.UTF8View` the comparison
+                // cost more than the rest of the parse.
+                let intact = text.withUTF8 { decoded in
+                    utf8.withUnsafeBufferPointer { decoded.elementsEqual($0) }
+                }
+                return intact ? text : nil
             }
             while true {
                 guard index < bytes.count else { throw failure("unterminated string") }
