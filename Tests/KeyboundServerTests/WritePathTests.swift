@@ -112,35 +112,84 @@ struct GroupCommitTests {
         #expect(try database.read { try $0.queryOne("SELECT COUNT(*) FROM items", [])?.integer(0) } == 1)
     }
 
-    @Test func theWriterCheckpointsSoTheWALStaysSmall() throws {
-        let directory = try TemporaryDirectory()
-        let path = directory.path("wal.sqlite")
-        let database = try SQLiteDatabase(path: path, readers: 2, synchronous: .normal, checkpointFrames: 64)
-        try database.write {
-            try $0.execute("CREATE TABLE items (id INTEGER PRIMARY KEY, body TEXT NOT NULL)", [])
-        }
-        // A row of 3000 bytes fills a page of its own: each write adds two or three frames (its
-        // leaf, the table's root), 400 writes about a thousand. SQLite's own checkpoint is off
-        // on the writer's connection, so only the writer's checkpoints keep the file small.
-        let body = String(repeating: "x", count: 3000)
-        for index in 0..<400 {
+    /// A database whose writer checkpoints from 64 frames, with a table of rows that fill a page
+    /// each: every write adds two or three frames (its leaf, the table's root).
+    private struct SmallWAL {
+        let directory: TemporaryDirectory
+        let database: SQLiteDatabase
+        /// What a WAL frame takes in the file: a 24-byte header and the page.
+        static let frameBytes = 24 + 4096
+        /// The threshold and one write's frames past it, plus the file's 32-byte header.
+        static let boundBytes = 32 + (64 + 8) * frameBytes
+
+        init() throws {
+            directory = try TemporaryDirectory()
+            database = try SQLiteDatabase(
+                path: directory.path("wal.sqlite"), readers: 2, synchronous: .normal, checkpointFrames: 64)
             try database.write {
-                try $0.execute(
-                    "INSERT INTO items (id, body) VALUES (?, ?)", [.integer(Int64(index)), .text(body)])
+                try $0.execute("CREATE TABLE items (id INTEGER PRIMARY KEY, body TEXT NOT NULL)", [])
             }
         }
-        // The WAL file is not truncated when it starts over, so its size is its largest extent:
-        // the threshold and one write's frames past it, plus the 32-byte header.
-        let frameBytes = 24 + 4096
-        let walBytes = try #require(
-            try FileManager.default.attributesOfItem(atPath: path + "-wal")[.size] as? Int)
-        #expect(walBytes <= 32 + (64 + 8) * frameBytes)
+
+        /// One write per row, 3000 bytes each.
+        func insert(_ ids: Range<Int>) throws {
+            for id in ids {
+                try database.write {
+                    try $0.execute(
+                        "INSERT INTO items (id, body) VALUES (?, ?)",
+                        [.integer(Int64(id)), .text(String(repeating: "x", count: 3000))])
+                }
+            }
+        }
+
+        /// The WAL file's size. It is not truncated when the WAL starts over, so this is the
+        /// largest extent the WAL has had.
+        func walBytes() throws -> Int {
+            try #require(
+                try FileManager.default.attributesOfItem(atPath: directory.path("wal.sqlite") + "-wal")[.size]
+                    as? Int)
+        }
+
+        static func count(_ connection: any SQLConnection) throws -> Int64? {
+            try connection.queryOne("SELECT COUNT(*) FROM items", [])?.integer(0)
+        }
+    }
+
+    @Test func theWriterCheckpointsSoTheWALStaysSmall() throws {
+        let wal = try SmallWAL()
+        // 400 writes, about a thousand frames. SQLite's own checkpoint is off on the writer's
+        // connection, so only the writer's checkpoints keep the file small.
+        try wal.insert(0..<400)
+        #expect(try wal.walBytes() <= SmallWAL.boundBytes)
         // Every row is there, read back after the checkpoints moved them into the database file.
-        let rows = try database.read {
+        let rows = try wal.database.read {
             try $0.queryOne("SELECT COUNT(*), SUM(LENGTH(body)) FROM items", [])
         }
         #expect(try rows?.integer(0) == 400)
         #expect(try rows?.integer(1) == 400 * 3000)
+    }
+
+    /// A passive checkpoint cannot copy the frames a reader's snapshot still needs, so the WAL
+    /// grows while a read lasts; the writer must try again after later groups, and the WAL must
+    /// start over once the reader is gone.
+    @Test func aLongReadHoldsTheWALOnlyWhileItLasts() throws {
+        let wal = try SmallWAL()
+        try wal.insert(0..<50)
+        let (before, after) = try wal.database.read { connection in
+            let before = try SmallWAL.count(connection)
+            try wal.insert(50..<250)
+            return (before, try SmallWAL.count(connection))
+        }
+        // The reader saw one snapshot throughout, and the WAL kept the frames written meanwhile.
+        #expect(before == 50 && after == 50)
+        let held = try wal.walBytes()
+        #expect(held > SmallWAL.boundBytes)
+        // Reader gone: the checkpoint after the next write copies everything and the WAL starts
+        // over at its beginning, so a thousand more frames fit in the extent it already has,
+        // and that one write's frames.
+        try wal.insert(250..<650)
+        #expect(try wal.walBytes() <= held + 8 * SmallWAL.frameBytes)
+        #expect(try wal.database.read { try SmallWAL.count($0) } == 650)
     }
 
     @Test func aWriteInsideAWriteFailsInsteadOfWaitingForItself() throws {
