@@ -260,7 +260,7 @@ func offThePool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async t
 /// read and write gives up after 10 s, so no test can hang on it.
 final class RawConnection {
     private let descriptor: Int32
-    private var buffer: [UInt8] = []
+    private var received = HTTPResponseBuffer()
 
     init(port: UInt16, from source: String = "127.0.0.1") throws {
         descriptor = try Self.connected(to: port, from: source)
@@ -323,40 +323,23 @@ final class RawConnection {
     }
 
     /// Reads one response (status line, headers, a `Content-Length` body); nil when the
-    /// connection ends or stalls first.
+    /// connection ends or stalls first, or the response is malformed.
     func response() -> (status: Int, body: Data)? {
-        let separator = Array("\r\n\r\n".utf8)
-        var headEnd: Int?
-        while headEnd == nil {
-            headEnd = buffer.indices.dropLast(3).first { Array(buffer[$0..<$0 + 4]) == separator }
-            if headEnd == nil, !fill() { return nil }
-        }
-        guard let headEnd else { return nil }
-        let head = String(decoding: buffer[..<headEnd], as: UTF8.self)
-        let lines = head.components(separatedBy: "\r\n")
-        guard let statusText = lines.first?.split(separator: " ").dropFirst().first,
-            let status = Int(statusText)
-        else { return nil }
-        let length =
-            lines.dropFirst().compactMap { line -> Int? in
-                let parts = line.split(separator: ":", maxSplits: 1)
-                guard parts.count == 2, parts[0].lowercased() == "content-length" else { return nil }
-                return Int(parts[1].trimmingCharacters(in: .whitespaces))
-            }.first ?? 0
-        let bodyStart = headEnd + 4
-        while buffer.count < bodyStart + length {
+        while true {
+            do {
+                if let (result, _) = try received.takeResponse() { return (result.status, result.body) }
+            } catch {
+                return nil
+            }
             guard fill() else { return nil }
         }
-        let body = Data(buffer[bodyStart..<bodyStart + length])
-        buffer.removeFirst(bodyStart + length)
-        return (status, body)
     }
 
     private func fill() -> Bool {
         var chunk = [UInt8](repeating: 0, count: 16 * 1024)
         let count = recv(descriptor, &chunk, chunk.count, 0)
         guard count > 0 else { return false }
-        buffer += chunk[..<count]
+        received.append(chunk[..<count])
         return true
     }
 

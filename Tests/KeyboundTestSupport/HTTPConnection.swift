@@ -46,7 +46,7 @@ public final class HTTPConnection {
     private let timeoutSeconds: Int
     private let keepsHeaders: Bool
     private var socketDescriptor: Int32 = -1
-    private var received: [UInt8] = []
+    private var received: HTTPResponseBuffer
     private var chunk = [UInt8](repeating: 0, count: 64 * 1024)
 
     /// Connects to 127.0.0.1:`port`.
@@ -57,6 +57,7 @@ public final class HTTPConnection {
         self.port = port
         self.timeoutSeconds = timeoutSeconds
         self.keepsHeaders = keepsHeaders
+        received = HTTPResponseBuffer(keepsHeaders: keepsHeaders)
         try open()
     }
 
@@ -93,7 +94,7 @@ public final class HTTPConnection {
             throw HTTPClientError(description: "connect 127.0.0.1:\(port): errno \(code)")
         }
         socketDescriptor = descriptor
-        received.removeAll(keepingCapacity: true)
+        received.removeAll()
     }
 
     private func disconnect() {
@@ -165,34 +166,52 @@ public final class HTTPConnection {
                 description: count == 0 ? "connection closed" : "recv: errno \(errno)",
                 beforeResponse: received.isEmpty)
         }
-        received.append(contentsOf: chunk[0..<count])
-    }
-
-    /// The index of the blank line ending the header, if it has arrived.
-    private func headerEnd() -> Int? {
-        guard received.count >= 4 else { return nil }
-        for index in 0...(received.count - 4)
-        where received[index] == 13 && received[index + 1] == 10 && received[index + 2] == 13
-            && received[index + 3] == 10
-        {
-            return index
-        }
-        return nil
+        received.append(chunk[0..<count])
     }
 
     private func readResponse() throws -> HTTPResult {
-        var end = headerEnd()
-        while end == nil {
+        while true {
+            if let (result, closes) = try received.takeResponse() {
+                if closes { disconnect() }
+                return result
+            }
             try receiveMore()
-            end = headerEnd()
         }
-        guard let end else { throw HTTPClientError(description: "no header") }
+    }
+}
+
+/// Takes HTTP/1.1 responses out of the bytes received so far: a status line, header fields and
+/// a `Content-Length` body. ``HTTPConnection`` reads through it, and so do tests that work on a
+/// raw socket.
+public struct HTTPResponseBuffer {
+    private var bytes: [UInt8] = []
+    private let keepsHeaders: Bool
+
+    /// - Parameter keepsHeaders: whether responses carry their header fields.
+    public init(keepsHeaders: Bool = false) {
+        self.keepsHeaders = keepsHeaders
+    }
+
+    /// Whether nothing is waiting to be taken.
+    public var isEmpty: Bool { bytes.isEmpty }
+
+    /// Adds bytes as they arrived.
+    public mutating func append(_ received: ArraySlice<UInt8>) { bytes.append(contentsOf: received) }
+
+    /// Drops what is waiting (the connection it came from is gone).
+    public mutating func removeAll() { bytes.removeAll(keepingCapacity: true) }
+
+    /// The next whole response, and whether the server closes the connection after it, taken
+    /// out of the buffer; nil while part of it has still to arrive.
+    /// - Throws: ``HTTPClientError`` for a malformed status line or a chunked body.
+    public mutating func takeResponse() throws -> (result: HTTPResult, closes: Bool)? {
+        guard let end = headerEnd() else { return nil }
         // Parsed as bytes: the load generator shares the cores with the server it measures, so
         // it should cost little (Foundation's string trimming once took 2 % of a login run).
         // Split at LF, one byte (the standard library's fast path: splitting at the two bytes
         // CR LF went through a generic collection search that took 12 % of a login run's CPU),
         // then each line's CR dropped.
-        let lines = received[0..<end].split(separator: 10, omittingEmptySubsequences: false).map {
+        let lines = bytes[0..<end].split(separator: 10, omittingEmptySubsequences: false).map {
             $0.last == 13 ? $0.dropLast() : $0
         }
         guard let statusLine = lines.first, statusLine.starts(with: Array("HTTP/1.".utf8)),
@@ -221,15 +240,26 @@ public final class HTTPConnection {
             }
         }
         let total = end + 4 + contentLength
-        while received.count < total { try receiveMore() }
-        let body = Data(received[(end + 4)..<total])
-        received.removeFirst(total)
-        if closes { disconnect() }
-        return HTTPResult(status: status, headers: headers, body: body)
+        guard bytes.count >= total else { return nil }
+        let body = Data(bytes[(end + 4)..<total])
+        bytes.removeFirst(total)
+        return (HTTPResult(status: status, headers: headers, body: body), closes)
+    }
+
+    /// The index of the blank line ending the header, if it has arrived.
+    private func headerEnd() -> Int? {
+        guard bytes.count >= 4 else { return nil }
+        for index in 0...(bytes.count - 4)
+        where bytes[index] == 13 && bytes[index + 1] == 10 && bytes[index + 2] == 13
+            && bytes[index + 3] == 10
+        {
+            return index
+        }
+        return nil
     }
 }
 
-extension HTTPConnection {
+extension HTTPResponseBuffer {
     /// The decimal number `digits` spell, or nil.
     fileprivate static func integer(_ digits: some Collection<UInt8>) -> Int? {
         guard !digits.isEmpty, digits.count <= 18 else { return nil }
