@@ -44,7 +44,6 @@ public struct HTTPResult: Sendable {
 public final class HTTPConnection {
     private let port: UInt16
     private let timeoutSeconds: Int
-    private let keepsHeaders: Bool
     private var socketDescriptor: Int32 = -1
     private var received: HTTPResponseBuffer
     private var chunk = [UInt8](repeating: 0, count: 64 * 1024)
@@ -56,7 +55,6 @@ public final class HTTPConnection {
     public init(port: UInt16, timeoutSeconds: Int = 10, keepsHeaders: Bool = false) throws {
         self.port = port
         self.timeoutSeconds = timeoutSeconds
-        self.keepsHeaders = keepsHeaders
         received = HTTPResponseBuffer(keepsHeaders: keepsHeaders)
         try open()
     }
