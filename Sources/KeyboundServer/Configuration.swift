@@ -50,9 +50,10 @@ public struct Configuration: Sendable {
     /// libmicrohttpd's threads, which read requests and send responses (default: the core count,
     /// at least 2); the number of SQLite reader connections is this plus 2.
     public var workerThreads: Int = max(2, ProcessInfo.processInfo.activeProcessorCount)
-    /// Threads that run request handlers (default 64). A request waiting for its group commit
-    /// holds one of these, never one of the ``workerThreads``, so this many requests can wait
-    /// for one commit together; more queue for a free thread.
+    /// Threads that run request handlers, at most (default 64); they start as requests need them
+    /// and then stay. A request waiting for its group commit holds one of these, never one of the
+    /// ``workerThreads``, so this many requests can wait for one commit together; more queue for
+    /// a free thread.
     public var handlerThreads: Int = 64
     /// Idle connections are closed after this many seconds without a byte.
     public var connectionTimeout: Int = 30
