@@ -60,7 +60,10 @@ struct HandlerThreadsTests {
                 ran.withLock { $0 += 1 }
             }
         }
-        for _ in 0..<6 { release.signal() }
+        // Released only after stop has begun (very likely): two jobs run, four are queued.
+        DispatchQueue.global().asyncAfter(deadline: .now() + 0.1) {
+            for _ in 0..<6 { release.signal() }
+        }
         pool.stop()
         #expect(ran.withLock { $0 } == 6)
         pool.run { ran.withLock { $0 += 1 } }

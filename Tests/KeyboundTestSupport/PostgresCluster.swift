@@ -282,7 +282,6 @@ public final class PostgresCluster: Sendable {
         return nil
     }
 
-    /// A port on 127.0.0.1 that was free a moment ago.
     /// The ports of this process's clusters, kept while a cluster lives (also while it is
     /// stopped, since it starts again on the same port).
     private static let takenPorts = Mutex<Set<UInt16>>([])
