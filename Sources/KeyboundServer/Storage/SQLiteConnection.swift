@@ -43,10 +43,19 @@ final class SQLiteConnection: SQLConnection, @unchecked Sendable {
         _ = kb_sqlite_disable_memory_statistics()
     }()
 
-    deinit {
+    private var isClosed = false
+
+    /// Closes the connection now rather than when it is released; it must not be used after.
+    /// (The last connection of a WAL database to close checkpoints the WAL and removes it.)
+    func close() {
+        guard !isClosed else { return }
+        isClosed = true
         for statement in statements.values { sqlite3_finalize(statement) }
+        statements = [:]
         sqlite3_close_v2(handle)
     }
+
+    deinit { close() }
 
     private func check(_ status: Int32) throws {
         guard status == SQLITE_OK || status == SQLITE_DONE || status == SQLITE_ROW else {

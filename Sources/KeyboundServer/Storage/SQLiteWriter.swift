@@ -115,7 +115,8 @@ final class SQLiteWriter: @unchecked Sendable {
         return pthread_equal(thread, pthread_self()) != 0
     }
 
-    /// Lets the writer finish the requests already queued, then ends its thread.
+    /// Lets the writer finish the requests already queued, then closes its connection and ends
+    /// its thread.
     func stop() {
         condition.lock()
         stopping = true
@@ -129,6 +130,9 @@ final class SQLiteWriter: @unchecked Sendable {
         thread = pthread_self()
         condition.unlock()
         while let group = nextGroup() { commit(group) }
+        // Closed here, not when the thread lets go of the writer (some time after `stop()` has
+        // returned): whoever stopped the writer may delete or copy the file next.
+        connection.close()
         stopped.signal()
     }
 
