@@ -52,6 +52,12 @@ final class ServeProcess: Sendable {
         return child.process.terminationStatus
     }
 
+    /// The end of the process's standard error, for a failure's message.
+    var logTail: String {
+        let log = (try? child.output().stderr).map { String(decoding: $0, as: UTF8.self) } ?? ""
+        return String(log.suffix(3000))
+    }
+
     deinit {
         if child.process.isRunning {
             Foundation.kill(child.process.processIdentifier, SIGKILL)
@@ -134,7 +140,7 @@ struct ProcessTests {
         #expect(devices.map(\.deviceID) == [deviceID])
         // The earlier sessions were replaced by the new login of the same client.
         #expect(try await second.client.get("/v1/me", token: tokens.accessToken).status == 401)
-        #expect(second.kill(SIGTERM) == 0)
+        #expect(second.kill(SIGTERM) == 0, "\(second.logTail)")
     }
 
     @Test func oneChallengeUsedThirtyTwoTimesAcrossTwoProcessesOpensOneSession() async throws {
