@@ -153,7 +153,7 @@ final class SQLiteConnection: SQLConnection, @unchecked Sendable {
     /// commit (``walFrames``), and its owner calls ``checkpoint()`` when it suits it.
     func checkpointWhenAsked() {
         // Replaces the hook of `sqlite3_wal_autocheckpoint`, which is just such a hook. The
-        // context is unretained: the hook lives as long as the handle, which `deinit` closes.
+        // context is unretained: the hook lives as long as the handle, which `close()` closes.
         sqlite3_wal_hook(
             handle,
             { context, _, _, frames in
