@@ -43,7 +43,8 @@ final class SQLiteConnection: SQLConnection, @unchecked Sendable {
         _ = kb_sqlite_disable_memory_statistics()
     }()
 
-    private var isClosed = false
+    /// Whether ``close()`` has run.
+    private(set) var isClosed = false
 
     /// Closes the connection now rather than when it is released; it must not be used after.
     /// (The last connection of a WAL database to close checkpoints the WAL and removes it.)
