@@ -38,8 +38,9 @@ final class Benchmark {
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         defer { removeDatabases(andFolder: true) }
         let started = nanoseconds()
-        if options.abuseOnly {
-            try measureAbuse()
+        if options.abuseOnly || options.housekeepingOnly {
+            if options.abuseOnly { try measureAbuse() }
+            if options.housekeepingOnly { try measureHousekeeping() }
             report.totalSeconds = seconds(since: started)
             return report
         }
@@ -54,6 +55,8 @@ final class Benchmark {
         try measureGrowth(verifiesPerSecond: verify)
         removeDatabases()
         if options.postgres { try measurePostgres(verifiesPerSecond: verify) }
+        try measureHousekeeping()
+        removeDatabases()
         try measureAbuse()
         report.totalSeconds = seconds(since: started)
         return report

@@ -8,6 +8,8 @@ struct BenchOptions {
     var help = false
     /// `--abuse`: only the abuse section (slow senders, the request deadline, login timing).
     var abuseOnly = false
+    /// `--housekeeping`: only the housekeeping section (the purge of piled-up expired rows).
+    var housekeepingOnly = false
     /// Client threads (connections) for device logins, refreshes and the read comparison: enough
     /// requests in flight that a group commit has company while it waits for its sync.
     var concurrency = 64
@@ -26,6 +28,7 @@ struct BenchOptions {
     static let usage = """
         usage: keybound-bench [--quick] [--json] [--concurrency N] [--sqlite-synchronous full|normal]
                               [--growth-users N] [--sessions N] [--no-postgres] [--abuse]
+                              [--housekeeping]
                keybound-bench --profile healthz|me|challenge|login|refresh N
 
           Measures the performance targets of docs/design.md against an in-process server on 127.0.0.1
@@ -43,6 +46,9 @@ struct BenchOptions {
                                   run on a throwaway cluster after SQLite's
           --abuse                 only the abuse section: normal clients under slow senders, the
                                   request deadline, unknown-user vs wrong-password login timing
+          --housekeeping          only the housekeeping section: the server's purge of 1.25M expired
+                                  challenges and 100k ended sessions (250k and 20k with --quick), and
+                                  the refresh rotations that wait for it meanwhile
           --profile OPERATION N   instead: N operations one after another through the server's
                                   in-process handler (no sockets), to run under perf or callgrind
         """
@@ -70,6 +76,7 @@ struct BenchOptions {
             case "--quick": options.quick = true
             case "--json": options.json = true
             case "--abuse": options.abuseOnly = true
+            case "--housekeeping": options.housekeepingOnly = true
             case "-h", "--help": options.help = true
             case "--concurrency": options.concurrency = try count(argument, 1...256)
             case "--growth-users": options.growthUsers = try count(argument, 1000...10_000_000)

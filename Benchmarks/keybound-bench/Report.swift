@@ -98,6 +98,8 @@ struct Report {
     var postgres: PostgresNumbers?
     /// Slow senders, the request deadline and login timing (issue 10, item 5).
     var abuse: AbuseNumbers?
+    /// The purge of piled-up expired rows (issue 21, item 1).
+    var housekeeping: HousekeepingNumbers?
     var totalSeconds = 0.0
 
     init(options: BenchOptions, cores: Int) {
@@ -113,6 +115,12 @@ struct Report {
     #else
         static let build = "release"
     #endif
+
+    /// The median, p99 and longest latency.
+    static func spread(_ result: LoadResult) -> String {
+        "p50 \(f(result.percentile(0.5), 2)) ms, p99 \(f(result.percentile(0.99), 2)) ms, max "
+            + "\(f(Double(result.latencies.last ?? 0) / 1e6, 1)) ms"
+    }
 
     func failures(_ result: LoadResult) -> String {
         guard result.failed > 0 else { return "0 failed" }
@@ -333,6 +341,31 @@ struct Report {
                         "unknown_user_median_ms": abuse.unknownUserMedian,
                         "wrong_password_median_ms": abuse.wrongPasswordMedian, "samples": abuse.loginSamples,
                         "not_401": abuse.loginFailures,
+                    ]))
+        }
+        if let housekeeping {
+            let during = housekeeping.during
+            verdicts.append(
+                Verdict(
+                    number: "7", id: "housekeeping",
+                    title: "longest housekeeping transaction, ms (the most a write waits behind the purge)",
+                    ratio: housekeeping.longestBatchMilliseconds, comparison: "<=", target: 50, stretch: nil,
+                    details: [
+                        "the server's first purge at start, synchronous=full: \(housekeeping.rowsDeleted) rows "
+                            + "(\(housekeeping.usedChallenges) used challenges, \(housekeeping.endedSessions) ended "
+                            + "sessions with \(housekeeping.tokensPerSession) tokens each) in \(housekeeping.batches) "
+                            + "transactions, \(f(housekeeping.purgeSeconds, 1)) s",
+                        "refresh rotations meanwhile, one at a time: \(during.completed) "
+                            + "(\(Self.spread(during)), \(failures(during))); for 2 s after it: "
+                            + Self.spread(housekeeping.after),
+                    ],
+                    numbers: [
+                        "rows_deleted": housekeeping.rowsDeleted, "batches": housekeeping.batches,
+                        "longest_batch_ms": housekeeping.longestBatchMilliseconds,
+                        "purge_seconds": housekeeping.purgeSeconds,
+                        "rotations_during": during.completed, "rotations_failed": during.failed,
+                        "rotation_p50_ms": during.percentile(0.5), "rotation_p99_ms": during.percentile(0.99),
+                        "rotation_max_ms": Double(during.latencies.last ?? 0) / 1e6,
                     ]))
         }
         return verdicts + postgresVerdicts

@@ -445,7 +445,7 @@ public actor KeyboundClient {
                 .throttled, native: .httpStatus(status), message: problem?.detail, serverCode: code,
                 retryAfter: seconds)
         case .invalidCredentials, .stepUpRequired, .tokenInvalid: recovery = .usePassword
-        case .deviceRevoked, .deviceSuspended: recovery = .usePassword
+        case .deviceRevoked, .deviceSuspended, .passkeySuspended: recovery = .usePassword
         case .challengeExpired, .challengeUsed, .unavailable: recovery = .retry
         default: recovery = status >= 500 ? .retryLater : .none
         }

@@ -131,7 +131,6 @@ extension PasskeyAssertionRequest {
     package init(_ options: PasskeyRequestOptions) {
         self.init(
             relyingPartyID: options.rpID, challenge: options.challenge,
-            allowedCredentialIDs: options.allowCredentials.map(\.id),
             userVerification: PasskeyUserVerification(rawValue: options.userVerification) ?? .preferred)
     }
 }

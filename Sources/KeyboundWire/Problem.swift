@@ -98,6 +98,9 @@ public struct ProblemCode: OpenVocabulary {
     public static let lastPasskey = ProblemCode(rawValue: "last_passkey")
     /// The account has as many passkeys as the server allows; remove one first (409).
     public static let passkeyLimitReached = ProblemCode(rawValue: "passkey_limit_reached")
+    /// The passkey is suspended since a cloned copy of it showed (a sign count that did not rise):
+    /// it signs in again once its user has signed in another way (403).
+    public static let passkeySuspended = ProblemCode(rawValue: "passkey_suspended")
 
     // App Attest.
 
@@ -121,7 +124,8 @@ public struct ProblemCode: OpenVocabulary {
         .userPresenceMissing, .userVerificationMissing, .invalidBackupState, .algorithmNotAllowed,
         .credentialMismatch, .userHandleMismatch, .clonedAuthenticator, .invalidAttestation,
         .unknownCredential,
-        .credentialExists, .lastPasskey, .passkeyLimitReached, .appAttestRequired, .environmentMismatch,
+        .credentialExists, .lastPasskey, .passkeyLimitReached, .passkeySuspended, .appAttestRequired,
+        .environmentMismatch,
         .replayedAssertion, .usernameMismatch,
     ]
 }

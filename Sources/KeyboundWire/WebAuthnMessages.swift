@@ -381,28 +381,23 @@ package struct PasskeyRequestOptions: WireObject, Hashable {
     package enum Member: String, MemberName { case publicKey }
     /// The members of `publicKey`.
     package enum OptionsMember: String, MemberName {
-        case challenge, timeout, rpId, allowCredentials, userVerification
+        case challenge, timeout, rpId, userVerification
     }
-    /// The single-use challenge, 32 random bytes.
+    /// The single-use challenge (the server's, opaque).
     package let challenge: Data
     /// How long the ceremony may take, in milliseconds.
     package let timeout: Int
     /// The RP ID (`rpId`).
     package let rpID: String
-    /// The passkeys that may answer; empty for a discoverable sign-in.
-    package let allowCredentials: [PasskeyCredentialDescriptor]
     /// `required` or `preferred`.
     package let userVerification: String
 
-    /// Creates the message from its members.
-    package init(
-        challenge: Data, timeout: Int, rpID: String, allowCredentials: [PasskeyCredentialDescriptor],
-        userVerification: String
-    ) {
+    /// Creates the message from its members. There is no `allowCredentials`: every Keybound
+    /// passkey is discoverable, and a list would tell anyone which accounts have passkeys.
+    package init(challenge: Data, timeout: Int, rpID: String, userVerification: String) {
         self.challenge = challenge
         self.timeout = timeout
         self.rpID = rpID
-        self.allowCredentials = allowCredentials
         self.userVerification = userVerification
     }
 
@@ -411,9 +406,6 @@ package struct PasskeyRequestOptions: WireObject, Hashable {
         challenge = try options.bytes(.challenge)
         timeout = try options.integer(.timeout)
         rpID = try options.string(.rpId)
-        allowCredentials = try options.array(.allowCredentials) { value throws(WireFailure) in
-            try PasskeyCredentialDescriptor(json: value, path: "publicKey.allowCredentials[]")
-        }
         userVerification = try options.string(.userVerification)
     }
 
@@ -422,7 +414,6 @@ package struct PasskeyRequestOptions: WireObject, Hashable {
         options.add(.challenge, challenge)
         options.add(.timeout, timeout)
         options.add(.rpId, rpID)
-        options.add(.allowCredentials, .array(allowCredentials.map(\.json)))
         options.add(.userVerification, userVerification)
         object.add(.publicKey, options.value)
     }

@@ -85,8 +85,8 @@ struct MessageStrictnessTests {
             PasskeyLoginOptionsRequest.Member.self)
         try check(
             PasskeyRequestOptions(
-                challenge: Data([4]), timeout: 300_000, rpID: "example.org", allowCredentials: [],
-                userVerification: "required"), PasskeyRequestOptions.Member.self)
+                challenge: Data([4]), timeout: 300_000, rpID: "example.org", userVerification: "required"),
+            PasskeyRequestOptions.Member.self)
         try check(
             PasskeyLoginResult(username: "ada", credentialID: Data([5]), signCount: 1, tokens: tokens),
             PasskeyLoginResult.Member.self)

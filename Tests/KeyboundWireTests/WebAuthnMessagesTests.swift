@@ -29,7 +29,6 @@ struct WebAuthnMessagesTests {
 
         let request = PasskeyRequestOptions(
             challenge: Data(repeating: 9, count: 32), timeout: 300_000, rpID: "example.org",
-            allowCredentials: [],
             userVerification: "required")
         #expect(try PasskeyRequestOptions(jsonData: request.jsonData) == request)
         #expect(String(decoding: request.jsonData, as: UTF8.self).contains(#""rpId":"example.org""#))

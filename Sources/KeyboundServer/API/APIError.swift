@@ -70,6 +70,7 @@ struct APIError: Error {
         case .lastPasskey: "Last passkey"
         case .passkeyLimitReached: "Too many passkeys"
         case .clonedAuthenticator: "Cloned authenticator"
+        case .passkeySuspended: "Passkey suspended"
         case .invalidAttestation: "Invalid attestation"
         case .appAttestRequired: "App Attest required"
         case .replayedAssertion: "Replayed assertion"

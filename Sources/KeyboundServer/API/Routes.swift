@@ -41,7 +41,8 @@ extension Application {
         Route(method: "POST", pattern: "/v1/webauthn/register/verify") { app, context in
             try app.passkeyRegistrationVerify(context)
         },
-        Route(method: "POST", pattern: "/v1/webauthn/login/options") { app, context in
+        // Issuing a passkey login challenge reads and writes nothing (``PasskeyChallenge``).
+        Route(method: "POST", pattern: "/v1/webauthn/login/options", answersAtOnce: true) { app, context in
             try app.passkeyLoginOptions(context)
         },
         Route(method: "POST", pattern: "/v1/webauthn/login/verify") { app, context in

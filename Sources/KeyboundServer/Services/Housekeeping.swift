@@ -1,55 +1,143 @@
 import Foundation
 
+/// What one housekeeping run did: how many rows it deleted, in how many write transactions, and
+/// the longest of them (what the run held the writer for at most, waiting for its turn included).
+package struct PurgeReport: Sendable {
+    /// Rows deleted, in every table.
+    package var rowsDeleted = 0
+    /// Write transactions the run took.
+    package var batches = 0
+    /// The longest of those transactions, in seconds, measured around the write call.
+    package var longestBatchSeconds = 0.0
+}
+
 extension Application {
-    /// Deletes rows that can no longer matter: used device-login challenges and passkey and App
-    /// Attest challenges that expired over an hour ago (an expired device-login challenge is
-    /// refused before its row is looked at; the hour covers requests still in flight and clocks
-    /// that differ between instances), tokens past their expiry (a used refresh token is kept
-    /// until then, for reuse detection), throttle entries that block nothing and whose failures
-    /// are stale, and, after ``Configuration/retention``, ended sessions with all their tokens and
-    /// expired approvals. Audit events are kept.
+    /// At most this many rows go in one housekeeping transaction, so that it holds the one writer
+    /// for a few milliseconds only, however much has piled up (docs/benchmarks.md measures it);
+    /// the requests queued behind it go in between two batches.
+    static let purgeBatchSize = 500
+    /// Ended sessions are deleted this many at a time, each batch with its tokens.
+    static let purgeSessionBatchSize = 100
+
+    /// Deletes rows that can no longer matter: used device-login and passkey challenges and App
+    /// Attest challenges that expired over an hour ago (an expired challenge is refused before
+    /// its row is looked at; the hour covers requests still in flight and clocks that differ
+    /// between instances), tokens past their expiry (a used refresh token is kept until then, for
+    /// reuse detection), throttle entries that block nothing and whose failures are stale, and,
+    /// after ``Configuration/retention``, ended sessions with all their tokens and expired
+    /// approvals. Audit events are kept. Every statement deletes at most ``purgeBatchSize`` rows,
+    /// found through an index, in a write of its own.
     ///
     /// A session has ended when it was revoked (logout, replaced, reuse, device revoked) or reached
     /// ``Configuration/sessionMaxAge``. Until the retention has passed, its row (client, method,
     /// revoke reason) stays beside the audit events that name it, and an expired approval still
     /// answers its status.
     ///
-    /// A throttle entry is stale when its block has ended and it holds no failure, or, for a client
-    /// address, none within the 15-minute window (they are forgotten then anyway), or, for an
-    /// account, none for a day. Account entries get the same day whether the username exists or
-    /// not, so their lifetime does not tell which usernames exist; made-up usernames cannot
-    /// accumulate for longer than that.
-    func purgeExpired() {
+    /// A throttle entry is stale when it blocks nothing, has been quiet for the 15-minute window,
+    /// and holds no failure, or, for a client address, none within that window (they are
+    /// forgotten then anyway), or, for an account, none for a day. Account entries get the same
+    /// day whether the username exists or not, so their lifetime does not tell which usernames
+    /// exist; made-up usernames cannot accumulate for longer than that.
+    @discardableResult
+    func purgeExpired() -> PurgeReport {
         let now = clock.nowMilliseconds
         let retained = now - Int64(configuration.retention) * 1000
         // Sessions created before this have reached their maximum age before `retained`.
         let createdBefore = retained - Int64(configuration.sessionMaxAge) * 1000
-        let ended = "revoked_at < ? OR created_at < ?"
+        let window = Self.addressFailureWindow
+        var report = PurgeReport()
         do {
-            try database.write { connection in
-                for table in ["used_challenges", "webauthn_challenges", "app_attest_challenges"] {
-                    try connection.execute(
-                        "DELETE FROM \(table) WHERE expires_at < ?", [.integer(now - 3_600_000)])
-                }
-                try connection.execute("DELETE FROM tokens WHERE expires_at < ?", [.integer(now)])
-                try connection.execute(
-                    "DELETE FROM tokens WHERE session_id IN (SELECT id FROM sessions WHERE \(ended))",
-                    [.integer(retained), .integer(createdBefore)])
-                try connection.execute(
-                    "DELETE FROM sessions WHERE \(ended)", [.integer(retained), .integer(createdBefore)])
-                try connection.execute("DELETE FROM approvals WHERE expires_at < ?", [.integer(retained)])
-                try connection.execute(
-                    """
-                    DELETE FROM throttles WHERE blocked_until <= ? AND (failures <= 0 OR updated_at < ?
-                        OR (scope LIKE 'address:%' AND updated_at < ? AND blocked_until < ?))
-                    """,
-                    [
-                        .integer(now), .integer(now - 86_400_000), .integer(now - Self.addressFailureWindow),
-                        .integer(now - Self.addressFailureWindow),
-                    ])
+            for (table, key) in [("used_challenges", "id"), ("app_attest_challenges", "session_id")] {
+                try deleteInBatches(
+                    table, key: key, where: "expires_at < ?", [.integer(now - 3_600_000)], &report)
             }
+            try deleteInBatches("tokens", key: "hash", where: "expires_at < ?", [.integer(now)], &report)
+            try deleteEndedSessions(
+                where: "revoked_at < ? OR created_at < ?", [.integer(retained), .integer(createdBefore)],
+                &report)
+            try deleteInBatches(
+                "approvals", key: "id", where: "expires_at < ?", [.integer(retained)], &report)
+            try deleteInBatches(
+                "throttles", key: "scope",
+                where: """
+                    updated_at < ? AND blocked_until <= ?
+                        AND (failures <= 0 OR updated_at < ? OR (scope LIKE 'address:%' AND blocked_until < ?))
+                    """,
+                [.integer(now - window), .integer(now), .integer(now - 86_400_000), .integer(now - window)],
+                &report)
         } catch {
             logger.log(.warning, "housekeeping failed", [("error", String(describing: error))])
         }
+        if report.rowsDeleted > 0 {
+            logger.log(
+                .info, "housekeeping",
+                [
+                    ("rows_deleted", report.rowsDeleted), ("batches", report.batches),
+                    ("longest_batch_ms", report.longestBatchSeconds * 1000),
+                ])
+        }
+        return report
+    }
+
+    /// Deletes the rows of `table` that `condition` selects, ``purgeBatchSize`` at a time, until
+    /// a batch finds fewer.
+    private func deleteInBatches(
+        _ table: String, key: String, where condition: String, _ parameters: [SQLValue],
+        _ report: inout PurgeReport
+    ) throws {
+        let statement = """
+            DELETE FROM \(table) WHERE \(key) IN (
+                SELECT \(key) FROM \(table) WHERE \(condition) LIMIT \(Self.purgeBatchSize))
+            """
+        while try purgeBatch({ try $0.execute(statement, parameters) }, &report) == Self.purgeBatchSize {}
+    }
+
+    /// Deletes ended sessions (`condition`) with their tokens: ``purgeSessionBatchSize`` sessions at
+    /// a time, their tokens ``purgeBatchSize`` at a time, the sessions with their last tokens (a
+    /// token never outlives its session's row).
+    private func deleteEndedSessions(
+        where condition: String, _ parameters: [SQLValue], _ report: inout PurgeReport
+    ) throws {
+        while true {
+            let ids = try database.read { connection in
+                try connection.query(
+                    "SELECT id FROM sessions WHERE \(condition) LIMIT \(Self.purgeSessionBatchSize)",
+                    parameters
+                ).map { try $0.text(0) }
+            }
+            guard !ids.isEmpty else { return }
+            let list = ids.map { _ in "?" }.joined(separator: ", ")
+            let sessions = ids.map(SQLValue.text)
+            var finished = false
+            repeat {
+                try purgeBatch(
+                    { connection in
+                        let tokens = try connection.execute(
+                            """
+                            DELETE FROM tokens WHERE hash IN (
+                                SELECT hash FROM tokens WHERE session_id IN (\(list)) LIMIT \(Self.purgeBatchSize))
+                            """, sessions)
+                        guard tokens < Self.purgeBatchSize else { return tokens }
+                        finished = true
+                        return tokens
+                            + (try connection.execute("DELETE FROM sessions WHERE id IN (\(list))", sessions))
+                    }, &report)
+            } while !finished
+        }
+    }
+
+    /// Runs one housekeeping write and adds it to `report`.
+    /// - Returns: the rows `body` deleted.
+    @discardableResult
+    private func purgeBatch(_ body: (any SQLConnection) throws -> Int, _ report: inout PurgeReport) throws
+        -> Int
+    {
+        let started = DispatchTime.now().uptimeNanoseconds
+        let deleted = try database.write(body)
+        let seconds = Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9
+        report.rowsDeleted += deleted
+        report.batches += 1
+        report.longestBatchSeconds = max(report.longestBatchSeconds, seconds)
+        return deleted
     }
 }

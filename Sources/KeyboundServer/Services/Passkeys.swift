@@ -80,15 +80,13 @@ extension Application {
             let displayName = try Validate.displayName(request.displayName ?? caller.username)
             let exclude = try database.read { try passkeyCredentialIDs($0, userID: caller.userID) }
             guard exclude.count < configuration.maxPasskeysPerUser else { throw passkeyLimitReached }
-            let ceremony = Ceremony(
-                purpose: .register, userID: caller.userID, username: caller.username, namedUser: true,
-                sessionID: caller.sessionID, clientID: caller.clientID)
-            let challenge = try issue(ceremony, context)
+            let challenge = try issueChallenge(
+                .register, userID: caller.userID, username: caller.username, sessionID: caller.sessionID,
+                clientID: caller.clientID, context)
             return .json(
                 200,
                 creationOptions(
-                    ceremony, displayName: displayName, challenge: challenge, exclude: exclude,
-                    attestation: request.attestation))
+                    challenge, displayName: displayName, exclude: exclude, attestation: request.attestation))
         }
         guard configuration.registration == .open else { throw APIError.registrationClosed }
         let request = try context.decode(PasskeyRegistrationOptionsRequest.self)
@@ -103,26 +101,23 @@ extension Application {
         }
         if taken { throw APIError.usernameTaken }
         // The account's id is chosen now: it is the user handle the authenticator stores.
-        let ceremony = Ceremony(
-            purpose: .register, userID: SecureRandomBytes.identifier("usr"), username: username,
-            namedUser: true,
-            sessionID: nil, clientID: clientID)
-        let challenge = try issue(ceremony, context)
+        let challenge = try issueChallenge(
+            .register, userID: SecureRandomBytes.identifier("usr"), username: username, sessionID: nil,
+            clientID: clientID, context)
         return .json(
             200,
             creationOptions(
-                ceremony, displayName: displayName, challenge: challenge, exclude: [],
-                attestation: request.attestation))
+                challenge, displayName: displayName, exclude: [], attestation: request.attestation))
     }
 
     private func creationOptions(
-        _ ceremony: Ceremony, displayName: String, challenge: Data, exclude: [Data],
+        _ challenge: PasskeyChallenge, displayName: String, exclude: [Data],
         attestation: AttestationConveyance?
     ) -> PasskeyCreationOptions {
         PasskeyCreationOptions(
             rpID: relyingPartyID, rpName: configuration.serverID,
-            userID: Data(ceremony.userID?.utf8 ?? "".utf8),
-            userName: ceremony.username ?? "", userDisplayName: displayName, challenge: challenge,
+            userID: Data(challenge.userID?.utf8 ?? "".utf8),
+            userName: challenge.username ?? "", userDisplayName: displayName, challenge: challenge.bytes,
             algorithms: relyingParty.algorithms.map { Int($0.rawValue) },
             timeout: configuration.ceremonyLifetime * 1000,
             excludeCredentials: exclude.map(PasskeyCredentialDescriptor.init(id:)),
@@ -132,7 +127,7 @@ extension Application {
     /// `POST /v1/webauthn/register/verify`: the browser's `toJSON()` of the new credential.
     func passkeyRegistrationVerify(_ context: RequestContext) throws -> HTTPResponse {
         let response = try refusingAs(400) { try RegistrationResponse(json: context.request.body) }
-        let (ceremony, challenge) = try ceremony(
+        let ceremony = try ceremony(
             of: try refusingAs(400) { try response.clientData() }, purpose: .register, refusal: 400, context)
         if let sessionID = ceremony.sessionID {
             // Adding a passkey: only the session that asked may finish.
@@ -143,17 +138,21 @@ extension Application {
         // unattested: trusting roots is policy. A statement whose signature is wrong was refused.
         let registration: VerifiedRegistration
         do {
-            registration = try relyingParty.verifyRegistration(response, challenge: challenge, at: clock.now)
+            registration = try relyingParty.verifyRegistration(
+                response, challenge: ceremony.bytes, at: clock.now)
         } catch let error as WebAuthnError {
             // A checked attempt uses the challenge up: nobody gets to try variations of one.
-            try burn(challenge, context)
+            try database.write { try markUsed(ceremony, $0) }
             throw APIError.refused(error, status: 400)
         }
         let result: PasskeyRegistrationResult
         if let sessionID = ceremony.sessionID {
             result = try authenticatedWrite(context) { connection, caller in
                 guard caller.sessionID == sessionID else { throw APIError.tokenInvalid }
-                try claim(challenge, connection, context)
+                // Checked again where the passkey is stored: the window may have closed while
+                // the user was at the authenticator.
+                try requireStepUp(caller, context, for: "Adding a passkey")
+                try claim(ceremony, connection)
                 guard
                     try passkeyCredentialIDs(connection, userID: caller.userID).count
                         < configuration.maxPasskeysPerUser
@@ -168,7 +167,7 @@ extension Application {
                 throw APIError.notFound
             }
             result = try database.write { connection in
-                try claim(challenge, connection, context)
+                try claim(ceremony, connection)
                 try insertAccount(
                     connection, id: userID, username: Username(username), passwordHash: "", now: context.now)
                 try audit(connection, context, .accountCreated, method: .passkey, userID: userID)
@@ -220,31 +219,21 @@ extension Application {
 
     // MARK: Login
 
-    /// `POST /v1/webauthn/login/options`. With a username, the user's passkeys are allowed
-    /// (`allowCredentials`); without one, any discoverable passkey of this site may answer and
-    /// names its user through its user handle. An unknown username gets options like a user
-    /// without passkeys, which no passkey can then satisfy.
+    /// `POST /v1/webauthn/login/options`. Reads and writes nothing: the ceremony lives in its
+    /// challenge (``PasskeyChallenge``). Every Keybound passkey is discoverable, so the options
+    /// never list credentials (`allowCredentials`): they would tell anyone which usernames have
+    /// passkeys, and which. A username the caller names is kept in the challenge as the only user
+    /// whose passkey may answer (checked at verify); whether it exists shows nowhere.
     func passkeyLoginOptions(_ context: RequestContext) throws -> HTTPResponse {
         let request = try context.decode(PasskeyLoginOptionsRequest.self)
-        let username = request.username?.rawValue
-        let clientID = Validate.optionalClientID(request.clientID)
-        let (userID, allowed) = try database.read { connection -> (String?, [Data]) in
-            guard let username,
-                let userID = try connection.queryOne(
-                    "SELECT id FROM users WHERE username = ?", [.text(username)])?
-                    .text(0)
-            else { return (nil, []) }
-            return (userID, try passkeyCredentialIDs(connection, userID: userID))
-        }
-        let ceremony = Ceremony(
-            purpose: .login, userID: userID, username: username, namedUser: username != nil, sessionID: nil,
-            clientID: clientID)
-        let challenge = try issue(ceremony, context)
+        let challenge = try issueChallenge(
+            .login, userID: nil, username: request.username?.rawValue, sessionID: nil,
+            clientID: Validate.optionalClientID(request.clientID), context)
         return .json(
             200,
             PasskeyRequestOptions(
-                challenge: challenge, timeout: configuration.ceremonyLifetime * 1000, rpID: relyingPartyID,
-                allowCredentials: allowed.map(PasskeyCredentialDescriptor.init(id:)),
+                challenge: challenge.bytes, timeout: configuration.ceremonyLifetime * 1000,
+                rpID: relyingPartyID,
                 userVerification: userVerification))
     }
 
@@ -252,33 +241,27 @@ extension Application {
     /// like every login. As for device signatures, a valid assertion always signs in; failed ones
     /// are throttled per passkey and per client address and never lock the passkey: someone
     /// without the authenticator cannot lock its owner out. Refusals that check no signature
-    /// (unknown, used or expired challenge, unknown credential) write nothing.
+    /// (unknown, used or expired challenge, unknown credential) write nothing. A sign count that
+    /// does not rise (a cloned authenticator) suspends the passkey: the sessions it opened end,
+    /// and it signs in again only once its user has signed in another way since.
     func passkeyLoginVerify(_ context: RequestContext) throws -> HTTPResponse {
         let response = try refusingAs(400) { try AuthenticationResponse(json: context.request.body) }
-        let (ceremony, challenge) = try ceremony(
+        let ceremony = try ceremony(
             of: try refusingAs(400) { try response.clientData() }, purpose: .login, refusal: 401, context)
-        let found = try database.read { connection -> (PasskeyRecord, [Data])? in
-            guard let passkey = try loadPasskey(connection, credentialID: response.credentialId) else {
-                return nil
-            }
-            let allowed = try ceremony.userID.map { try passkeyCredentialIDs(connection, userID: $0) } ?? []
-            return (passkey, allowed)
-        }
-        guard let found else { throw APIError.unknownCredential }
-        let (passkey, allowed) = found
-        // §7.2 steps 1–25, in order (KeyboundWebAuthn). Step 6: a ceremony that named a user
-        // allowed only that user's passkeys; one that named nobody identifies the user by the
-        // passkey's user handle, which must be its owner's.
+        guard let passkey = try database.read({ try loadPasskey($0, credentialID: response.credentialId) })
+        else { throw APIError.unknownCredential }
+        // §7.2 steps 1–25, in order (KeyboundWebAuthn). Step 5: no allowCredentials were sent.
+        // Step 6: a ceremony that named a user accepts only that user's passkeys; one that named
+        // nobody identifies the user by the passkey's user handle, which must be its owner's.
         let verdict: Result<VerifiedAuthentication, WebAuthnError>
-        if ceremony.namedUser, ceremony.userID != passkey.userID {
+        if let expected = ceremony.username, expected != passkey.username {
             verdict = .failure(WebAuthnError.credentialMismatch)
         } else {
             do {
                 verdict = .success(
                     try relyingParty.verifyAuthentication(
-                        response, challenge: challenge, credential: passkey.record,
-                        identification: ceremony.namedUser ? .beforeCeremony : .byUserHandle,
-                        allowedCredentialIds: allowed))
+                        response, challenge: ceremony.bytes, credential: passkey.record,
+                        identification: ceremony.username == nil ? .byUserHandle : .beforeCeremony))
             } catch let error as WebAuthnError {
                 verdict = .failure(error)
             }
@@ -295,15 +278,14 @@ extension Application {
             }
             // Single use: exactly one of several concurrent attempts claims the challenge; the
             // others learn only what a replay learns, and write nothing.
-            let claimed = try connection.execute(
-                "UPDATE webauthn_challenges SET used_at = ? WHERE challenge = ? AND used_at IS NULL",
-                [.integer(context.now), .text(Base64URL.encode(challenge))])
-            guard claimed == 1 else { return .failure(.challengeUsed) }
+            guard try markUsed(ceremony, connection) else { return .failure(.challengeUsed) }
             // Step 22 again, against the stored count as it is now: another login with this passkey
-            // may have committed since it was read.
+            // may have committed since it was read. Removed meanwhile: unknown.
+            guard let current = try loadPasskey(connection, credentialID: response.credentialId) else {
+                return .failure(.unknownCredential)
+            }
             var outcome = verdict
             if case .success(let verified) = verdict,
-                let current = try loadPasskey(connection, credentialID: response.credentialId),
                 verified.signCount != 0 || current.signCount != 0, verified.signCount <= current.signCount
             {
                 outcome = .failure(WebAuthnError.clonedAuthenticator)
@@ -314,32 +296,52 @@ extension Application {
                     connection, context, passkey: passkey, error: error, scopes: (passkeyScope, addressScope))
                 return .failure(APIError.refused(error, status: 401))
             case .success(let verified):
-                // Removed while the signature was checked?
-                let updated = try connection.execute(
-                    "UPDATE passkeys SET sign_count = ?, backed_up = ?, last_used_at = ? WHERE id = ?",
+                if let suspendedAt = current.cloneDetectedAt,
+                    try !hasSignedInOtherwise(
+                        connection, userID: passkey.userID, since: suspendedAt, passkey.id)
+                {
+                    return .failure(.passkeySuspended)
+                }
+                try connection.execute(
+                    """
+                    UPDATE passkeys SET sign_count = ?, backed_up = ?, last_used_at = ?, clone_detected_at = NULL
+                    WHERE id = ?
+                    """,
                     [
                         .integer(Int64(verified.signCount)), .integer(verified.backedUp ? 1 : 0),
                         .integer(context.now), .text(passkey.id),
                     ])
-                guard updated == 1 else { return .failure(.unknownCredential) }
                 try clearThrottle(connection, passkeyScope)
                 let tokens = try openPasskeySession(
                     connection, context, userID: passkey.userID, clientID: ceremony.clientID,
                     passkeyID: passkey.id)
-                let username = try connection.queryOne(
-                    "SELECT username FROM users WHERE id = ?", [.text(passkey.userID)])?
-                    .text(0)
                 return .success(
                     PasskeyLoginResult(
-                        username: username ?? "", credentialID: passkey.credentialID,
+                        username: passkey.username, credentialID: passkey.credentialID,
                         signCount: Int(verified.signCount), tokens: tokens))
             }
         }
         return .json(200, try result.get())
     }
 
+    /// Whether the user opened a session after `time` by anything but `passkeyID`: a password, a
+    /// device key, another passkey. A passkey suspended as cloned waits for that. (Strictly after:
+    /// a session opened in the same millisecond as the clone was seen may be the clone's doing.)
+    private func hasSignedInOtherwise(
+        _ connection: any SQLConnection, userID: String, since time: Int64, _ passkeyID: String
+    ) throws -> Bool {
+        try connection.queryOne(
+            """
+            SELECT 1 FROM sessions
+            WHERE user_id = ? AND auth_time > ? AND (passkey_id IS NULL OR passkey_id <> ?)
+            LIMIT 1
+            """, [.text(userID), .integer(time), .text(passkeyID)]) != nil
+    }
+
     /// Counts a failed passkey login on the passkey and the client address, and audits it: a
-    /// sign count that went backwards as `passkey_cloned`, everything else as `login_failed`.
+    /// sign count that went backwards as `passkey_cloned`, everything else as `login_failed`. A
+    /// cloned passkey is suspended and the sessions it opened end (which copy opened them, nobody
+    /// can tell).
     private func countPasskeyFailure(
         _ connection: any SQLConnection, _ context: RequestContext, passkey: PasskeyRecord,
         error: WebAuthnError,
@@ -352,6 +354,14 @@ extension Application {
             try countFailure(
                 connection, scope: $0, limit: configuration.addressFailureLimit,
                 window: Self.addressFailureWindow,
+                now: context.now)
+        }
+        if error == .clonedAuthenticator {
+            try connection.execute(
+                "UPDATE passkeys SET clone_detected_at = ? WHERE id = ?",
+                [.integer(context.now), .text(passkey.id)])
+            try revokeSessions(
+                connection, where: "passkey_id = ?", [.text(passkey.id)], reason: "passkey_cloned",
                 now: context.now)
         }
         // A cloned authenticator is worth its own line in the user's history: two copies of the
@@ -452,69 +462,57 @@ extension Application {
         }
     }
 
-    /// Stores a new ceremony under a fresh challenge.
-    /// - Returns: the challenge.
-    private func issue(_ ceremony: Ceremony, _ context: RequestContext) throws -> Data {
-        let challenge = SecureRandomBytes.bytes(32)
-        try database.write { connection in
-            try connection.execute(
-                """
-                INSERT INTO webauthn_challenges (challenge, purpose, user_id, username, named_user, session_id,
-                    client_id, created_at, expires_at, used_at)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, NULL)
-                """,
-                [
-                    .text(Base64URL.encode(challenge)), .text(ceremony.purpose.rawValue), ceremony.userID.sql,
-                    ceremony.username.sql, .integer(ceremony.namedUser ? 1 : 0), ceremony.sessionID.sql,
-                    .text(ceremony.clientID), .integer(context.now),
-                    .integer(context.now + Int64(configuration.ceremonyLifetime) * 1000),
-                ])
-        }
-        return challenge
+    /// A fresh challenge for a ceremony, valid for ``Configuration/ceremonyLifetime``. Stores
+    /// nothing (``PasskeyChallenge``).
+    private func issueChallenge(
+        _ purpose: PasskeyChallenge.Purpose, userID: String?, username: String?, sessionID: String?,
+        clientID: String, _ context: RequestContext
+    ) throws -> PasskeyChallenge {
+        try PasskeyChallenge(
+            purpose: purpose, expires: context.now / 1000 + Int64(configuration.ceremonyLifetime),
+            userID: userID,
+            username: username, sessionID: sessionID, clientID: clientID, server: configuration.serverID,
+            key: challengeKey)
     }
 
     /// Finds the ceremony a response belongs to through the challenge in its client data (§7.1
     /// step 8, §7.2 step 11 compare it again).
     /// - Throws: ``APIError`` `challenge_mismatch` (status `refusal`) when this server issued no
-    ///   such challenge for this kind of ceremony, 409 `challenge_used`, 410 `challenge_expired`.
+    ///   such challenge for this kind of ceremony, 410 `challenge_expired`, 409 `challenge_used`.
     private func ceremony(
-        of clientData: CollectedClientData, purpose: Ceremony.Purpose, refusal: Int, _ context: RequestContext
-    ) throws -> (Ceremony, Data) {
-        let mismatch = APIError(
-            refusal, .challengeMismatch, "The client data's challenge was not issued here for this ceremony.")
-        guard let challenge = clientData.challengeBytes, challenge.count == 32 else { throw mismatch }
-        let row = try database.read { connection in
-            try connection.queryOne(
-                """
-                SELECT user_id, username, named_user, session_id, client_id, expires_at, used_at
-                FROM webauthn_challenges WHERE challenge = ? AND purpose = ?
-                """, [.text(Base64URL.encode(challenge)), .text(purpose.rawValue)])
+        of clientData: CollectedClientData, purpose: PasskeyChallenge.Purpose, refusal: Int,
+        _ context: RequestContext
+    ) throws -> PasskeyChallenge {
+        guard let bytes = clientData.challengeBytes,
+            let challenge = PasskeyChallenge(bytes: bytes, server: configuration.serverID, key: challengeKey),
+            challenge.purpose == purpose
+        else {
+            throw APIError(
+                refusal, .challengeMismatch,
+                "The client data's challenge was not issued here for this ceremony.")
         }
-        guard let row else { throw mismatch }
-        if try row.optionalInteger(6) != nil { throw APIError.challengeUsed }
-        guard context.now < (try row.integer(5)) else { throw APIError.challengeExpired }
-        let ceremony = Ceremony(
-            purpose: purpose, userID: try row.optionalText(0), username: try row.optionalText(1),
-            namedUser: try row.integer(2) != 0, sessionID: try row.optionalText(3), clientID: try row.text(4))
-        return (ceremony, challenge)
+        guard context.now < challenge.expiresAt else { throw APIError.challengeExpired }
+        let used = try database.read { connection in
+            try connection.queryOne("SELECT 1 FROM used_challenges WHERE id = ?", [.text(challenge.usedID)])
+                != nil
+        }
+        if used { throw APIError.challengeUsed }
+        return challenge
     }
 
-    /// Uses a challenge up in the current transaction.
+    /// Uses a challenge up in the current transaction: the unique key of `used_challenges` lets
+    /// exactly one of several concurrent attempts do it, on any number of instances.
+    /// - Returns: false when another attempt used it first.
+    private func markUsed(_ challenge: PasskeyChallenge, _ connection: any SQLConnection) throws -> Bool {
+        try connection.execute(
+            "INSERT INTO used_challenges (id, expires_at) VALUES (?, ?) ON CONFLICT (id) DO NOTHING",
+            [.text(challenge.usedID), .integer(challenge.expiresAt)]) == 1
+    }
+
+    /// Uses a challenge up in the current transaction, for the ceremony that creates something.
     /// - Throws: ``APIError/challengeUsed`` when another attempt used it first.
-    private func claim(_ challenge: Data, _ connection: any SQLConnection, _ context: RequestContext) throws {
-        let claimed = try connection.execute(
-            "UPDATE webauthn_challenges SET used_at = ? WHERE challenge = ? AND used_at IS NULL",
-            [.integer(context.now), .text(Base64URL.encode(challenge))])
-        guard claimed == 1 else { throw APIError.challengeUsed }
-    }
-
-    /// Uses a challenge up after a refused attempt (in a transaction of its own).
-    private func burn(_ challenge: Data, _ context: RequestContext) throws {
-        try database.write { connection in
-            try connection.execute(
-                "UPDATE webauthn_challenges SET used_at = ? WHERE challenge = ? AND used_at IS NULL",
-                [.integer(context.now), .text(Base64URL.encode(challenge))])
-        }
+    private func claim(_ challenge: PasskeyChallenge, _ connection: any SQLConnection) throws {
+        guard try markUsed(challenge, connection) else { throw APIError.challengeUsed }
     }
 
     /// The credential ids of a user's passkeys, oldest first.
@@ -528,8 +526,9 @@ extension Application {
         guard credentialID.count <= AuthenticatorData.maximumCredentialIdLength else { return nil }
         return try connection.queryOne(
             """
-            SELECT id, user_id, credential_id, public_key, sign_count, backup_eligible
-            FROM passkeys WHERE credential_id = ?
+            SELECT p.id, p.user_id, p.credential_id, p.public_key, p.sign_count, p.backup_eligible,
+                p.clone_detected_at, u.username
+            FROM passkeys p JOIN users u ON u.id = p.user_id WHERE p.credential_id = ?
             """, [.text(Base64URL.encode(credentialID))]
         ).map { try PasskeyRecord($0) }
     }
@@ -541,31 +540,16 @@ extension Application {
     }
 }
 
-/// A passkey ceremony in progress, as stored with its challenge.
-private struct Ceremony {
-    enum Purpose: String {
-        case register, login
-    }
-
-    let purpose: Purpose
-    /// Registration: the account (new for a sign-up). Login: the named user, if known.
-    let userID: String?
-    /// Registration: the account's username. Login: the username asked for, if any.
-    let username: String?
-    /// Whether a user was named before the ceremony (login: a username was given).
-    let namedUser: Bool
-    /// Adding a passkey: the session that asked for it.
-    let sessionID: String?
-    /// The client the session it opens belongs to.
-    let clientID: String
-}
-
 /// A stored passkey, as the login ceremony needs it.
 private struct PasskeyRecord {
     let id: String
     let userID: String
+    /// The owner's username.
+    let username: String
     let credentialID: Data
     let record: CredentialRecord
+    /// When a cloned authenticator was detected, until the user signs in another way.
+    let cloneDetectedAt: Int64?
 
     var signCount: UInt32 { record.signCount }
 
@@ -580,6 +564,8 @@ private struct PasskeyRecord {
             id: credentialID, publicKey: try CredentialPublicKey(coseKey: coseKey),
             signCount: UInt32(clamping: try row.integer(4)), userHandle: Data(userID.utf8),
             backupEligible: try row.integer(5) != 0)
+        cloneDetectedAt = try row.optionalInteger(6)
+        username = try row.text(7)
     }
 }
 
@@ -618,6 +604,10 @@ extension APIError {
     static let usernameTaken = APIError(409, .usernameTaken, "This username is taken.")
     static let unknownCredential = APIError(
         401, .unknownCredential, "No passkey with this credential id is registered here.")
+    static let passkeySuspended = APIError(
+        403, .passkeySuspended,
+        "This passkey was suspended after a cloned copy of it was seen; sign in with your password, "
+            + "a device or another passkey once, then it signs in again.")
 
     /// The problem code each KeyboundWebAuthn refusal answers with. Malformed input is a bad
     /// request whatever the ceremony.

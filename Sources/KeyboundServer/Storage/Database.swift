@@ -358,6 +358,22 @@ package enum Migrations {
                 """,
             ]
         ),
+        (
+            7,
+            [
+                // Passkey challenges are no longer stored when issued (they carry their ceremony,
+                // under an HMAC: `PasskeyChallenge`); a used one goes to `used_challenges`.
+                "DROP TABLE webauthn_challenges",
+                // A passkey whose sign count did not rise is suspended until its user signs in
+                // another way.
+                "ALTER TABLE passkeys ADD COLUMN clone_detected_at BIGINT",
+                // Housekeeping deletes in small batches, each found through an index: expired
+                // tokens, quiet throttle entries, expired App Attest challenges.
+                "CREATE INDEX tokens_by_expiry ON tokens (expires_at)",
+                "CREATE INDEX throttles_by_update ON throttles (updated_at)",
+                "CREATE INDEX app_attest_challenges_by_expiry ON app_attest_challenges (expires_at)",
+            ]
+        ),
     ]
 
     /// What a migration writes besides its statements, in the same transaction, when SQL cannot

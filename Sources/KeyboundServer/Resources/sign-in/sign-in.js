@@ -42,7 +42,8 @@ function requestOptions(json) {
   if (typeof PublicKeyCredential.parseRequestOptionsFromJSON === "function") {
     return PublicKeyCredential.parseRequestOptionsFromJSON(json);
   }
-  return { ...json, challenge: fromBase64URL(json.challenge), allowCredentials: descriptors(json.allowCredentials) };
+  // No allowCredentials: every Keybound passkey is discoverable.
+  return { ...json, challenge: fromBase64URL(json.challenge) };
 }
 
 // The verify endpoints take exactly PublicKeyCredential.toJSON(); older browsers get it built.
