@@ -98,8 +98,13 @@ struct InvalidationMarkers: Sendable {
         return Self.invalidated(name)
     }
 
+    /// The one `invalidated` of items and keys. Its native code is what a real Keychain answers
+    /// for material an enrollment change or the passcode's removal destroyed, errSecItemNotFound
+    /// (-25300), on every path: told by the marker before any call, or by the backend's not-found.
     private static func invalidated(_ name: ItemName) -> KeyboundError {
-        KeyboundError(.invalidated, message: "\(name) was invalidated by an enrollment or passcode change")
+        KeyboundError(
+            .invalidated, native: .osStatus(KeyboundError.OSStatusCode.itemNotFound),
+            message: "\(name) was invalidated by an enrollment or passcode change")
     }
 }
 
@@ -107,7 +112,8 @@ struct InvalidationMarkers: Sendable {
 /// invalidation signal.
 ///
 /// A read of an item that an enrollment change destroyed throws ``KeyboundError/invalidated``
-/// (recovery `reenroll`) — not `itemNotFound` — and the dead item is removed.
+/// (recovery `reenroll`) — not `itemNotFound` — and the dead item is removed. Its
+/// ``KeyboundError/native`` code is errSecItemNotFound (-25300), what a real Keychain answers then.
 ///
 /// ```swift
 /// let store = ProtectedStore(store: device, verifier: device)

@@ -36,10 +36,15 @@
 
         /// Creates a passkey with the system sheet.
         ///
+        /// The request's `excludedCredentialIDs` go to the system from iOS 17.4 and macOS 13.5, so
+        /// it makes no second passkey of an account this device already holds one of.
+        ///
         /// - Throws: ``KeyboundError/notSupported`` when the server does not offer ES256 (-7), the
-        ///   only algorithm Apple's passkeys use; otherwise what the sheet reports.
-        /// - Important: `excludedCredentialIDs` is not passed on: the API that takes it is newer
-        ///   than iOS 17.0 and macOS 14.0; the server still refuses a credential it already has.
+        ///   only algorithm Apple's passkeys use; `duplicateItem` when the device holds an excluded
+        ///   passkey (iOS 18, macOS 15: `matchedExcludedCredential`); otherwise what the sheet reports.
+        /// - Important: Before iOS 17.4 and macOS 13.5 the system takes no excluded credentials;
+        ///   the server still refuses a credential it already has. The iOS 17.4 path is not
+        ///   compiled against an SDK that has it, nor run, in Keybound's own checks.
         public func createCredential(_ request: PasskeyRegistrationRequest) async throws
             -> PasskeyRegistration
         {
@@ -119,6 +124,7 @@
                 registration.displayName = options.userDisplayName
                 registration.userVerificationPreference = Self.preference(options.userVerification)
                 registration.attestationPreference = Self.attestation(options.attestation)
+                Self.exclude(options.excludedCredentialIDs, from: registration)
                 request = registration
             case .assertion(let options):
                 provider = ASAuthorizationPlatformPublicKeyCredentialProvider(
@@ -182,6 +188,31 @@
             default:
                 throw KeyboundError(.unexpected, message: "the sheet returned \(type(of: credential))")
             }
+        }
+
+        /// Passes the server's `excludeCredentials` on, so the system refuses a second passkey of
+        /// an account on a device that already holds one (iOS 18 and macOS 15 report
+        /// `matchedExcludedCredential`, which becomes `duplicateItem`).
+        ///
+        /// Apple documents the property from iOS 17.4 and macOS 13.5; before, the list is dropped
+        /// and only the server refuses the duplicate. The macOS 14.0 SDK declares it for macOS
+        /// 13.5, and apple-sdk-check holds the guard to that. The iOS 17.0 SDK has it only through
+        /// a conformance it marks unavailable on iOS, which Swift imports with no iOS version at
+        /// all: the iOS 17.4 guard is Apple's documentation, not checked by any build here (the
+        /// iOS 17.4 SDK of Xcode 15.3 and later enforces it), and this path has never run here.
+        /// tvOS and visionOS do not have the property.
+        private static func exclude(
+            _ credentialIDs: [Data],
+            from registration: ASAuthorizationPlatformPublicKeyCredentialRegistrationRequest
+        ) {
+            #if os(iOS) || os(macOS)
+                guard !credentialIDs.isEmpty else { return }
+                if #available(iOS 17.4, macOS 13.5, *) {
+                    registration.excludedCredentials = credentialIDs.map {
+                        ASAuthorizationPlatformPublicKeyCredentialDescriptor(credentialID: $0)
+                    }
+                }
+            #endif
         }
 
         private static func preference(_ requirement: PasskeyUserVerification)

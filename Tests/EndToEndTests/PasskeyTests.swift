@@ -163,4 +163,25 @@ struct PasskeyTests {
         }
         #expect(await laptop.snapshot().queuedOutcomes == 1, "no prompt was shown")
     }
+
+    @Test("the server's excludeCredentials reach the authenticator: no second passkey on one phone")
+    func excludedCredentialsReachTheAuthenticator() async throws {
+        let backend = try Self.backend()
+        defer { backend.shutDown() }
+        let phone = try makePhone()
+        let passkeys = try EmulatedPasskeyAuthenticator(device: phone)
+        await phone.present(.match)
+        let app = Self.app(backend, passkeys)
+        try await app.signUp(username: "grace")
+        let registeredBefore = try await backend.requests(route: "/v1/webauthn/register/verify")
+
+        // Within the step-up window, the same phone is asked for another passkey of the account:
+        // the options list the phone's passkey, and the authenticator refuses, as a platform
+        // authenticator answers InvalidStateError.
+        await phone.present(.match)
+        await expectKeyboundError(.duplicateItem) { try await app.addPasskey() }
+        #expect(try await passkeys.passkeys().count == 1)
+        #expect(try await app.passkeys().count == 1)
+        #expect(try await backend.requests(route: "/v1/webauthn/register/verify") == registeredBefore)
+    }
 }

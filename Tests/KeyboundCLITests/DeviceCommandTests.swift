@@ -287,9 +287,9 @@ import Testing
         #expect(try deviceState(sandbox)["enrolled"] as? Int == 2)
 
         try expectFailure(
-            try sandbox.device("read", "current"), code: "invalidated", native: nil, recovery: "reenroll")
+            try sandbox.device("read", "current"), code: "invalidated", native: -25300, recovery: "reenroll")
         try expectFailure(
-            try sandbox.device("sign", "device-key", input: "challenge"), code: "invalidated", native: nil,
+            try sandbox.device("sign", "device-key", input: "challenge"), code: "invalidated", native: -25300,
             recovery: "reenroll")
         try expectSuccess(try sandbox.device("present", "match"))
         #expect(try expectSuccess(try sandbox.device("read", "any"))["value"] as? String == "a")
@@ -303,7 +303,7 @@ import Testing
         try expectSuccess(try sandbox.device("unenroll"))
         #expect(try deviceState(sandbox)["enrolled"] as? Int == 0)
         try expectFailure(
-            try sandbox.device("read", "current"), code: "invalidated", native: nil, recovery: "reenroll")
+            try sandbox.device("read", "current"), code: "invalidated", native: -25300, recovery: "reenroll")
         // userPresence survives, and with nothing enrolled it takes the passcode.
         try expectSuccess(try sandbox.device("present", "passcode:123456"))
         #expect(try expectSuccess(try sandbox.device("read", "presence"))["value"] as? String == "p")
@@ -327,11 +327,11 @@ import Testing
         #expect(try #require(state["keys"] as? [String]).isEmpty)
 
         try expectFailure(
-            try sandbox.device("read", "bound"), code: "invalidated", native: nil, recovery: "reenroll")
+            try sandbox.device("read", "bound"), code: "invalidated", native: -25300, recovery: "reenroll")
         try expectFailure(
-            try sandbox.device("read", "pin"), code: "invalidated", native: nil, recovery: "reenroll")
+            try sandbox.device("read", "pin"), code: "invalidated", native: -25300, recovery: "reenroll")
         try expectFailure(
-            try sandbox.device("sign", "signer", input: "m"), code: "invalidated", native: nil,
+            try sandbox.device("sign", "signer", input: "m"), code: "invalidated", native: -25300,
             recovery: "reenroll")
         #expect(try expectSuccess(try sandbox.device("read", "pref"))["value"] as? String == "kept")
     }

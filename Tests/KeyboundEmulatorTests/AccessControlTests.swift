@@ -202,6 +202,45 @@ import Testing
         #expect(try await keys.status("device-key") == .absent)
     }
 
+    /// Rule 6: `invalidated` carries what a real Keychain answers for dead material,
+    /// errSecItemNotFound (-25300) — whether the marker saw the enrollment change before any
+    /// call, or the backend answered "not found" (the passcode's removal), for items and keys.
+    @Test func invalidatedCarriesErrSecItemNotFound() async throws {
+        let itemNotFound = KeyboundError.NativeCode.osStatus(-25300)
+        let (device, _) = try makeDevice()
+        let store = ProtectedStore(store: device, verifier: device)
+        let keys = ProtectedKeys(vault: device, markers: device, verifier: device)
+        try await store.store(Data("t".utf8), as: "current", policy: .biometryCurrentSet)
+        try await store.store(Data("u".utf8), as: "updated", policy: .biometryCurrentSet)
+        try await store.store(Data("p".utf8), as: "pin", policy: .devicePasscode)
+        _ = try await keys.createKey("device-key", policy: .biometryCurrentSet)
+        _ = try await keys.createKey("presence-key", policy: .userPresence)
+
+        try await device.enroll()
+        await device.present(.match)
+        let verification = try await device.verify(.biometryCurrentSet, prompt: prompt)
+        let read = await expectKeyboundError(.invalidated) {
+            try await store.read("current", verification: verification)
+        }
+        #expect(read?.native == itemNotFound, "\(String(describing: read))")
+        let update = await expectKeyboundError(.invalidated) {
+            try await store.update(Data("v".utf8), as: "updated", verification: nil)
+        }
+        #expect(update?.native == itemNotFound, "\(String(describing: update))")
+        let sign = await expectKeyboundError(.invalidated) {
+            try await keys.sign(Data("challenge".utf8), with: "device-key", verification: nil)
+        }
+        #expect(sign?.native == itemNotFound, "\(String(describing: sign))")
+
+        await device.removePasscode()
+        let pin = await expectKeyboundError(.invalidated) { try await store.read("pin", verification: nil) }
+        #expect(pin?.native == itemNotFound, "\(String(describing: pin))")
+        let presence = await expectKeyboundError(.invalidated) {
+            try await keys.sign(Data("challenge".utf8), with: "presence-key", verification: nil)
+        }
+        #expect(presence?.native == itemNotFound, "\(String(describing: presence))")
+    }
+
     /// Every code of the error table that a device can produce, produced by the emulator.
     @Test func everyDeviceErrorCodeIsReachable() async throws {
         var seen: Set<KeyboundError.Code> = []

@@ -68,6 +68,7 @@ import Testing
             try await store.read("refresh", verification: nil)
         }
         #expect(error?.recovery == .reenroll)
+        #expect(error?.native == .osStatus(-25300))  // errSecItemNotFound, as a real Keychain says
         #expect(try await store.status("refresh") == .absent)  // the dead item is gone
     }
 
