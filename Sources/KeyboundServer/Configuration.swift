@@ -146,7 +146,9 @@ public struct Configuration: Sendable {
     /// Which App Attest environment attestations must come from (default production).
     public var appAttestEnvironment: AppAttest.Environment = .production
     /// Whether binding a device requires an App Attest attestation, and device logins and
-    /// approvals of attested devices an App Attest assertion (default false).
+    /// approvals of attested devices an App Attest assertion (default false). Devices bound
+    /// without an attestation before it was turned on are then refused (403
+    /// `app_attest_required`) until bound again; `keybound user devices --unattested` lists them.
     public var requireAppAttest: Bool = false
     /// The roots App Attest certificate chains must reach: Apple's App Attestation Root CA. Tests
     /// put their own test CA here.

@@ -25,6 +25,8 @@ public struct ServerError: Error, Sendable, CustomStringConvertible {
         public static let alreadyRunning = Kind(description: "alreadyRunning")
         /// An account an operator tried to create breaks the rules or its username is taken.
         public static let accountRefused = Kind(description: "accountRefused")
+        /// An operator named a user that does not exist.
+        public static let userNotFound = Kind(description: "userNotFound")
     }
 
     /// Which failure it is.

@@ -362,7 +362,7 @@ struct ThrottlingTests {
 }
 
 /// Runs `keybound ARGUMENTS` with `input` on standard input; a child that outlives 30 s is stopped.
-private func runKeybound(
+func runKeybound(
     _ arguments: [String], input: String, in directory: TemporaryDirectory,
     environment: [String: String] = [:]
 ) throws -> (status: Int32, stdout: String, stderr: String) {
