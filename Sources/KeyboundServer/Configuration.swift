@@ -116,9 +116,12 @@ public struct Configuration: Sendable {
     /// Whether anyone may sign up through the API (default), or only operators create accounts
     /// (`keybound user add`).
     public var registration: Registration = .open
-    /// Peers whose `X-Forwarded-For`/`Forwarded` headers name the client (none: the client is
-    /// always the TCP peer). Set it to your reverse proxies when the server runs behind them.
+    /// Peers whose ``forwardedHeader`` names the client (none: the client is always the TCP
+    /// peer). Set it to your reverse proxies when the server runs behind them.
     public var trustedProxies: [CIDR] = []
+    /// The header that names the client behind ``trustedProxies``: the one they write
+    /// (default `X-Forwarded-For`). The other header is never read.
+    public var forwardedHeader: ForwardedHeader = .xForwardedFor
 
     // MARK: Passkeys and App Attest (docs/server.md, "Passkeys and App Attest")
 
