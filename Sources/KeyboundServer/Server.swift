@@ -99,6 +99,18 @@ public final class Server: Sendable {
         if !configuration.argon2.meetsOWASPMinimum {
             application.logger.log(.warning, "argon2id parameters are below the OWASP minimum (testing only)")
         }
+        if PostgresURL.names(configuration.databaseURL),
+            let url = try? PostgresURL(configuration.databaseURL),
+            let unverified = url.unverifiedTransport(environment: ProcessInfo.processInfo.environment)
+        {
+            // Anyone on the network path can pose as the database and read what it is sent.
+            application.logger.log(
+                .warning, "postgresql server not verified",
+                [
+                    ("host", unverified.host), ("sslmode", unverified.sslmode),
+                    ("fix", "add sslmode=verify-full and sslrootcert=FILE to the database URL"),
+                ])
+        }
     }
 
     /// Starts listening on ``Configuration/host``:``Configuration/port`` with a pool of worker
