@@ -88,8 +88,11 @@ public struct Configuration: Sendable {
     public var accountFailureLimit: Int = 5
     /// Consecutive failed password logins on one account, from all addresses together, from
     /// which on every address that has itself failed on the account waits too, with a delay that
-    /// grows with every further failure (100, NIST SP 800-63B's ceiling). Addresses that have not
-    /// failed on it log in as usual: someone else's wrong passwords never lock the owner out.
+    /// grows with every further failure (100). Addresses that have not failed on it log in as
+    /// usual: someone else's wrong passwords never lock the owner out. So this is not NIST SP
+    /// 800-63B §5.2.2's limit of 100 consecutive failures per account: past it, each address that
+    /// has not failed on the account still gets a guess, and what bounds an attacker with many
+    /// addresses is how many they have (docs/server.md, "Throttling").
     public var accountFailureCeiling: Int = 100
     /// Failed logins of any kind (passwords, device signatures) from one client address within
     /// 15 minutes before that address is blocked (20; 0 turns it off).
