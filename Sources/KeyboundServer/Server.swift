@@ -47,7 +47,7 @@ public struct ServerError: Error, Sendable, CustomStringConvertible {
             ServerError(
                 .schemaTooNew,
                 "the database schema is version \(version), newer than this server knows "
-                    + "(\(Migrations.all.last?.version ?? 0)): run the Keybound that migrated it")
+                    + "(\(Migrations.newest)): run the Keybound that migrated it")
         case DatabaseError.unsupportedURL:
             ServerError(.invalidConfiguration, "\(error)")
         case let error as DatabaseError:

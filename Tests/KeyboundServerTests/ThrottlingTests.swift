@@ -215,15 +215,21 @@ struct ThrottlingTests {
         #expect(app.login("bob", Client.password, from: Self.owner).status == 200)
     }
 
+    /// A folded row keeps where its run of refusals started and where it is now: the first client
+    /// address and the last.
     @Test(arguments: Engine.all) func foldedRefusalsShowTheirCountInTheUsersAudit(engine: Engine) async throws
     {
-        let live = try TestServer(engine: engine)
+        let loopback = try #require(CIDR("127.0.0.0/8"))
+        let live = try TestServer(engine: engine) { $0.trustedProxies = [loopback] }
         let (tokens, _, deviceID) = try await live.client.userWithDevice("alice")
-        for _ in 1...3 {
+        for address in ["192.0.2.1", "198.51.100.2", "203.0.113.3"] {
             let challenge = try await live.client.challenge(deviceID)
             #expect(
-                try await live.client.deviceLogin(challengeID: challenge.challengeID, signature: Data([1]))
-                    .status == 401)
+                try await live.client.post(
+                    "/v1/sessions/device",
+                    DeviceLoginRequest(challengeID: challenge.challengeID, signature: Data([1])),
+                    headers: ["X-Forwarded-For": address]
+                ).status == 401)
             live.clock.advance(by: 10)
         }
         let events = try await live.client.get("/v1/audit", token: tokens.accessToken).decode(
@@ -235,7 +241,39 @@ struct ThrottlingTests {
         #expect(failed.type == .loginFailed)
         #expect(failed.count == 3)
         #expect(failed.lastTime.timeIntervalSince(failed.time) == 20)
-        #expect(events.dropFirst().allSatisfy { $0.count == 1 })
+        #expect(failed.clientAddress == "192.0.2.1")
+        #expect(failed.lastClientAddress == "203.0.113.3")
+        #expect(events.dropFirst().allSatisfy { $0.count == 1 && $0.lastClientAddress == $0.clientAddress })
+    }
+
+    /// Migration 8 gives rows written before it their one address as the last one too.
+    @Test(arguments: Engine.all) func migrationGivesOlderAuditRowsTheirLastClientAddress(engine: Engine)
+        throws
+    {
+        let old = try InProcessApplication(engine)
+        try old.createAccount("alice")
+        #expect(old.login("alice", "wrong password", from: Self.attacker).status == 401)
+        #expect(old.login("alice", "wrong password", from: Self.owner).status == 401)
+        // The database as a server before migration 8 left it.
+        try old.application.database.write { connection in
+            try connection.execute("ALTER TABLE audit_events DROP COLUMN last_client_address", [])
+            try connection.execute(
+                "UPDATE audit_events SET client_address = ? WHERE type = 'login_failed'",
+                [
+                    .text(Self.owner)
+                ])
+            try connection.execute("DELETE FROM schema_migrations WHERE version = 8", [])
+        }
+        let upgraded = try Application(configuration: old.database.configuration)
+        let stored = try upgraded.database.read {
+            try $0.query(
+                "SELECT type, count, client_address, last_client_address FROM audit_events ORDER BY time", [])
+        }
+        #expect(
+            stored.map(\.values) == [
+                [.text("account_created"), .integer(1), .text("127.0.0.1"), .text("127.0.0.1")],
+                [.text("login_failed"), .integer(2), .text(Self.owner), .text(Self.owner)],
+            ])
     }
 
     // MARK: Sign-up (items 3 and 6)
