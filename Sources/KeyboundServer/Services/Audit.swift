@@ -18,11 +18,11 @@ extension Application {
 
     /// Records a refusal (a failed login, a lockout) in the current transaction, folded: when the
     /// same kind of refusal for the same target was recorded within ``auditFoldWindow``, that row's
-    /// count goes up and it takes this one's time as its last and this one's client address as
-    /// its last (it keeps its first time and first client address), so an attacker cannot bury a
-    /// user's real events under copies of their own, and the first and latest source both show. The target is the device, else the user, else
-    /// (for unknown usernames and address blocks) the client address. The log folds alike: a line
-    /// when the count reaches 1, 2, 4, 8, …
+    /// count goes up and this one's time and client address become its last ones (it keeps its
+    /// first), so an attacker cannot bury a user's real events under copies of their own, and
+    /// both where a run of refusals started and where it is now show. The target is the device,
+    /// else the user, else (for unknown usernames and address blocks) the client address. The log
+    /// folds alike: a line when the count reaches 1, 2, 4, 8, …
     func auditRefusal(
         _ connection: any SQLConnection, _ context: RequestContext, _ type: AuditEventType,
         method: AuditMethod? = nil, userID: String? = nil, deviceID: String? = nil

@@ -123,13 +123,12 @@ struct PostgresURL: Sendable, Equatable, CustomStringConvertible {
     /// - Parameter environment: where libpq takes `PGHOST` and `PGSSLMODE` from when the URL has
     ///   no host or no `sslmode`.
     func unverifiedTransport(environment: [String: String]) -> (host: String, sslmode: String)? {
-        let host = host ?? environment["PGHOST"].flatMap { $0.isEmpty ? nil : $0 }
-        let sslmode =
-            options.last { $0.key == "sslmode" }?.value ?? environment["PGSSLMODE"].flatMap {
-                $0.isEmpty ? nil : $0
-            }
-            ?? "prefer"
-        guard let host, !["verify-full", "verify-ca"].contains(sslmode) else { return nil }
+        // libpq reads an empty variable as unset.
+        func variable(_ name: String) -> String? { environment[name].flatMap { $0.isEmpty ? nil : $0 } }
+        let sslmode = options.last { $0.key == "sslmode" }?.value ?? variable("PGSSLMODE") ?? "prefer"
+        guard let host = host ?? variable("PGHOST"), !["verify-full", "verify-ca"].contains(sslmode) else {
+            return nil
+        }
         // PGHOST may list several hosts; any of them that is remote is reached the same way.
         let remote = host.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.first {
             !Self.staysOnThisMachine($0)
