@@ -446,6 +446,10 @@ public actor KeyboundClient {
                 retryAfter: seconds)
         case .invalidCredentials, .stepUpRequired, .tokenInvalid: recovery = .usePassword
         case .deviceRevoked, .deviceSuspended, .passkeySuspended: recovery = .usePassword
+        // The server requires App Attest and this device was bound without it (before the
+        // requirement): only a new binding helps. (A refused binding itself is final: see
+        // `BiometricLogin.enable()`.)
+        case .appAttestRequired: recovery = .reenroll
         case .challengeExpired, .challengeUsed, .unavailable: recovery = .retry
         default: recovery = status >= 500 ? .retryLater : .none
         }

@@ -77,7 +77,7 @@ final class Application: Sendable {
         let started = DispatchTime.now().uptimeNanoseconds
         let client = ClientAddress.resolve(
             peer: request.clientAddress, headers: request.headers,
-            trustedProxies: configuration.trustedProxies)
+            trustedProxies: configuration.trustedProxies, header: configuration.forwardedHeader)
         let (routeName, response) = dispatch(request, router: listener.router, client: client)
         let seconds = Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9
         metrics.recordRequest(route: routeName, status: response.status, seconds: seconds)

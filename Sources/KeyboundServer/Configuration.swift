@@ -88,8 +88,11 @@ public struct Configuration: Sendable {
     public var accountFailureLimit: Int = 5
     /// Consecutive failed password logins on one account, from all addresses together, from
     /// which on every address that has itself failed on the account waits too, with a delay that
-    /// grows with every further failure (100, NIST SP 800-63B's ceiling). Addresses that have not
-    /// failed on it log in as usual: someone else's wrong passwords never lock the owner out.
+    /// grows with every further failure (100). Addresses that have not failed on it log in as
+    /// usual: someone else's wrong passwords never lock the owner out. So this is not NIST SP
+    /// 800-63B §5.2.2's limit of 100 consecutive failures per account: past it, each address that
+    /// has not failed on the account still gets a guess, and what bounds an attacker with many
+    /// addresses is how many they have (docs/server.md, "Throttling").
     public var accountFailureCeiling: Int = 100
     /// Failed logins of any kind (passwords, device signatures) from one client address within
     /// 15 minutes before that address is blocked (20; 0 turns it off).
@@ -116,9 +119,12 @@ public struct Configuration: Sendable {
     /// Whether anyone may sign up through the API (default), or only operators create accounts
     /// (`keybound user add`).
     public var registration: Registration = .open
-    /// Peers whose `X-Forwarded-For`/`Forwarded` headers name the client (none: the client is
-    /// always the TCP peer). Set it to your reverse proxies when the server runs behind them.
+    /// Peers whose ``forwardedHeader`` names the client (none: the client is always the TCP
+    /// peer). Set it to your reverse proxies when the server runs behind them.
     public var trustedProxies: [CIDR] = []
+    /// The header that names the client behind ``trustedProxies``: the one they write
+    /// (default `X-Forwarded-For`). The other header is never read.
+    public var forwardedHeader: ForwardedHeader = .xForwardedFor
 
     // MARK: Passkeys and App Attest (docs/server.md, "Passkeys and App Attest")
 
@@ -146,7 +152,9 @@ public struct Configuration: Sendable {
     /// Which App Attest environment attestations must come from (default production).
     public var appAttestEnvironment: AppAttest.Environment = .production
     /// Whether binding a device requires an App Attest attestation, and device logins and
-    /// approvals of attested devices an App Attest assertion (default false).
+    /// approvals of attested devices an App Attest assertion (default false). Devices bound
+    /// without an attestation before it was turned on are then refused (403
+    /// `app_attest_required`) until bound again; `keybound user devices --unattested` lists them.
     public var requireAppAttest: Bool = false
     /// The roots App Attest certificate chains must reach: Apple's App Attestation Root CA. Tests
     /// put their own test CA here.

@@ -25,6 +25,8 @@ public struct ServerError: Error, Sendable, CustomStringConvertible {
         public static let alreadyRunning = Kind(description: "alreadyRunning")
         /// An account an operator tried to create breaks the rules or its username is taken.
         public static let accountRefused = Kind(description: "accountRefused")
+        /// An operator named a user that does not exist.
+        public static let userNotFound = Kind(description: "userNotFound")
     }
 
     /// Which failure it is.
@@ -45,7 +47,7 @@ public struct ServerError: Error, Sendable, CustomStringConvertible {
             ServerError(
                 .schemaTooNew,
                 "the database schema is version \(version), newer than this server knows "
-                    + "(\(Migrations.all.last?.version ?? 0)): run the Keybound that migrated it")
+                    + "(\(Migrations.newest)): run the Keybound that migrated it")
         case DatabaseError.unsupportedURL:
             ServerError(.invalidConfiguration, "\(error)")
         case let error as DatabaseError:
@@ -96,6 +98,18 @@ public final class Server: Sendable {
         }
         if !configuration.argon2.meetsOWASPMinimum {
             application.logger.log(.warning, "argon2id parameters are below the OWASP minimum (testing only)")
+        }
+        if PostgresURL.names(configuration.databaseURL),
+            let url = try? PostgresURL(configuration.databaseURL),
+            let unverified = url.unverifiedTransport(environment: ProcessInfo.processInfo.environment)
+        {
+            // Anyone on the network path can pose as the database and read what it is sent.
+            application.logger.log(
+                .warning, "postgresql server not verified",
+                [
+                    ("host", unverified.host), ("sslmode", unverified.sslmode),
+                    ("fix", "add sslmode=verify-full and sslrootcert=FILE to the database URL"),
+                ])
         }
     }
 

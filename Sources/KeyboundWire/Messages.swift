@@ -594,8 +594,8 @@ public struct ApprovalResponse: WireObject, Hashable {
 /// One audit event in `GET /v1/audit`. Never contains a secret, token or signature.
 ///
 /// Repeated refusals of one kind for one target (failed logins, lockouts) fold into one event:
-/// ``count`` says how many, ``time`` is the first and ``lastTime`` the latest, and
-/// ``clientAddress`` the latest one's client.
+/// ``count`` says how many, ``time`` is the first and ``lastTime`` the latest, ``clientAddress``
+/// the first one's client and ``lastClientAddress`` the latest one's.
 public struct AuditEvent: WireObject, Hashable {
     /// The JSON member names, in the order they are written.
     package enum Member: String, MemberName {
@@ -606,6 +606,7 @@ public struct AuditEvent: WireObject, Hashable {
         case clientAddress = "client_address"
         case count
         case lastTime = "last_time"
+        case lastClientAddress = "last_client_address"
     }
     /// When it happened; for a folded event, the first time.
     public let time: Date
@@ -621,16 +622,24 @@ public struct AuditEvent: WireObject, Hashable {
     public let deviceID: String?
     /// The session's opaque id.
     public let sessionID: String?
-    /// The client's network address, or nil (an operator on the server's machine).
+    /// The client's network address, or nil (an operator on the server's machine); for a folded
+    /// event, the first one's.
     public let clientAddress: String?
     /// How many times it happened (at least 1).
     public let count: Int
     /// When it last happened; equal to ``time`` when ``count`` is 1.
     public let lastTime: Date
+    /// The client address of the latest occurrence; equal to ``clientAddress`` when ``count`` is
+    /// 1, and for events folded before the server kept both.
+    public let lastClientAddress: String?
     /// Creates the message from its members.
+    /// - Parameters:
+    ///   - lastTime: nil: `time`.
+    ///   - lastClientAddress: nil: `clientAddress`.
     public init(
         time: Date, type: AuditEventType, method: AuditMethod?, userID: String?, deviceID: String?,
-        sessionID: String?, clientAddress: String?, count: Int = 1, lastTime: Date? = nil
+        sessionID: String?, clientAddress: String?, count: Int = 1, lastTime: Date? = nil,
+        lastClientAddress: String? = nil
     ) {
         self.time = time
         self.type = type
@@ -641,6 +650,7 @@ public struct AuditEvent: WireObject, Hashable {
         self.clientAddress = clientAddress
         self.count = count
         self.lastTime = lastTime ?? time
+        self.lastClientAddress = lastClientAddress ?? clientAddress
     }
     package init(reader: JSONReader<Member>) throws(WireFailure) {
         time = try reader.timestamp(.time)
@@ -652,6 +662,7 @@ public struct AuditEvent: WireObject, Hashable {
         clientAddress = try reader.optionalString(.clientAddress)
         count = try reader.integer(.count)
         lastTime = try reader.timestamp(.lastTime)
+        lastClientAddress = try reader.optionalString(.lastClientAddress)
     }
     package func write(to object: inout JSONObjectBuilder<Member>) {
         object.add(.time, time)
@@ -663,6 +674,7 @@ public struct AuditEvent: WireObject, Hashable {
         object.add(.clientAddress, clientAddress)
         object.add(.count, count)
         object.add(.lastTime, lastTime)
+        object.add(.lastClientAddress, lastClientAddress)
     }
 }
 

@@ -129,6 +129,9 @@ enum ServeCommand {
                 .value(
                     "trusted-proxy", "CIDR", "a proxy whose X-Forwarded-For counts; repeatable",
                     variable: "KEYBOUND_TRUSTED_PROXY", default: "none; variable: comma-separated"),
+                .value(
+                    "forwarded-header", "NAME", "the one header they write: x-forwarded-for or forwarded",
+                    variable: "KEYBOUND_FORWARDED_HEADER", default: "x-forwarded-for"),
                 .help,
             ]
         ),
@@ -282,6 +285,13 @@ enum ServeCommand {
                         + "(no bits set after the prefix), not '\(text)'")
             }
             return range
+        }
+        if let name = value("forwarded-header") {
+            guard let header = ForwardedHeader(rawValue: name.lowercased()) else {
+                throw UsageError(
+                    "--forwarded-header must be x-forwarded-for or forwarded (the one your proxies write)")
+            }
+            configuration.forwardedHeader = header
         }
         try passkeySettings(&configuration, arguments, environment: environment, value: value)
         if let passkeys = try integer("max-passkeys", 1...1000) {

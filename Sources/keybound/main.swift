@@ -10,7 +10,7 @@ let rootUsage = """
       serve     run the HTTP API server (see keybound serve --help)
       demo      run the whole story against an in-process server and an emulated device
       device    drive a persistent emulated device from the shell
-      user      create accounts on the server's database (keybound user add NAME)
+      user      accounts and their devices on the server's database (user add, user devices)
 
     options:
       --version  print the version

@@ -84,7 +84,12 @@ struct AttestedBindingTests {
         try await requiring.createUser("ada")
         let refused = try Self.app(requiring, device: phone, appAttest: simulator)
         try await refused.loginWithPassword(username: "ada", password: Backend.password)
-        await expectKeyboundError(.server, serverCode: .appAttestRequired) { try await refused.enable() }
+        // Final: binding again cannot help a device that cannot attest.
+        await expectKeyboundError(
+            .server, recovery: KeyboundError.Recovery.none, serverCode: .appAttestRequired
+        ) {
+            try await refused.enable()
+        }
         #expect(try await refused.client.devices().isEmpty)
         #expect(try await refused.state() == .notEnabled)
 

@@ -273,6 +273,121 @@ struct AppAttestTests {
         expectProblem(login, 403, .appAttestRequired)
     }
 
+    /// Devices bound without App Attest before `--require-app-attest` was turned on: under the flag
+    /// they get no login challenge, their logins and approvals are refused with 403
+    /// `app_attest_required` before any signature is checked (a bad one too), nothing is written,
+    /// and `keybound user devices --unattested` lists them. An attested device goes on.
+    @Test(
+        "--require-app-attest turned on later refuses devices bound without App Attest", arguments: Engine.all
+    )
+    func requireAppAttestRefusesDevicesBoundBefore(engine: Engine) async throws {
+        let ca = try TestAppAttestCA(now: Date())
+        let live = try Self.server(ca, engine)
+        let tokens = try await Self.user(live)
+        let (plainKey, plainID) = try await live.client.bindDevice(tokens.accessToken)
+        let attestedTokens = try await live.client.login("alice", clientID: "app-2")
+        let deviceKey = try P256SigningKey()
+        let appKey = try TestAppAttestKey()
+        let attestedID = try await Self.bind(
+            live, attestedTokens.accessToken, deviceKey: deviceKey.publicKey, appKey: appKey, ca: ca,
+            attest: Self.genuine(live, appKey: appKey, ca: ca, deviceKey: deviceKey.publicKey)
+        ).decode(BindDeviceResponse.self).deviceID
+        // Asked for before the flag: a login challenge and an approval of the unattested device.
+        let earlyChallenge = try await live.client.challenge(plainID)
+        let earlyApproval = try await live.client.post(
+            "/v1/approvals", CreateApprovalRequest(deviceID: plainID, action: transfer()),
+            token: tokens.accessToken
+        ).decode(ApprovalChallengeResponse.self)
+        live.server.stop(gracePeriod: 1)
+
+        var configuration = live.server.configuration
+        configuration.requireAppAttest = true
+        let strict = try Server(configuration: configuration)
+        try strict.start()
+        defer { strict.stop(gracePeriod: 1) }
+        let client = Client(baseURL: try #require(strict.baseURL))
+        let database = try live.database.open()
+        func stored() throws -> [[SQLValue]] {
+            try database.read { connection in
+                try [
+                    "SELECT id, count, last_at FROM audit_events ORDER BY id",
+                    "SELECT id FROM used_challenges ORDER BY id",
+                    "SELECT scope, failures FROM throttles ORDER BY scope",
+                    "SELECT id, status FROM approvals ORDER BY id",
+                    "SELECT id, revoked_at FROM sessions ORDER BY id",
+                    "SELECT id, last_used_at FROM devices ORDER BY id",
+                ].flatMap { try connection.query($0, []).map(\.values) }
+            }
+        }
+        let before = try stored()
+
+        let challenge = try await client.post("/v1/challenges", ChallengeRequest(deviceID: plainID))
+        expectProblem(challenge, 403, .appAttestRequired)
+        #expect(challenge.problem?.detail.contains("bind the device again") == true, "\(challenge.text)")
+        for signature in [try sign(earlyChallenge.payload, with: plainKey), Data("not a signature".utf8)] {
+            try await expectProblem(
+                client.deviceLogin(challengeID: earlyChallenge.challengeID, signature: signature), 403,
+                .appAttestRequired)
+        }
+        try await expectProblem(
+            client.post(
+                "/v1/approvals", CreateApprovalRequest(deviceID: plainID, action: transfer()),
+                token: tokens.accessToken), 403, .appAttestRequired)
+        try await expectProblem(
+            client.post(
+                "/v1/approvals/\(earlyApproval.approvalID)/confirm",
+                ConfirmApprovalRequest(signature: sign(earlyApproval.payload, with: plainKey)),
+                token: tokens.accessToken), 403, .appAttestRequired)
+        #expect(try stored() == before, "a refusal wrote something")
+
+        // The operator finds the device to ask its user to bind again; the attested one is fine.
+        let listed = try runKeybound(
+            ["user", "devices", "--unattested", "--json", "--db", live.database.url], input: "",
+            in: live.directory,
+            environment: live.database.password.map { ["KEYBOUND_DB_PASSWORD": $0] } ?? [:])
+        #expect(listed.status == 0, "\(listed.stderr)")
+        let object = try JSONSerialization.jsonObject(with: Data(listed.stdout.utf8)) as? [String: Any]
+        let devices = object?["devices"] as? [[String: Any]] ?? []
+        #expect(devices.compactMap { $0["device_id"] as? String } == [plainID], "\(listed.stdout)")
+        #expect(devices.first?["username"] as? String == "alice")
+        #expect(devices.first?["attested"] as? Bool == false)
+        let all = try runKeybound(
+            ["user", "devices", "alice", "--db", live.database.url], input: "", in: live.directory,
+            environment: live.database.password.map { ["KEYBOUND_DB_PASSWORD": $0] } ?? [:])
+        #expect(all.status == 0, "\(all.stderr)")
+        #expect(all.stdout.contains(plainID) && all.stdout.contains(attestedID), "\(all.stdout)")
+        let unknown = try runKeybound(
+            ["user", "devices", "nobody", "--db", live.database.url], input: "", in: live.directory,
+            environment: live.database.password.map { ["KEYBOUND_DB_PASSWORD": $0] } ?? [:])
+        #expect(unknown.status == 1 && unknown.stderr.contains("no user"), "\(unknown.stderr)")
+
+        // The attested device logs in and approves, with its assertions.
+        let attestedChallenge = try await client.post(
+            "/v1/challenges", ChallengeRequest(deviceID: attestedID)
+        )
+        .decode(ChallengeResponse.self)
+        let login = try await client.post(
+            "/v1/sessions/device",
+            DeviceLoginRequest(
+                challengeID: attestedChallenge.challengeID,
+                signature: sign(attestedChallenge.payload, with: deviceKey),
+                appAttestAssertion: appKey.assertion(
+                    appID: Self.appID, clientData: attestedChallenge.payload, counter: 1)))
+        #expect(login.status == 200, "\(login.text)")
+        let session = try login.decode(TokenResponse.self).accessToken
+        let approval = try await client.post(
+            "/v1/approvals", CreateApprovalRequest(deviceID: attestedID, action: transfer()), token: session
+        ).decode(ApprovalChallengeResponse.self)
+        let confirmed = try await client.post(
+            "/v1/approvals/\(approval.approvalID)/confirm",
+            ConfirmApprovalRequest(
+                signature: sign(approval.payload, with: deviceKey),
+                appAttestAssertion: appKey.assertion(
+                    appID: Self.appID, clientData: approval.payload, counter: 2)),
+            token: session)
+        #expect(confirmed.status == 200, "\(confirmed.text)")
+    }
+
     /// An assertion from a device bound without App Attest is a well-formed request whose
     /// credential the server does not know: 401 `unknown_credential`, not 400 (schemathesis
     /// counts a 400 for a schema-valid body as the spec missing a rule), for logins and approvals.

@@ -8,10 +8,12 @@ struct ClientAddressTests {
         try #require(CIDR(text), "\(text)")
     }
 
-    private func resolve(_ peer: String, _ headers: [String: String] = [:], trusting: [String] = [])
-        throws -> ClientAddress
-    {
-        ClientAddress.resolve(peer: peer, headers: headers, trustedProxies: try trusting.map(range))
+    private func resolve(
+        _ peer: String, _ headers: [String: String] = [:], trusting: [String] = [],
+        header: ForwardedHeader = .xForwardedFor
+    ) throws -> ClientAddress {
+        ClientAddress.resolve(
+            peer: peer, headers: headers, trustedProxies: try trusting.map(range), header: header)
     }
 
     @Test func addressesParseAndPrintCanonically() throws {
@@ -99,18 +101,34 @@ struct ClientAddressTests {
         #expect(try resolve("10.0.0.1", [:], trusting: proxies).text == "10.0.0.1")
     }
 
-    @Test func forwardedForIsReadWhenThereIsNoXForwardedFor() throws {
+    @Test func forwardedIsReadWhenChosen() throws {
         let proxies = ["10.0.0.0/8"]
         let forwarded = [
             "forwarded":
                 #"for=192.0.2.60;proto=http;by=203.0.113.43, For="[2001:db8:cafe::17]:4711", for=10.0.0.3"#
         ]
-        #expect(try resolve("10.0.0.1", forwarded, trusting: proxies).text == "2001:db8:cafe::17")
-        #expect(try resolve("10.0.0.1", ["forwarded": "for=unknown"], trusting: proxies).text == "10.0.0.1")
-        #expect(try resolve("10.0.0.1", ["forwarded": "proto=https"], trusting: proxies).text == "10.0.0.1")
-        // X-Forwarded-For wins when both are present (docs/server.md says which header the proxy must own).
+        func resolve(_ headers: [String: String]) throws -> String {
+            try self.resolve("10.0.0.1", headers, trusting: proxies, header: .forwarded).text
+        }
+        #expect(try resolve(forwarded) == "2001:db8:cafe::17")
+        #expect(try resolve(["forwarded": "for=unknown"]) == "10.0.0.1")
+        #expect(try resolve(["forwarded": "proto=https"]) == "10.0.0.1")
+    }
+
+    /// A proxy maintains the header it writes and passes the other on as the client sent it: the
+    /// server reads the chosen one only, also when only the other one is there.
+    @Test func onlyTheChosenHeaderIsEverRead() throws {
+        let proxies = ["10.0.0.0/8"]
         let both = ["x-forwarded-for": "198.51.100.7", "forwarded": "for=192.0.2.60"]
         #expect(try resolve("10.0.0.1", both, trusting: proxies).text == "198.51.100.7")
+        #expect(try resolve("10.0.0.1", both, trusting: proxies, header: .forwarded).text == "192.0.2.60")
+        // The chosen header is absent: the proxy stands for the client, whatever the other says.
+        #expect(
+            try resolve("10.0.0.1", ["forwarded": "for=192.0.2.60"], trusting: proxies).text == "10.0.0.1")
+        #expect(
+            try resolve(
+                "10.0.0.1", ["x-forwarded-for": "198.51.100.7"], trusting: proxies, header: .forwarded
+            ).text == "10.0.0.1")
     }
 
     @Test func aPeerThatIsNotAnAddressIsKeptAsIs() throws {

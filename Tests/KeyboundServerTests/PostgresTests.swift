@@ -56,6 +56,66 @@ struct PostgresURLTests {
         #expect(Configuration.databaseURLProblem("postgresql://keybound@localhost/keybound") == nil)
     }
 
+    /// libpq's default `sslmode=prefer` checks no certificate and may fall back to plain text:
+    /// for a server that is not on this machine the server warns unless the URL asks for a
+    /// verified one (`verify-full`, `verify-ca`).
+    @Test func unverifiedConnectionsToOtherMachinesAreFound() throws {
+        func unverified(_ text: String, _ environment: [String: String] = [:]) throws -> String? {
+            try PostgresURL(text).unverifiedTransport(environment: environment).map {
+                "\($0.host) \($0.sslmode)"
+            }
+        }
+        #expect(try unverified("postgres://u@db.example:5432/x") == "db.example prefer")
+        #expect(try unverified("postgres://u@10.0.0.5/x?sslmode=require") == "10.0.0.5 require")
+        #expect(try unverified("postgres://u@[2001:db8::5]/x?sslmode=disable") == "2001:db8::5 disable")
+        #expect(try unverified("postgres://u@db.example/x?sslmode=verify-full") == nil)
+        #expect(
+            try unverified("postgres://u@db.example/x?sslmode=verify-ca&sslrootcert=%2Fetc%2Fca.pem") == nil)
+        for local in [
+            "postgres://u@127.0.0.1:5432/x", "postgres://u@127.8.9.10/x", "postgres://u@[::1]/x",
+            "postgres://u@localhost/x", "postgres://u@LocalHost/x",
+            "postgres://u@%2Fvar%2Frun%2Fpostgresql/x",
+            "postgres://u@/x", "postgresql://",
+        ] {
+            #expect(try unverified(local) == nil, "\(local)")
+        }
+        // What libpq takes from the environment when the URL does not say.
+        #expect(try unverified("postgres://u@/x", ["PGHOST": "db.example"]) == "db.example prefer")
+        #expect(try unverified("postgres://u@/x", ["PGHOST": "/tmp,db.example"]) == "db.example prefer")
+        #expect(try unverified("postgres://u@db.example/x", ["PGSSLMODE": "verify-full"]) == nil)
+        #expect(try unverified("postgres://u@db.example/x", ["PGSSLMODE": "require"]) == "db.example require")
+        #expect(
+            try unverified("postgres://u@db.example/x?sslmode=verify-full", ["PGSSLMODE": "disable"]) == nil)
+    }
+
+    /// The warning is one log line at start, on the sink `keybound serve` writes to standard error.
+    @Test func theServerWarnsOnceAtStartAboutAnUnverifiedConnection() throws {
+        let directory = try TemporaryDirectory()
+        func warnings(_ url: String) throws -> [String] {
+            let logs = LogCollector()
+            var configuration = Configuration.testing(databasePath: "")
+            configuration.databaseURL = url
+            configuration.log = logs.sink
+            // The server opens the given storage instead of the URL's: nothing connects anywhere.
+            let storage = try openDatabase(
+                url: "sqlite:" + directory.path("\(UUID().uuidString).sqlite"), connections: 2,
+                synchronous: .normal)
+            let server = try Server(configuration: configuration, database: storage)
+            try server.start()
+            server.stop(gracePeriod: 1)
+            return logs.all.filter { $0.contains(#""msg":"postgresql server not verified""#) }
+        }
+        let remote = try warnings("postgres://u@db.example:5432/x")
+        #expect(remote.count == 1, "\(remote)")
+        #expect(
+            remote.first.map {
+                $0.contains(#""level":"warning""#) && $0.contains(#""host":"db.example""#)
+                    && $0.contains(#""sslmode":"prefer""#)
+            } == true, "\(remote)")
+        #expect(try warnings("postgres://u@127.0.0.1:5432/x").isEmpty)
+        #expect(try warnings("postgres://u@db.example:5432/x?sslmode=verify-full").isEmpty)
+    }
+
     @Test func placeholdersAreNumberedOutsideLiteralsIdentifiersAndComments() {
         let (sql, count) = PostgresConnection.numberPlaceholders(
             """
@@ -234,8 +294,7 @@ struct PostgresTests {
         for server in servers { #expect(try await server.client.get("/healthz").status == 200) }
         let recorded = try shared.sql(
             "SELECT COUNT(*), COUNT(DISTINCT version), MAX(version) FROM schema_migrations")
-        let newest = Migrations.all.last?.version ?? 0
-        #expect(recorded == "\(Migrations.all.count)|\(Migrations.all.count)|\(newest)")
+        #expect(recorded == "\(Migrations.all.count)|\(Migrations.all.count)|\(Migrations.newest)")
         // One challenge key for all of them: migration 4 wrote its random row once.
         #expect(try shared.sql("SELECT COUNT(*) FROM server_secrets") == "1")
     }

@@ -19,7 +19,8 @@ struct MessageStrictnessTests {
         let event = AuditEvent(
             time: time, type: .login, method: .password, userID: "usr_1", deviceID: "dev_1",
             sessionID: "ses_1",
-            clientAddress: "192.0.2.1", count: 2, lastTime: time.addingTimeInterval(5))
+            clientAddress: "192.0.2.1", count: 2, lastTime: time.addingTimeInterval(5),
+            lastClientAddress: "198.51.100.2")
         try check(HealthResponse(), HealthResponse.Member.self)
         try check(CreateAccountRequest(username: "ada", password: "secret"), CreateAccountRequest.Member.self)
         try check(CreateAccountResponse(userID: "usr_1"), CreateAccountResponse.Member.self)

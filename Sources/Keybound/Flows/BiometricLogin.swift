@@ -192,7 +192,9 @@ public actor BiometricLogin {
     /// Token mode stores the current refresh token in a biometric-bound item. Device-key mode
     /// creates a key in secure hardware and registers it (the server requires a password login
     /// within its step-up window, and revokes this client's previous key).
-    /// - Throws: `sessionExpired` without a session; device errors (`biometryNotEnrolled`, …).
+    /// - Throws: `sessionExpired` without a session; device errors (`biometryNotEnrolled`, …);
+    ///   `server` with `app_attest_required` (recovery `none`) when the server binds only attested
+    ///   devices and this one cannot attest.
     public func enable() async throws {
         guard let session = await client.currentSession else {
             throw KeyboundError(
@@ -229,6 +231,14 @@ public actor BiometricLogin {
                 try? await keys.deleteKey(keyName)
                 try? await items.delete(deviceIDName)
                 try? await items.delete(appAttestKeyName)
+                // The server binds only attested devices and this one could not attest (no App
+                // Attest service, or an unsupported one): binding again cannot help, unlike after
+                // a login or approval refused for a device bound before the requirement.
+                if let refused = error as? KeyboundError, refused.serverCode == .appAttestRequired {
+                    throw KeyboundError(
+                        refused.code, native: refused.native, message: refused.message,
+                        serverCode: refused.serverCode, recovery: KeyboundError.Recovery.none)
+                }
                 throw error
             }
         }
@@ -253,7 +263,8 @@ public actor BiometricLogin {
     /// - Throws: ``KeyboundError`` with its recovery: `invalidated` (material removed; password
     ///   login and ``enable()`` again), `userCancel` (`silent`), `userFallback` (`usePassword`),
     ///   `biometryLockout` (`usePasscode`: see ``clearLockout(passcodeReason:)``), `itemNotFound`
-    ///   (not enabled), or a server error (a revoked device: `usePassword`).
+    ///   (not enabled), or a server error (a revoked device: `usePassword`; a device bound without
+    ///   App Attest on a server that now requires it, `app_attest_required`: `reenroll`).
     @discardableResult
     public func unlock(reason: String? = nil) async throws -> KeyboundClient.Session {
         let prompt = try VerificationPrompt(

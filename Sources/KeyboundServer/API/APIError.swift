@@ -28,6 +28,11 @@ struct APIError: Error {
     static let signatureInvalid = APIError(
         401, .signatureInvalid, "The signature does not verify for the issued payload and the device key.")
     static let deviceRevoked = APIError(403, .deviceRevoked, "This device was revoked.")
+    /// A device bound without App Attest on a server that now requires it (`--require-app-attest`).
+    static let unattestedDevice = APIError(
+        403, .appAttestRequired,
+        "This server requires App Attest and this device was bound without it: bind the device again, "
+            + "with an App Attest attestation.")
     static let registrationClosed = APIError(
         403, .registrationClosed, "This server does not take sign-ups; an operator creates accounts.")
 

@@ -94,11 +94,23 @@ public struct CIDR: Hashable, Sendable, CustomStringConvertible {
     public var description: String { "\(network)/\(prefixLength)" }
 }
 
+/// Which header names the client behind a trusted proxy (`--forwarded-header`). One, never both:
+/// a proxy maintains the header it writes, but passes the other one on as the client sent it, so
+/// reading both would let a client choose its address through the one the proxy leaves alone.
+public enum ForwardedHeader: String, Sendable, CaseIterable {
+    /// `X-Forwarded-For: client, proxy1, proxy2` (nginx `$proxy_add_x_forwarded_for`, most load
+    /// balancers).
+    case xForwardedFor = "x-forwarded-for"
+    /// `Forwarded: for=client, for=proxy1` (RFC 7239).
+    case forwarded
+}
+
 /// The client a request comes from, as throttling and the audit see it.
 ///
 /// Normally the TCP peer. Only when the peer is one of the configured trusted proxies is the
-/// client taken from the headers the proxy added: `X-Forwarded-For`, or when there is none,
-/// `Forwarded: for=` (RFC 7239). Anyone else could write any address there.
+/// client taken from the header the proxy added, the one ``ForwardedHeader`` names:
+/// `X-Forwarded-For` or `Forwarded: for=` (RFC 7239). The other header is ignored, present or
+/// not. Anyone but our proxies could write any address there.
 struct ClientAddress: Hashable, Sendable {
     /// The address as the audit log and the access log record it (canonical text).
     let text: String
@@ -133,18 +145,19 @@ struct ClientAddress: Hashable, Sendable {
     ///   - peer: the TCP peer's numeric address.
     ///   - headers: the request's headers, names lowercased.
     ///   - trustedProxies: the `--trusted-proxy` ranges.
-    static func resolve(peer: String, headers: [String: String], trustedProxies: [CIDR]) -> ClientAddress {
+    ///   - header: the header our proxies write (`--forwarded-header`); the other is never read.
+    static func resolve(
+        peer: String, headers: [String: String], trustedProxies: [CIDR], header: ForwardedHeader
+    ) -> ClientAddress {
         guard let peerAddress = IPAddress(peer) else { return ClientAddress(unparsed: peer) }
         func trusted(_ address: IPAddress) -> Bool { trustedProxies.contains { $0.contains(address) } }
         guard trusted(peerAddress) else { return ClientAddress(peerAddress) }
-        let hops: [Substring]
-        if let forwardedFor = headers["x-forwarded-for"] {
-            hops = forwardedFor.split(separator: ",")
-        } else if let forwarded = headers["forwarded"] {
-            hops = forwardedForValues(forwarded)
-        } else {
-            hops = []
-        }
+        let value = headers[header.rawValue] ?? ""
+        let hops =
+            switch header {
+            case .xForwardedFor: value.split(separator: ",")
+            case .forwarded: forwardedForValues(value)
+            }
         var reached = peerAddress
         for hop in hops.reversed() {
             guard let address = node(hop) else { break }

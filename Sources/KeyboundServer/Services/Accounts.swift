@@ -187,10 +187,13 @@ extension Application {
     }
 }
 
-/// Creates accounts directly in the server's database, for operators: `keybound user add`, the
-/// way to add users when sign-up is closed (``Registration/closed``). The same rules as the API
-/// apply (username grammar, password length, Argon2id at the configured cost), and the audit
-/// records an `account_created` event with method `operator`.
+/// Account administration directly on the server's database, for operators (`keybound user`).
+///
+/// ``addUser(username:password:)`` (`keybound user add`) is the way to add users when sign-up is
+/// closed (``Registration/closed``): the same rules as the API apply (username grammar, password
+/// length, Argon2id at the configured cost), and the audit records an `account_created` event
+/// with method `operator`. ``devices(username:unattestedOnly:)`` (`keybound user devices`) lists
+/// bound devices, for instance those `--require-app-attest` refuses.
 public struct AccountAdministration: Sendable {
     private let application: Application
 
@@ -217,4 +220,43 @@ public struct AccountAdministration: Sendable {
             throw ServerError(.databaseUnreachable, "cannot create the account: \(error)")
         }
     }
+
+    /// The active (not revoked) devices, ordered by username, then by when they were bound.
+    /// - Parameters:
+    ///   - username: only this user's devices; nil: every user's.
+    ///   - unattestedOnly: only devices bound without an App Attest attestation: with
+    ///     ``Configuration/requireAppAttest`` these are refused (403 `app_attest_required`) until
+    ///     bound again.
+    /// - Throws: ``ServerError`` `userNotFound` for an unknown username, `databaseUnreachable`
+    ///   when the database fails.
+    public func devices(username: String?, unattestedOnly: Bool = false) throws -> [BoundDevice] {
+        do {
+            return try application.activeDevices(
+                username: try username.map { try Username($0) }, unattestedOnly: unattestedOnly)
+        } catch is APIError, is WireFailure {
+            throw ServerError(.userNotFound, "no user is named '\(username ?? "")'")
+        } catch {
+            throw ServerError(.databaseUnreachable, "cannot list the devices: \(error)")
+        }
+    }
+}
+
+/// A bound device, as ``AccountAdministration/devices(username:unattestedOnly:)`` lists it.
+public struct BoundDevice: Sendable, Hashable {
+    /// The device's id (`dev_…`).
+    public let deviceID: String
+    /// Its user's id.
+    public let userID: String
+    /// Its user's username.
+    public let username: String
+    /// The name the app gave it.
+    public let name: String
+    /// Where its key lives, as the app declared it.
+    public let keyProtection: KeyProtection
+    /// When it was bound.
+    public let createdAt: Date
+    /// Its last device login or approval, if any.
+    public let lastUsedAt: Date?
+    /// Whether an App Attest attestation vouched for its binding.
+    public let attested: Bool
 }

@@ -132,8 +132,9 @@ extension Application {
     /// earlier one: the conditional update lets exactly one of two concurrent uses of a counter
     /// win.
     ///
-    /// - Returns: nil when the request may go on (no App Attest key and no assertion; an attested
-    ///   device without an assertion while none is required; a valid assertion), otherwise the
+    /// - Returns: nil when the request may go on (no App Attest key and no assertion, which
+    ///   ``checkUsable(_:)`` has already refused when App Attest is required; an attested device
+    ///   without an assertion while none is required; a valid assertion), otherwise the
     ///   refusal: 401 `unknown_credential` for an assertion from a device without a key, 403
     ///   `app_attest_required`, 401 for an assertion that does not verify (audited) or is replayed.
     func checkAppAttestAssertion(

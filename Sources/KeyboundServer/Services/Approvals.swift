@@ -26,7 +26,7 @@ extension Application {
             else {
                 throw APIError.notFound
             }
-            if let refusal = device.checkUsable() { throw refusal }
+            if let refusal = checkUsable(device) { throw refusal }
             let issued = try makePayload(
                 context, purpose: .approve, deviceID: device.id, lifetime: configuration.approvalLifetime,
                 action: request.action)
@@ -81,7 +81,7 @@ extension Application {
             guard let device = try loadDevice(connection, id: try row.text(0)),
                 let payload = Base64URL.decode(try row.text(1))
             else { return .failure(.notFound) }
-            if let refusal = device.checkUsable() { return .failure(refusal) }
+            if let refusal = checkUsable(device) { return .failure(refusal) }
             var refusal = try verifyDeviceSignature(
                 connection, context, device: device, payload: payload, signature: request.signature,
                 method: .approval)

@@ -18,10 +18,11 @@ extension Application {
 
     /// Records a refusal (a failed login, a lockout) in the current transaction, folded: when the
     /// same kind of refusal for the same target was recorded within ``auditFoldWindow``, that row's
-    /// count goes up and it takes this one's time and client address, so an attacker cannot bury a
-    /// user's real events under copies of their own. The target is the device, else the user, else
-    /// (for unknown usernames and address blocks) the client address. The log folds alike: a line
-    /// when the count reaches 1, 2, 4, 8, …
+    /// count goes up and this one's time and client address become its last ones (it keeps its
+    /// first), so an attacker cannot bury a user's real events under copies of their own, and
+    /// both where a run of refusals started and where it is now show. The target is the device,
+    /// else the user, else (for unknown usernames and address blocks) the client address. The log
+    /// folds alike: a line when the count reaches 1, 2, 4, 8, …
     func auditRefusal(
         _ connection: any SQLConnection, _ context: RequestContext, _ type: AuditEventType,
         method: AuditMethod? = nil, userID: String? = nil, deviceID: String? = nil
@@ -54,7 +55,7 @@ extension Application {
         }
         let count = try existing.integer(1) + 1
         try connection.execute(
-            "UPDATE audit_events SET count = ?, last_at = ?, client_address = ? WHERE id = ?",
+            "UPDATE audit_events SET count = ?, last_at = ?, last_client_address = ? WHERE id = ?",
             [
                 .integer(count), .integer(context.now), .text(context.clientAddress.text),
                 .text(try existing.text(0)),
@@ -75,14 +76,14 @@ extension Application {
         try connection.execute(
             """
             INSERT INTO audit_events (id, time, type, method, user_id, device_id, session_id, client_address,
-                count, last_at)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1, ?)
+                count, last_at, last_client_address)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?)
             """,
             [
                 .text(SecureRandomBytes.timeOrderedIdentifier("evt", milliseconds: now)), .integer(now),
                 .text(type.rawValue),
                 (method?.rawValue).sql, userID.sql, deviceID.sql, sessionID.sql, clientAddress.sql,
-                .integer(now),
+                .integer(now), clientAddress.sql,
             ])
         logAudit(
             type, method: method, userID: userID, deviceID: deviceID, sessionID: sessionID,
@@ -119,7 +120,8 @@ extension Application {
         let rows = try database.read { connection in
             try connection.query(
                 """
-                SELECT time, type, method, user_id, device_id, session_id, client_address, count, last_at
+                SELECT time, type, method, user_id, device_id, session_id, client_address, count, last_at,
+                    last_client_address
                 FROM audit_events WHERE user_id = ? ORDER BY last_at DESC, id LIMIT ?
                 """, [.text(caller.userID), .integer(Int64(limit))])
         }
@@ -132,7 +134,8 @@ extension Application {
                 method: try row.optionalText(2).map(AuditMethod.init(rawValue:)),
                 userID: try row.optionalText(3), deviceID: try row.optionalText(4),
                 sessionID: try row.optionalText(5), clientAddress: try row.optionalText(6),
-                count: Int(try row.integer(7)), lastTime: date(try row.integer(8)))
+                count: Int(try row.integer(7)), lastTime: date(try row.integer(8)),
+                lastClientAddress: try row.optionalText(9))
         }
         return .json(200, AuditListResponse(events: events))
     }

@@ -9,7 +9,7 @@ extension Application {
         guard let device = try database.read({ try loadDevice($0, id: request.deviceID) }) else {
             throw APIError.notFound
         }
-        if let refusal = device.checkUsable() { throw refusal }
+        if let refusal = checkUsable(device) { throw refusal }
         let challenge = try LoginChallenge(
             deviceID: device.id, expires: context.now / 1000 + Int64(configuration.challengeLifetime),
             server: configuration.serverID, key: challengeKey)
@@ -24,7 +24,8 @@ extension Application {
     /// throttled per device (``Configuration/deviceFailureLimit`` consecutive ones) and per client
     /// address (``Configuration/addressFailureLimit`` failed logins of any kind): further bad ones
     /// get 429 and write nothing. A device is never suspended. Refusals that check no signature
-    /// (unknown, used or expired challenge, revoked device) prove nothing new and write nothing.
+    /// (unknown, used or expired challenge, revoked device, a device bound without App Attest on a
+    /// server that requires it) prove nothing new and write nothing.
     func deviceLogin(_ context: RequestContext) throws -> HTTPResponse {
         let request = try context.decode(DeviceLoginRequest.self)
         // An id this server did not make (or whose tag was changed) is unknown, like any other.
@@ -42,7 +43,7 @@ extension Application {
         }
         guard let device = found else { throw APIError.notFound }
         if used { throw APIError.challengeUsed }
-        if let refusal = device.checkUsable() { throw refusal }
+        if let refusal = checkUsable(device) { throw refusal }
 
         // Verified outside any transaction: a P-256 check needs no lock.
         let payload = try challenge.payload(server: configuration.serverID)

@@ -10,21 +10,16 @@ struct DeviceRecord {
     /// The public key as stored: base64url of its SubjectPublicKeyInfo DER.
     let publicKey: String
     let revoked: Bool
+    /// Whether it was bound with an App Attest attestation (it has a row in `app_attest_keys`).
+    let attested: Bool
 
-    static let columns = "id, user_id, client_id, public_key, revoked_at"
-
-    init(_ row: SQLRow, offset: Int = 0) throws {
-        id = try row.text(offset)
-        userID = try row.text(offset + 1)
-        clientID = try row.text(offset + 2)
-        publicKey = try row.text(offset + 3)
-        revoked = try row.optionalInteger(offset + 4) != nil
-    }
-
-    /// Refuses revoked devices. (Devices are never suspended: a caller without the key must not
-    /// be able to lock its owner out.)
-    func checkUsable() -> APIError? {
-        revoked ? .deviceRevoked : nil
+    init(_ row: SQLRow) throws {
+        id = try row.text(0)
+        userID = try row.text(1)
+        clientID = try row.text(2)
+        publicKey = try row.text(3)
+        revoked = try row.optionalInteger(4) != nil
+        attested = try row.optionalText(5) != nil
     }
 
     /// Whether `signature` (DER) verifies over the exact payload bytes the server issued.
@@ -59,9 +54,23 @@ extension Application {
     func loadDevice(_ connection: any SQLConnection, id: String) throws -> DeviceRecord? {
         guard Grammar.isIdentifier(id) else { return nil }
         return try connection.queryOne(
-            "SELECT \(DeviceRecord.columns) FROM devices WHERE id = ?", [.text(id)]
+            """
+            SELECT d.id, d.user_id, d.client_id, d.public_key, d.revoked_at, k.device_id
+            FROM devices d LEFT JOIN app_attest_keys k ON k.device_id = d.id WHERE d.id = ?
+            """, [.text(id)]
         )
         .map { try DeviceRecord($0) }
+    }
+
+    /// Refuses revoked devices, and under ``Configuration/requireAppAttest`` devices bound
+    /// without App Attest: bound before the flag was turned on, they would otherwise log in and
+    /// approve with no assertion at all; they must be bound again. Called before any signature
+    /// is checked, so a refusal writes nothing. (Devices are never suspended: a caller without
+    /// the key must not be able to lock its owner out.)
+    func checkUsable(_ device: DeviceRecord) -> APIError? {
+        if device.revoked { return .deviceRevoked }
+        if configuration.requireAppAttest, !device.attested { return .unattestedDevice }
+        return nil
     }
 
     /// Verifies an approval signature over the exact payload bytes the server issued; a bad one
@@ -162,6 +171,43 @@ extension Application {
                 }, attested: try row.optionalText(6) != nil)
         }
         return .json(200, DeviceListResponse(devices: devices))
+    }
+
+    /// The active (not revoked) devices, of the user named `username` or of everyone, for
+    /// operators (``AccountAdministration/devices(username:unattestedOnly:)``); with
+    /// `unattestedOnly`, only those bound without App Attest.
+    /// - Throws: ``APIError/notFound`` when no user has that name.
+    func activeDevices(username: Username?, unattestedOnly: Bool) throws -> [BoundDevice] {
+        try database.read { connection in
+            var conditions = ["d.revoked_at IS NULL"]
+            var parameters: [SQLValue] = []
+            if let username {
+                guard
+                    let user = try connection.queryOne(
+                        "SELECT id FROM users WHERE username = ?", [.text(username.rawValue)])
+                else { throw APIError.notFound }
+                conditions.append("d.user_id = ?")
+                parameters.append(.text(try user.text(0)))
+            }
+            if unattestedOnly { conditions.append("k.device_id IS NULL") }
+            return try connection.query(
+                """
+                SELECT d.id, d.user_id, u.username, d.name, d.key_protection, d.created_at, d.last_used_at,
+                    k.device_id
+                FROM devices d JOIN users u ON u.id = d.user_id LEFT JOIN app_attest_keys k ON k.device_id = d.id
+                WHERE \(conditions.joined(separator: " AND ")) ORDER BY u.username, d.created_at, d.id
+                """, parameters
+            ).map { row in
+                BoundDevice(
+                    deviceID: try row.text(0), userID: try row.text(1), username: try row.text(2),
+                    name: try row.text(3),
+                    keyProtection: KeyProtection(rawValue: try row.text(4)) ?? .software,
+                    createdAt: Date(timeIntervalSince1970: TimeInterval(try row.integer(5) / 1000)),
+                    lastUsedAt: try row.optionalInteger(6).map {
+                        Date(timeIntervalSince1970: TimeInterval($0 / 1000))
+                    }, attested: try row.optionalText(7) != nil)
+            }
+        }
     }
 
     func revokeDevice(_ context: RequestContext) throws -> HTTPResponse {

@@ -374,7 +374,19 @@ package enum Migrations {
                 "CREATE INDEX app_attest_challenges_by_expiry ON app_attest_challenges (expires_at)",
             ]
         ),
+        (
+            8,
+            [
+                // A folded audit row keeps its first client address in `client_address` and its
+                // latest here. Rows folded before this kept only the latest, in `client_address`.
+                "ALTER TABLE audit_events ADD COLUMN last_client_address TEXT",
+                "UPDATE audit_events SET last_client_address = client_address",
+            ]
+        ),
     ]
+
+    /// The newest version: the highest, wherever it stands in ``all``.
+    package static var newest: Int64 { all.map(\.version).max() ?? 0 }
 
     /// What a migration writes besides its statements, in the same transaction, when SQL cannot
     /// say it portably (random secrets).
@@ -389,7 +401,6 @@ package enum Migrations {
                 "CREATE TABLE IF NOT EXISTS schema_migrations (version BIGINT PRIMARY KEY, applied_at BIGINT NOT NULL)",
                 [])
         }
-        let newest = all.last?.version ?? 0
         for migration in all {
             try database.migrate { connection in
                 let current =

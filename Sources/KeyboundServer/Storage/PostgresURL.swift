@@ -114,6 +114,38 @@ struct PostgresURL: Sendable, Equatable, CustomStringConvertible {
         }
     }
 
+    /// Why the connection to this URL's server could be read or taken over on the network, or
+    /// nil when it cannot. libpq's default, `sslmode=prefer`, and every mode short of
+    /// `verify-ca`/`verify-full` check no certificate (and `prefer` and `allow` fall back to plain
+    /// text), so anyone on the path can pose as the server and read the traffic. That matters only
+    /// for a host that is not this machine: a Unix socket, `localhost` and loopback addresses
+    /// never leave it.
+    /// - Parameter environment: where libpq takes `PGHOST` and `PGSSLMODE` from when the URL has
+    ///   no host or no `sslmode`.
+    func unverifiedTransport(environment: [String: String]) -> (host: String, sslmode: String)? {
+        // libpq reads an empty variable as unset.
+        func variable(_ name: String) -> String? { environment[name].flatMap { $0.isEmpty ? nil : $0 } }
+        let sslmode = options.last { $0.key == "sslmode" }?.value ?? variable("PGSSLMODE") ?? "prefer"
+        guard let host = host ?? variable("PGHOST"), !["verify-full", "verify-ca"].contains(sslmode) else {
+            return nil
+        }
+        // PGHOST may list several hosts; any of them that is remote is reached the same way.
+        let remote = host.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.first {
+            !Self.staysOnThisMachine($0)
+        }
+        return remote.map { ($0, sslmode) }
+    }
+
+    /// A Unix-socket directory (`/…`, or `@…` for an abstract socket), `localhost`, or a loopback
+    /// address (127.0.0.0/8, ::1).
+    private static func staysOnThisMachine(_ host: String) -> Bool {
+        if host.isEmpty || host.hasPrefix("/") || host.hasPrefix("@") || host.lowercased() == "localhost" {
+            return true
+        }
+        guard let address = IPAddress(host) else { return false }
+        return address.isIPv6 ? address == IPAddress("::1") : address.bytes[0] == 127
+    }
+
     private static let passwordAdvice =
         "a PostgreSQL URL must not hold a password (command lines are visible to other users): "
         + "set KEYBOUND_DB_PASSWORD or PGPASSWORD"
