@@ -13,7 +13,7 @@ DOCC       ?= $(if $(filter Darwin,$(UNAME)),xcrun docc,docc)
 DOCS_BUILD := .build/docs-build
 SUDO       := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: deps test-deps api-test-deps build openapi test test-sanitizers lint demo bench docs clean fuzz fuzz-smoke fuzz-api
+.PHONY: deps test-deps api-test-deps build openapi schema test test-sanitizers lint demo bench docs clean fuzz fuzz-smoke fuzz-api
 
 ## deps: install the C libraries that pkg-config cannot find yet, and the PostgreSQL server the
 ## tests run against (without it those tests are skipped, and say so)
@@ -41,6 +41,11 @@ openapi: deps
 	$(SWIFT) build --target KeyboundServer && \
 	after=$$(git status --porcelain 2>/dev/null; git diff 2>/dev/null | cksum); \
 	if [ "$$before" != "$$after" ]; then echo "make openapi: the build changed the tree" >&2; exit 1; fi
+
+## schema: write docs/schema.sql again from the migrations (SchemaDocumentTests fails while it
+## differs from them)
+schema: deps
+	KEYBOUND_WRITE_SCHEMA=1 $(SWIFT) test --filter SchemaDocumentTests
 
 ## build: compile everything with warnings treated as errors
 build: deps

@@ -91,7 +91,7 @@ public actor KeyboundClient {
     public func createAccount(username: String, password: String) async throws -> String {
         let request = CreateAccountRequest(
             username: try KeyboundError.validating { try Username(username) }, password: password)
-        let response: CreateAccountResponse = try await send("POST", "/v1/accounts", request)
+        let response: CreateAccountResponse = try await send(API.createAccount, request)
         return response.userID
     }
 
@@ -105,7 +105,7 @@ public actor KeyboundClient {
         let request = PasswordLoginRequest(
             username: try KeyboundError.validating { try Username(username) }, password: password,
             clientID: try KeyboundError.validating { try ClientID(clientID) })
-        let tokens: TokenResponse = try await send("POST", "/v1/sessions/password", request)
+        let tokens: TokenResponse = try await send(API.passwordLogin, request)
         return await adopt(tokens)
     }
 
@@ -113,7 +113,7 @@ public actor KeyboundClient {
     @discardableResult
     public func resume(refreshToken: String) async throws -> Session {
         let tokens: TokenResponse = try await send(
-            "POST", "/v1/sessions/refresh", RefreshRequest(refreshToken: refreshToken))
+            API.refresh, RefreshRequest(refreshToken: refreshToken))
         return await adopt(tokens)
     }
 
@@ -121,7 +121,7 @@ public actor KeyboundClient {
     public func logout() async throws {
         defer { session = nil }
         guard session != nil else { return }
-        _ = try await authorized("DELETE", "/v1/sessions/current", body: nil) as EmptyResponse
+        _ = try await authorized(API.logout)
         await notifyTokensChanged(nil)
     }
 
@@ -133,7 +133,7 @@ public actor KeyboundClient {
 
     /// Who is logged in.
     public func me() async throws -> MeResponse {
-        try await authorized("GET", "/v1/me", body: nil)
+        try await authorized(API.me)
     }
 
     // MARK: - Devices and device login
@@ -157,7 +157,7 @@ public actor KeyboundClient {
         let request = BindDeviceRequest(
             publicKey: publicKey, name: name, keyProtection: keyProtection,
             appAttest: appAttestation.map { AppAttestBinding(keyID: $0.keyID, attestation: $0.attestation) })
-        let response: BindDeviceResponse = try await authorized("POST", "/v1/devices", body: request)
+        let response: BindDeviceResponse = try await authorized(API.bindDevice, request)
         return response.deviceID
     }
 
@@ -167,26 +167,24 @@ public actor KeyboundClient {
     ///   public key.
     public func appAttestChallenge() async throws -> Data {
         let response: AppAttestChallengeResponse = try await authorized(
-            "POST", "/v1/app-attest/challenges", body: nil)
+            API.createAppAttestChallenge)
         return response.challenge
     }
 
     /// The user's devices.
     public func devices() async throws -> [DeviceInfo] {
-        let response: DeviceListResponse = try await authorized("GET", "/v1/devices", body: nil)
+        let response: DeviceListResponse = try await authorized(API.listDevices)
         return response.devices
     }
 
     /// Revokes a device (its sessions end).
     public func revokeDevice(_ deviceID: String) async throws {
-        _ =
-            try await authorized("DELETE", "/v1/devices/\(try pathSegment(deviceID))", body: nil)
-            as EmptyResponse
+        _ = try await authorized(API.revokeDevice, parameters: [try pathSegment(deviceID)])
     }
 
     /// Asks for a login challenge for a bound device.
     public func loginChallenge(deviceID: String) async throws -> ChallengeResponse {
-        try await send("POST", "/v1/challenges", ChallengeRequest(deviceID: deviceID))
+        try await send(API.createChallenge, ChallengeRequest(deviceID: deviceID))
     }
 
     /// Completes a device-key login and holds the new session.
@@ -203,7 +201,7 @@ public actor KeyboundClient {
     {
         let request = DeviceLoginRequest(
             challengeID: challengeID, signature: signature, appAttestAssertion: appAttestAssertion)
-        let tokens: TokenResponse = try await send("POST", "/v1/sessions/device", request)
+        let tokens: TokenResponse = try await send(API.deviceLogin, request)
         return await adopt(tokens)
     }
 
@@ -226,7 +224,7 @@ public actor KeyboundClient {
         let request = PasskeyRegistrationOptionsRequest(
             username: try KeyboundError.validating { try Username(username) }, displayName: displayName,
             clientID: try clientID.map { id in try KeyboundError.validating { try ClientID(id) } })
-        let options: PasskeyCreationOptions = try await send("POST", "/v1/webauthn/register/options", request)
+        let options: PasskeyCreationOptions = try await send(API.passkeyRegistrationOptions, request)
         return PasskeyRegistrationRequest(options)
     }
 
@@ -235,7 +233,7 @@ public actor KeyboundClient {
     @discardableResult
     public func signUpWithPasskey(_ registration: PasskeyRegistration) async throws -> Session {
         let result: PasskeyRegistrationResult = try await send(
-            "POST", "/v1/webauthn/register/verify", registration)
+            API.passkeyRegistrationVerify, registration)
         guard let tokens = result.tokens else {
             throw KeyboundError(.unexpected, message: "the server opened no session for the new account")
         }
@@ -246,8 +244,8 @@ public actor KeyboundClient {
     /// Needs a password or passkey login within the server's step-up window.
     public func addPasskeyRequest(displayName: String? = nil) async throws -> PasskeyRegistrationRequest {
         let options: PasskeyCreationOptions = try await authorized(
-            "POST", "/v1/webauthn/register/options",
-            body: PasskeyRegistrationOptionsRequest(username: nil, displayName: displayName))
+            API.passkeyRegistrationOptions,
+            PasskeyRegistrationOptionsRequest(username: nil, displayName: displayName))
         return PasskeyRegistrationRequest(options)
     }
 
@@ -255,7 +253,7 @@ public actor KeyboundClient {
     /// - Returns: the new passkey as the account's list shows it.
     public func addPasskey(_ registration: PasskeyRegistration) async throws -> PasskeyInfo {
         let result: PasskeyRegistrationResult = try await authorized(
-            "POST", "/v1/webauthn/register/verify", body: registration)
+            API.passkeyRegistrationVerify, registration)
         guard let added = try await passkeys().first(where: { $0.credentialID == result.credentialID }) else {
             throw KeyboundError(.unexpected, message: "the new passkey is not in the account's list")
         }
@@ -273,7 +271,7 @@ public actor KeyboundClient {
         let request = PasskeyLoginOptionsRequest(
             username: try username.map { name in try KeyboundError.validating { try Username(name) } },
             clientID: try clientID.map { id in try KeyboundError.validating { try ClientID(id) } })
-        let options: PasskeyRequestOptions = try await send("POST", "/v1/webauthn/login/options", request)
+        let options: PasskeyRequestOptions = try await send(API.passkeyLoginOptions, request)
         return PasskeyAssertionRequest(options)
     }
 
@@ -281,13 +279,13 @@ public actor KeyboundClient {
     @discardableResult
     public func loginWithPasskey(_ assertion: PasskeyAssertion) async throws -> Session {
         let result: PasskeyLoginResult = try await send(
-            "POST", "/v1/webauthn/login/verify", assertion)
+            API.passkeyLoginVerify, assertion)
         return await adopt(result.tokens)
     }
 
     /// The logged-in account's passkeys, oldest first.
     public func passkeys() async throws -> [PasskeyInfo] {
-        let response: PasskeyListResponse = try await authorized("GET", "/v1/passkeys", body: nil)
+        let response: PasskeyListResponse = try await authorized(API.listPasskeys)
         return response.passkeys
     }
 
@@ -295,9 +293,7 @@ public actor KeyboundClient {
     /// - Throws: `server` with `last_passkey` (409) for the last passkey of an account without a
     ///   password.
     public func removePasskey(_ passkeyID: String) async throws {
-        _ =
-            try await authorized("DELETE", "/v1/passkeys/\(try pathSegment(passkeyID))", body: nil)
-            as EmptyResponse
+        _ = try await authorized(API.removePasskey, parameters: [try pathSegment(passkeyID)])
     }
 
     // MARK: - Approvals and audit
@@ -307,25 +303,25 @@ public actor KeyboundClient {
         -> ApprovalChallengeResponse
     {
         try await authorized(
-            "POST", "/v1/approvals", body: CreateApprovalRequest(deviceID: deviceID, action: action))
+            API.createApproval, CreateApprovalRequest(deviceID: deviceID, action: action))
     }
 
     /// Confirms an approval with the device's signature of its payload.
     public func confirmApproval(_ approvalID: String, signature: Data) async throws -> ConfirmApprovalResponse
     {
         try await authorized(
-            "POST", "/v1/approvals/\(try pathSegment(approvalID))/confirm",
-            body: ConfirmApprovalRequest(signature: signature))
+            API.confirmApproval, ConfirmApprovalRequest(signature: signature),
+            parameters: [try pathSegment(approvalID)])
     }
 
     /// An approval's state.
     public func approval(_ approvalID: String) async throws -> ApprovalResponse {
-        try await authorized("GET", "/v1/approvals/\(try pathSegment(approvalID))", body: nil)
+        try await authorized(API.approvalStatus, parameters: [try pathSegment(approvalID)])
     }
 
     /// The caller's own audit events.
     public func audit() async throws -> [AuditEvent] {
-        let response: AuditListResponse = try await authorized("GET", "/v1/audit", body: nil)
+        let response: AuditListResponse = try await authorized(API.audit)
         return response.events
     }
 
@@ -358,7 +354,7 @@ public actor KeyboundClient {
         let task = Task { () async throws -> Session in
             do {
                 let tokens: TokenResponse = try await send(
-                    "POST", "/v1/sessions/refresh", RefreshRequest(refreshToken: stale.refreshToken))
+                    API.refresh, RefreshRequest(refreshToken: stale.refreshToken))
                 // A login or logout while the refresh was in flight wins over its result.
                 guard session?.accessToken == stale.accessToken else {
                     guard let session else {
@@ -382,30 +378,42 @@ public actor KeyboundClient {
         return try await task.value
     }
 
-    private func authorized<Response: WireMessage>(
-        _ method: String, _ path: String, body: (any WireMessage)?
+    /// Sends `body` to `endpoint` with the session's access token, refreshing it first when it
+    /// expired, and once more when the server refused it.
+    private func authorized<Request, Response>(
+        _ endpoint: Endpoint<Request, Response>, _ body: Request, parameters: [String] = []
     ) async throws -> Response {
         let token = try await accessToken(forceRefresh: false)
         do {
-            return try await send(method, path, body, bearer: token)
+            return try await send(endpoint, body, parameters: parameters, bearer: token)
         } catch let error as KeyboundError where error.serverCode == .tokenInvalid {
             // The server no longer takes this token (expired by its clock): refresh once, retry once.
             guard let current = session else { throw KeyboundError(.sessionExpired, message: error.message) }
             let fresh = current.accessToken == token ? try await refreshOnce(replacing: current) : current
-            return try await send(method, path, body, bearer: fresh.accessToken)
+            return try await send(endpoint, body, parameters: parameters, bearer: fresh.accessToken)
         }
+    }
+
+    /// ``authorized(_:_:parameters:)`` for a route whose request has no body.
+    private func authorized<Response>(_ endpoint: Endpoint<NoBody, Response>, parameters: [String] = [])
+        async throws -> Response
+    {
+        try await authorized(endpoint, NoBody(), parameters: parameters)
     }
 
     // MARK: - HTTP
 
-    private func send<Response: WireMessage>(
-        _ method: String, _ path: String, _ body: (any WireMessage)?, bearer: String? = nil
+    private func send<Request, Response>(
+        _ endpoint: Endpoint<Request, Response>, _ body: Request, parameters: [String] = [],
+        bearer: String? = nil
     ) async throws -> Response {
+        let method = endpoint.method.rawValue
+        let path = endpoint.path(parameters)
         var request = URLRequest(url: baseURL.appendingPathComponent(String(path.dropFirst())))
         request.httpMethod = method
         request.setValue("application/json", forHTTPHeaderField: "Accept")
         if let bearer { request.setValue("Bearer \(bearer)", forHTTPHeaderField: "Authorization") }
-        if let body {
+        if Request.self != NoBody.self {
             request.httpBody = body.jsonData
             request.setValue("application/json", forHTTPHeaderField: "Content-Type")
         }
@@ -425,7 +433,7 @@ public actor KeyboundClient {
             )
         }
         do {
-            if Response.self == EmptyResponse.self, let empty = EmptyResponse() as? Response { return empty }
+            if let none = NoBody() as? Response { return none }
             return try Response(jsonData: data)
         } catch {
             throw KeyboundError(
@@ -465,11 +473,4 @@ public actor KeyboundClient {
         }
         return id
     }
-}
-
-/// A response without a body (204).
-struct EmptyResponse: WireMessage {
-    init() {}
-    init(json: JSONValue) throws(WireFailure) {}
-    var json: JSONValue { .object([]) }
 }

@@ -8,6 +8,8 @@ import Foundation
 
 /// `GET /healthz` response.
 package struct HealthResponse: WireObject, Hashable {
+    /// Its schema in docs/openapi.yaml.
+    package static let schemaName = "Health"
     /// The JSON member names, in the order they are written.
     package enum Member: String, MemberName { case status }
     /// `"ok"`.
@@ -24,6 +26,8 @@ package struct HealthResponse: WireObject, Hashable {
 
 /// `POST /v1/accounts` request.
 package struct CreateAccountRequest: WireObject, Hashable {
+    /// Its schema in docs/openapi.yaml.
+    package static let schemaName = "CreateAccountRequest"
     /// The JSON member names, in the order they are written.
     package enum Member: String, MemberName { case username, password }
     /// The new account's username.
@@ -47,6 +51,8 @@ package struct CreateAccountRequest: WireObject, Hashable {
 
 /// `POST /v1/accounts` response (201).
 package struct CreateAccountResponse: WireObject, Hashable {
+    /// Its schema in docs/openapi.yaml.
+    package static let schemaName = "CreateAccountResponse"
     /// The JSON member names, in the order they are written.
     package enum Member: String, MemberName { case userID = "user_id" }
     /// The user's opaque id.
@@ -63,6 +69,8 @@ package struct CreateAccountResponse: WireObject, Hashable {
 
 /// `POST /v1/sessions/password` request.
 package struct PasswordLoginRequest: WireObject, Hashable {
+    /// Its schema in docs/openapi.yaml.
+    package static let schemaName = "PasswordLoginRequest"
     /// The JSON member names, in the order they are written.
     package enum Member: String, MemberName {
         case username, password
@@ -94,6 +102,8 @@ package struct PasswordLoginRequest: WireObject, Hashable {
 
 /// `POST /v1/sessions/refresh` request.
 package struct RefreshRequest: WireObject, Hashable {
+    /// Its schema in docs/openapi.yaml.
+    package static let schemaName = "RefreshRequest"
     /// The JSON member names, in the order they are written.
     package enum Member: String, MemberName { case refreshToken = "refresh_token" }
     /// The refresh token.
@@ -110,6 +120,8 @@ package struct RefreshRequest: WireObject, Hashable {
 
 /// The tokens of a session: the response of every login and of refresh.
 package struct TokenResponse: WireObject, Hashable {
+    /// Its schema in docs/openapi.yaml.
+    package static let schemaName = "Tokens"
     /// The JSON member names, in the order they are written.
     package enum Member: String, MemberName {
         case accessToken = "access_token"
@@ -163,6 +175,8 @@ package struct TokenResponse: WireObject, Hashable {
 
 /// `GET /v1/me` response.
 public struct MeResponse: WireObject, Hashable {
+    /// Its schema in docs/openapi.yaml.
+    package static let schemaName = "Me"
     /// The JSON member names, in the order they are written.
     package enum Member: String, MemberName {
         case userID = "user_id"
@@ -218,6 +232,8 @@ public struct MeResponse: WireObject, Hashable {
 
 /// `POST /v1/devices` request.
 package struct BindDeviceRequest: WireObject, Hashable {
+    /// Its schema in docs/openapi.yaml.
+    package static let schemaName = "BindDeviceRequest"
     /// The JSON member names, in the order they are written.
     package enum Member: String, MemberName {
         case publicKey = "public_key"
@@ -260,6 +276,8 @@ package struct BindDeviceRequest: WireObject, Hashable {
 
 /// `POST /v1/devices` response (201).
 package struct BindDeviceResponse: WireObject, Hashable {
+    /// Its schema in docs/openapi.yaml.
+    package static let schemaName = "BindDeviceResponse"
     /// The JSON member names, in the order they are written.
     package enum Member: String, MemberName { case deviceID = "device_id" }
     /// The device's opaque id.
@@ -276,6 +294,8 @@ package struct BindDeviceResponse: WireObject, Hashable {
 
 /// One device in `GET /v1/devices`.
 public struct DeviceInfo: WireObject, Hashable {
+    /// Its schema in docs/openapi.yaml.
+    package static let schemaName = "Device"
     /// The JSON member names, in the order they are written.
     package enum Member: String, MemberName {
         case deviceID = "device_id"
@@ -335,6 +355,8 @@ public struct DeviceInfo: WireObject, Hashable {
 
 /// `GET /v1/devices` response.
 package struct DeviceListResponse: WireObject, Hashable {
+    /// Its schema in docs/openapi.yaml.
+    package static let schemaName = "DeviceList"
     /// The JSON member names, in the order they are written.
     package enum Member: String, MemberName { case devices }
     /// The caller's devices, oldest first.
@@ -351,6 +373,8 @@ package struct DeviceListResponse: WireObject, Hashable {
 
 /// `POST /v1/challenges` request.
 package struct ChallengeRequest: WireObject, Hashable {
+    /// Its schema in docs/openapi.yaml.
+    package static let schemaName = "ChallengeRequest"
     /// The JSON member names, in the order they are written.
     package enum Member: String, MemberName { case deviceID = "device_id" }
     /// The device's opaque id.
@@ -367,6 +391,8 @@ package struct ChallengeRequest: WireObject, Hashable {
 
 /// `POST /v1/challenges` response (201): the payload to sign for a device login.
 public struct ChallengeResponse: WireObject, Hashable {
+    /// Its schema in docs/openapi.yaml.
+    package static let schemaName = "Challenge"
     /// The JSON member names, in the order they are written.
     package enum Member: String, MemberName {
         case challengeID = "challenge_id"
@@ -399,6 +425,8 @@ public struct ChallengeResponse: WireObject, Hashable {
 
 /// `POST /v1/sessions/device` request.
 package struct DeviceLoginRequest: WireObject, Hashable {
+    /// Its schema in docs/openapi.yaml.
+    package static let schemaName = "DeviceLoginRequest"
     /// The JSON member names, in the order they are written.
     package enum Member: String, MemberName {
         case challengeID = "challenge_id"
@@ -433,6 +461,8 @@ package struct DeviceLoginRequest: WireObject, Hashable {
 
 /// `POST /v1/approvals` request.
 package struct CreateApprovalRequest: WireObject, Hashable {
+    /// Its schema in docs/openapi.yaml.
+    package static let schemaName = "CreateApprovalRequest"
     /// The JSON member names, in the order they are written.
     package enum Member: String, MemberName {
         case deviceID = "device_id"
@@ -459,6 +489,8 @@ package struct CreateApprovalRequest: WireObject, Hashable {
 
 /// `POST /v1/approvals` response (201): the payload to sign.
 public struct ApprovalChallengeResponse: WireObject, Hashable {
+    /// Its schema in docs/openapi.yaml.
+    package static let schemaName = "ApprovalChallenge"
     /// The JSON member names, in the order they are written.
     package enum Member: String, MemberName {
         case approvalID = "approval_id"
@@ -491,6 +523,8 @@ public struct ApprovalChallengeResponse: WireObject, Hashable {
 
 /// `POST /v1/approvals/{id}/confirm` request.
 package struct ConfirmApprovalRequest: WireObject, Hashable {
+    /// Its schema in docs/openapi.yaml.
+    package static let schemaName = "ConfirmApprovalRequest"
     /// The JSON member names, in the order they are written.
     package enum Member: String, MemberName {
         case signature
@@ -518,6 +552,8 @@ package struct ConfirmApprovalRequest: WireObject, Hashable {
 
 /// `POST /v1/approvals/{id}/confirm` response (200).
 public struct ConfirmApprovalResponse: WireObject, Hashable {
+    /// Its schema in docs/openapi.yaml.
+    package static let schemaName = "ConfirmApprovalResponse"
     /// The JSON member names, in the order they are written.
     package enum Member: String, MemberName { case status }
     /// `approved`.
@@ -534,6 +570,8 @@ public struct ConfirmApprovalResponse: WireObject, Hashable {
 
 /// `GET /v1/approvals/{id}` response.
 public struct ApprovalResponse: WireObject, Hashable {
+    /// Its schema in docs/openapi.yaml.
+    package static let schemaName = "Approval"
     /// The JSON member names, in the order they are written.
     package enum Member: String, MemberName {
         case approvalID = "approval_id"
@@ -597,6 +635,8 @@ public struct ApprovalResponse: WireObject, Hashable {
 /// ``count`` says how many, ``time`` is the first and ``lastTime`` the latest, ``clientAddress``
 /// the first one's client and ``lastClientAddress`` the latest one's.
 public struct AuditEvent: WireObject, Hashable {
+    /// Its schema in docs/openapi.yaml.
+    package static let schemaName = "AuditEvent"
     /// The JSON member names, in the order they are written.
     package enum Member: String, MemberName {
         case time, type, method
@@ -680,6 +720,8 @@ public struct AuditEvent: WireObject, Hashable {
 
 /// `GET /v1/audit` response: the caller's own events, newest first.
 package struct AuditListResponse: WireObject, Hashable {
+    /// Its schema in docs/openapi.yaml.
+    package static let schemaName = "AuditList"
     /// The JSON member names, in the order they are written.
     package enum Member: String, MemberName { case events }
     /// The events, newest first.

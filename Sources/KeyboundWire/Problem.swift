@@ -132,6 +132,8 @@ public struct ProblemCode: OpenVocabulary {
 
 /// An error response body, `application/problem+json` (RFC 9457).
 package struct Problem: WireObject, Hashable {
+    /// Its schema in docs/openapi.yaml.
+    package static let schemaName = "Problem"
     /// The JSON member names, in the order they are written.
     package enum Member: String, MemberName { case type, title, status, code, detail }
     /// The media type of problem bodies.

@@ -89,6 +89,8 @@ package enum WithTokenMembers<Own: CeremonyResultMember>: MemberName {
 /// (a password or passkey authentication within the step-up window) it adds a passkey to the
 /// caller's account: `username` may be omitted, and when given must be the caller's.
 package struct PasskeyRegistrationOptionsRequest: WireObject, Hashable {
+    /// Its schema in docs/openapi.yaml.
+    package static let schemaName = "PasskeyRegistrationOptionsRequest"
     /// The JSON member names, in the order they are written.
     package enum Member: String, MemberName {
         case username, displayName, attestation
@@ -160,6 +162,8 @@ package struct PasskeyCredentialDescriptor: Sendable, Hashable {
 /// which `PublicKeyCredential.parseCreationOptionsFromJSON(options.publicKey)` accepts as it is.
 /// Resident keys are always required, so that passkeys sign in without a username.
 package struct PasskeyCreationOptions: WireObject, Hashable {
+    /// Its schema in docs/openapi.yaml.
+    package static let schemaName = "PasskeyCreationOptions"
     /// The JSON member names, in the order they are written.
     package enum Member: String, MemberName { case publicKey }
     /// The members of `publicKey`.
@@ -290,6 +294,8 @@ package struct PasskeyCreationOptions: WireObject, Hashable {
 /// For a sign-up it also carries the new session's tokens (the members of ``TokenResponse``):
 /// creating the passkey verified the user, so the new account is signed in at once.
 package struct PasskeyRegistrationResult: WireMessage, Hashable {
+    /// Its schema in docs/openapi.yaml.
+    package static let schemaName = "PasskeyRegistrationResult"
     /// The result's own member names, in the order they are written.
     package enum OwnMember: String, CeremonyResultMember {
         case verified, credentialId, fmt, alg, signCount, username
@@ -349,6 +355,8 @@ package struct PasskeyRegistrationResult: WireMessage, Hashable {
 /// `POST /v1/webauthn/login/options` request. `{}` lets any discoverable passkey of the site
 /// answer.
 package struct PasskeyLoginOptionsRequest: WireObject, Hashable {
+    /// Its schema in docs/openapi.yaml.
+    package static let schemaName = "PasskeyLoginOptionsRequest"
     /// The JSON member names, in the order they are written.
     package enum Member: String, MemberName {
         case username
@@ -377,6 +385,8 @@ package struct PasskeyLoginOptionsRequest: WireObject, Hashable {
 /// `POST /v1/webauthn/login/options` response: `{"publicKey": PublicKeyCredentialRequestOptionsJSON}`,
 /// which `PublicKeyCredential.parseRequestOptionsFromJSON(options.publicKey)` accepts as it is.
 package struct PasskeyRequestOptions: WireObject, Hashable {
+    /// Its schema in docs/openapi.yaml.
+    package static let schemaName = "PasskeyRequestOptions"
     /// The JSON member names, in the order they are written.
     package enum Member: String, MemberName { case publicKey }
     /// The members of `publicKey`.
@@ -422,6 +432,8 @@ package struct PasskeyRequestOptions: WireObject, Hashable {
 /// `POST /v1/webauthn/login/verify` response (200): the passkey that signed in, and the new
 /// session's tokens (the members of ``TokenResponse``, as every login answers).
 package struct PasskeyLoginResult: WireMessage, Hashable {
+    /// Its schema in docs/openapi.yaml.
+    package static let schemaName = "PasskeyLoginResult"
     /// The result's own member names, in the order they are written.
     package enum OwnMember: String, CeremonyResultMember { case verified, username, credentialId, signCount }
     /// The JSON member names, in the order they are written: the result's own, then the tokens'.
@@ -525,6 +537,8 @@ extension PasskeyCredential {
 /// The server reads these bodies with KeyboundWebAuthn's parser, which ignores members it does not
 /// need; this type is what the SDK writes, and decodes the members browsers write today.
 public struct PasskeyRegistration: PasskeyCredential, Hashable {
+    /// Its schema in docs/openapi.yaml.
+    package static let schemaName = "RegistrationResponseJSON"
     /// The members of `response` (the last four are read, never written).
     package enum ResponseMember: String, MemberName {
         case clientDataJSON, attestationObject, transports, authenticatorData, publicKey, publicKeyAlgorithm
@@ -566,6 +580,8 @@ public struct PasskeyRegistration: PasskeyCredential, Hashable {
 /// `AuthenticationResponseJSON`. It is the body the SDK sends to `POST /v1/webauthn/login/verify`,
 /// written as `PublicKeyCredential.toJSON()` writes it for a browser.
 public struct PasskeyAssertion: PasskeyCredential, Hashable {
+    /// Its schema in docs/openapi.yaml.
+    package static let schemaName = "AuthenticationResponseJSON"
     /// The members of `response`.
     package enum ResponseMember: String, MemberName {
         case clientDataJSON, authenticatorData, signature, userHandle
@@ -620,6 +636,8 @@ public struct PasskeyAssertion: PasskeyCredential, Hashable {
 
 /// One passkey in `GET /v1/passkeys`.
 public struct PasskeyInfo: WireObject, Hashable {
+    /// Its schema in docs/openapi.yaml.
+    package static let schemaName = "Passkey"
     /// The JSON member names, in the order they are written.
     package enum Member: String, MemberName {
         case passkeyID = "passkey_id"
@@ -695,6 +713,8 @@ public struct PasskeyInfo: WireObject, Hashable {
 
 /// `GET /v1/passkeys` response.
 package struct PasskeyListResponse: WireObject, Hashable {
+    /// Its schema in docs/openapi.yaml.
+    package static let schemaName = "PasskeyList"
     /// The JSON member names, in the order they are written.
     package enum Member: String, MemberName { case passkeys }
     /// The caller's passkeys, oldest first.
@@ -718,6 +738,8 @@ package struct PasskeyListResponse: WireObject, Hashable {
 /// The app hashes ``AppAttestClientData/binding(challenge:publicKey:)`` and passes the hash to
 /// `DCAppAttestService.attestKey(_:clientDataHash:)`.
 package struct AppAttestChallengeResponse: WireObject, Hashable {
+    /// Its schema in docs/openapi.yaml.
+    package static let schemaName = "AppAttestChallenge"
     /// The JSON member names, in the order they are written.
     package enum Member: String, MemberName {
         case challenge
@@ -745,6 +767,8 @@ package struct AppAttestChallengeResponse: WireObject, Hashable {
 /// The `app_attest` member of `POST /v1/devices`: an App Attest key's attestation, vouching for
 /// the device key being bound.
 package struct AppAttestBinding: WireObject, Hashable {
+    /// Its schema in docs/openapi.yaml.
+    package static let schemaName = "AppAttestBinding"
     /// The JSON member names, in the order they are written.
     package enum Member: String, MemberName {
         case keyID = "key_id"

@@ -5,6 +5,8 @@ import Foundation
 ///
 /// Package-level: apps get the messages through the SDK's typed calls and never handle JSON.
 package protocol WireMessage: Sendable {
+    /// The name of its schema in docs/openapi.yaml (`#/components/schemas/<name>`).
+    static var schemaName: String { get }
     /// Decodes the message from a parsed JSON value.
     /// - Throws: ``WireError`` for unknown members, missing members, wrong types or bad values.
     init(json: JSONValue) throws(WireFailure)
