@@ -115,18 +115,16 @@ final class Application: Sendable {
                 return (route.pattern, try route.handler(self, context))
             } catch let error as APIError {
                 return (route.pattern, error.response)
-            } catch DatabaseError.busy {
-                var error = APIError(503, .unavailable, "The server is busy. Try again.")
-                error.headers["Retry-After"] = "1"
-                return (route.pattern, error.response)
-            } catch DatabaseError.unavailable(let reason) {
-                // The database is unreachable (PostgreSQL stopped, restarting, or cut off); the
-                // storage reconnects by itself once it is back.
-                logger.log(.warning, "database unavailable", [("route", route.pattern), ("error", reason)])
-                var error = APIError(503, .unavailable, "The database is unavailable. Try again shortly.")
-                error.headers["Retry-After"] = "2"
-                return (route.pattern, error.response)
             } catch {
+                if let storage = error as? DatabaseError, let problem = APIError(storage: storage) {
+                    if case .unavailable(let reason) = storage {
+                        // The database is unreachable (PostgreSQL stopped, restarting, or cut
+                        // off); the storage reconnects by itself once it is back.
+                        logger.log(
+                            .warning, "database unavailable", [("route", route.pattern), ("error", reason)])
+                    }
+                    return (route.pattern, problem.response)
+                }
                 // Internal errors carry no request data (no secrets); log the error itself.
                 logger.log(
                     .error, "internal error",

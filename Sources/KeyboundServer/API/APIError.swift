@@ -1,4 +1,5 @@
 import Foundation
+import KeyboundWebAuthn
 import KeyboundWire
 
 /// An error a handler answers with: becomes an `application/problem+json` response.
@@ -35,6 +36,14 @@ struct APIError: Error {
             + "with an App Attest attestation.")
     static let registrationClosed = APIError(
         403, .registrationClosed, "This server does not take sign-ups; an operator creates accounts.")
+
+    static let usernameTaken = APIError(409, .usernameTaken, "This username is taken.")
+    static let unknownCredential = APIError(
+        401, .unknownCredential, "No passkey with this credential id is registered here.")
+    static let passkeySuspended = APIError(
+        403, .passkeySuspended,
+        "This passkey was suspended after a cloned copy of it was seen; sign in with your password, "
+            + "a device or another passkey once, then it signs in again.")
 
     /// 429 with `Retry-After`. The default detail is the same for every login throttle, so the
     /// answer never says which limit was reached.
@@ -108,4 +117,81 @@ extension HTTPResponse {
     }
 
     static let noContent = HTTPResponse(status: 204, headers: ["Cache-Control": "no-store"])
+}
+
+// MARK: Storage failures
+
+extension APIError {
+    /// The one mapping of storage failures to problems: a busy or unreachable database is a 503
+    /// with `Retry-After` (the storage reconnects by itself); nil for every other storage failure,
+    /// which is an internal error.
+    init?(storage error: DatabaseError) {
+        switch error {
+        case .busy:
+            self.init(503, .unavailable, "The server is busy. Try again.", headers: ["Retry-After": "1"])
+        case .unavailable:
+            self.init(
+                503, .unavailable, "The database is unavailable. Try again shortly.",
+                headers: ["Retry-After": "2"])
+        case .engine, .unexpectedType, .unsupportedURL, .schemaTooNew: return nil
+        }
+    }
+}
+
+// MARK: WebAuthn and App Attest refusals
+
+extension APIError {
+    /// The problem code each KeyboundWebAuthn refusal answers with. Malformed input is a bad
+    /// request whatever the ceremony.
+    private static let webAuthnProblems: [(error: WebAuthnError, code: ProblemCode, malformed: Bool)] = [
+        (.malformedCBOR, .malformedCredential, true),
+        (.malformedResponse, .malformedCredential, true),
+        (.malformedClientData, .malformedCredential, true),
+        (.malformedAuthenticatorData, .malformedCredential, true),
+        (.invalidPublicKey, .malformedCredential, true),
+        (.credentialIdTooLong, .malformedCredential, true),
+        (.unsupportedAlgorithm, .unsupportedCredential, true),
+        (.unsupportedAttestationFormat, .unsupportedCredential, true),
+        (.typeMismatch, .clientDataTypeMismatch, false),
+        (.challengeMismatch, .challengeMismatch, false),
+        (.originNotAllowed, .originNotAllowed, false),
+        (.crossOriginNotAllowed, .crossOriginNotAllowed, false),
+        (.rpIdMismatch, .rpIDMismatch, false),
+        (.userPresenceMissing, .userPresenceMissing, false),
+        (.userVerificationMissing, .userVerificationMissing, false),
+        (.invalidBackupState, .invalidBackupState, false),
+        (.algorithmNotAllowed, .algorithmNotAllowed, false),
+        (.credentialMismatch, .credentialMismatch, false),
+        (.userHandleMismatch, .userHandleMismatch, false),
+        (.invalidSignature, .signatureInvalid, false),
+        (.clonedAuthenticator, .clonedAuthenticator, false),
+        (.invalidAttestation, .invalidAttestation, false),
+        (.malformedCertificate, .invalidAttestation, false),
+        (.nonceMismatch, .invalidAttestation, false),
+        (.certificateChainInvalid, .invalidAttestation, false),
+        (.keyIdMismatch, .invalidAttestation, false),
+        (.environmentMismatch, .environmentMismatch, false),
+        (.replayedAssertion, .replayedAssertion, false),
+    ]
+
+    /// The problem for a refused ceremony or App Attest check: `status` for a check that failed
+    /// (400 while registering or attesting, 401 while signing in), 400 for malformed input. The
+    /// detail names the check; it holds no secret.
+    static func refused(_ error: WebAuthnError, status: Int) -> APIError {
+        let entry = webAuthnProblems.first { $0.error == error }
+        let detail =
+            "The passkey or attestation was refused: \(error.code)"
+            + (error.detail.map { " (\($0))." } ?? ".")
+        return APIError(
+            entry?.malformed ?? true ? 400 : status, entry?.code ?? .malformedCredential, detail)
+    }
+
+    /// Runs `body`, turning a ``WebAuthnError`` into its problem with `status`.
+    static func refusing<T>(as status: Int, _ body: () throws -> T) throws -> T {
+        do {
+            return try body()
+        } catch let error as WebAuthnError {
+            throw APIError.refused(error, status: status)
+        }
+    }
 }

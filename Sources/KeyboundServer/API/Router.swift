@@ -11,18 +11,25 @@ struct RequestContext {
     /// The client: the TCP peer, or the forwarded client behind a trusted proxy.
     let clientAddress: ClientAddress
 
+    /// A path parameter (always present for a matched route).
+    func parameter(_ name: String) -> String { parameters[name] ?? "" }
+}
+
+/// The body of a request, to be decoded as the message its route declares (``Endpoint``): a
+/// handler cannot read another message than the one the SDK's client sends.
+struct RequestBody<Message: WireMessage> {
+    /// The bytes as they came (for the passkey routes, which read the browser's JSON leniently).
+    let data: Data
+
     /// Decodes the body strictly (its media type was checked before routing).
     /// - Throws: ``APIError`` 400 for anything that does not match.
-    func decode<T: WireMessage>(_ type: T.Type) throws -> T {
+    func decode() throws -> Message {
         do {
-            return try T(jsonData: request.body)
+            return try Message(jsonData: data)
         } catch {
             throw APIError(400, ProblemCode(rawValue: error.code.rawValue), error.detail)
         }
     }
-
-    /// A path parameter (always present for a matched route).
-    func parameter(_ name: String) -> String { parameters[name] ?? "" }
 }
 
 /// A route: method, path pattern (`/v1/devices/{id}`), handler.
@@ -42,6 +49,7 @@ struct Route: Sendable {
         case parameter(String)
     }
 
+    /// A route that answers with bytes of its own (a page, the OpenAPI document, metrics).
     init(
         method: String, pattern: String, answersAtOnce: Bool = false,
         handler: @escaping @Sendable (Application, RequestContext) throws -> HTTPResponse
@@ -54,6 +62,45 @@ struct Route: Sendable {
         segments = pattern.split(separator: "/", omittingEmptySubsequences: false).map { segment in
             segment.hasPrefix("{") && segment.hasSuffix("}")
                 ? .parameter(String(segment.dropFirst().dropLast())) : .literal(segment)
+        }
+    }
+
+    /// A file of the sign-in page.
+    init(_ file: SignInPage.File) {
+        self.init(method: "GET", pattern: file.path, answersAtOnce: true) { _, _ in file.response }
+    }
+
+    /// An API route: `handler` takes the request's body as the endpoint's request message and
+    /// answers with its response message, sent with the endpoint's status (a ``NoBody`` answer
+    /// without a body).
+    /// - Parameter location: the `Location` header of a success, from its answer.
+    init<Request, Response>(
+        _ endpoint: Endpoint<Request, Response>, answersAtOnce: Bool = false,
+        location: (@Sendable (Response) -> String)? = nil,
+        _ handler:
+            @escaping @Sendable (Application) -> (RequestContext, RequestBody<Request>) throws -> Response
+    ) {
+        self.init(method: endpoint.method.rawValue, pattern: endpoint.template, answersAtOnce: answersAtOnce)
+        {
+            application, context in
+            let answer = try handler(application)(context, RequestBody(data: context.request.body))
+            let headers = location.map { ["Location": $0(answer)] } ?? [:]
+            if answer is NoBody {
+                return HTTPResponse(
+                    status: endpoint.status, headers: headers.merging(["Cache-Control": "no-store"]) { $1 })
+            }
+            return .json(endpoint.status, answer, headers: headers)
+        }
+    }
+
+    /// An API route whose request has no body.
+    init<Response>(
+        _ endpoint: Endpoint<NoBody, Response>, answersAtOnce: Bool = false,
+        location: (@Sendable (Response) -> String)? = nil,
+        _ handler: @escaping @Sendable (Application) -> (RequestContext) throws -> Response
+    ) {
+        self.init(endpoint, answersAtOnce: answersAtOnce, location: location) { application in
+            { context, _ in try handler(application)(context) }
         }
     }
 }

@@ -2,66 +2,41 @@ import Foundation
 import KeyboundWire
 
 extension Application {
-    /// The route table of Server API v1 (see docs/openapi.yaml).
+    /// The route table of the API listener, in path order: Server API v1 (each route declared
+    /// in KeyboundWire's ``API``, docs/openapi.yaml), the sign-in page and the OpenAPI document.
+    /// Routes marked `answersAtOnce` only read (``Route/answersAtOnce``); issuing a login
+    /// challenge, for a device or a passkey, writes nothing (``LoginChallenge``,
+    /// ``PasskeyChallenge``).
     static let routes: [Route] = [
-        Route(method: "GET", pattern: "/healthz", answersAtOnce: true) { app, _ in try app.health() },
-        Route(method: "GET", pattern: "/openapi.yaml", answersAtOnce: true) { _, _ in
-            HTTPResponse(
-                status: 200, headers: ["Content-Type": "application/yaml; charset=utf-8"],
-                body: Data(OpenAPIDocument.yaml.utf8))
+        Route(SignInPage.html),
+        Route(API.health, answersAtOnce: true, Application.health),
+        Route(method: "GET", pattern: "/openapi.yaml", answersAtOnce: true) { _, _ in OpenAPIDocument.response
         },
-        Route(method: "POST", pattern: "/v1/accounts") { app, context in try app.createAccount(context) },
-        Route(method: "POST", pattern: "/v1/sessions/password") { app, context in
-            try app.passwordLogin(context)
-        },
-        Route(method: "POST", pattern: "/v1/sessions/refresh") { app, context in try app.refresh(context) },
-        Route(method: "DELETE", pattern: "/v1/sessions/current") { app, context in try app.logout(context) },
-        Route(method: "GET", pattern: "/v1/me", answersAtOnce: true) { app, context in try app.me(context) },
-        Route(method: "POST", pattern: "/v1/devices") { app, context in try app.bindDevice(context) },
-        Route(method: "GET", pattern: "/v1/devices") { app, context in try app.listDevices(context) },
-        Route(method: "DELETE", pattern: "/v1/devices/{id}") { app, context in try app.revokeDevice(context)
-        },
-        // Issuing a login challenge writes nothing (``LoginChallenge``).
-        Route(method: "POST", pattern: "/v1/challenges", answersAtOnce: true) { app, context in
-            try app.createChallenge(context)
-        },
-        Route(method: "POST", pattern: "/v1/sessions/device") { app, context in try app.deviceLogin(context)
-        },
-        Route(method: "POST", pattern: "/v1/approvals") { app, context in try app.createApproval(context) },
-        Route(method: "POST", pattern: "/v1/approvals/{id}/confirm") { app, context in
-            try app.confirmApproval(context)
-        },
-        Route(method: "GET", pattern: "/v1/approvals/{id}") { app, context in try app.approvalStatus(context)
-        },
-        Route(method: "GET", pattern: "/v1/audit") { app, context in try app.auditEvents(context) },
-        // Passkeys and App Attest.
-        Route(method: "POST", pattern: "/v1/webauthn/register/options") { app, context in
-            try app.passkeyRegistrationOptions(context)
-        },
-        Route(method: "POST", pattern: "/v1/webauthn/register/verify") { app, context in
-            try app.passkeyRegistrationVerify(context)
-        },
-        // Issuing a passkey login challenge reads and writes nothing (``PasskeyChallenge``).
-        Route(method: "POST", pattern: "/v1/webauthn/login/options", answersAtOnce: true) { app, context in
-            try app.passkeyLoginOptions(context)
-        },
-        Route(method: "POST", pattern: "/v1/webauthn/login/verify") { app, context in
-            try app.passkeyLoginVerify(context)
-        },
-        Route(method: "GET", pattern: "/v1/passkeys") { app, context in try app.listPasskeys(context) },
-        Route(method: "DELETE", pattern: "/v1/passkeys/{id}") { app, context in try app.removePasskey(context)
-        },
-        Route(method: "POST", pattern: "/v1/app-attest/challenges") { app, context in
-            try app.createAppAttestChallenge(context)
-        },
-        // The sign-in page (docs/server.md, "The sign-in page").
-        Route(method: "GET", pattern: "/", answersAtOnce: true) { _, _ in SignInPage.response(for: "/") },
-        Route(method: "GET", pattern: "/sign-in.js", answersAtOnce: true) { _, _ in
-            SignInPage.response(for: "/sign-in.js")
-        },
-        Route(method: "GET", pattern: "/sign-in.css", answersAtOnce: true) { _, _ in
-            SignInPage.response(for: "/sign-in.css")
-        },
+        Route(SignInPage.style),
+        Route(SignInPage.script),
+        Route(API.createAccount, location: { _ in API.me.template }, Application.createAccount),
+        Route(API.createAppAttestChallenge, Application.createAppAttestChallenge),
+        Route(
+            API.createApproval, location: { API.approvalStatus.path($0.approvalID) },
+            Application.createApproval),
+        Route(API.approvalStatus, Application.approvalStatus),
+        Route(API.confirmApproval, Application.confirmApproval),
+        Route(API.audit, Application.auditEvents),
+        Route(API.createChallenge, answersAtOnce: true, Application.createChallenge),
+        Route(API.listDevices, Application.listDevices),
+        Route(API.bindDevice, location: { API.revokeDevice.path($0.deviceID) }, Application.bindDevice),
+        Route(API.revokeDevice, Application.revokeDevice),
+        Route(API.me, answersAtOnce: true, Application.me),
+        Route(API.listPasskeys, Application.listPasskeys),
+        Route(API.removePasskey, Application.removePasskey),
+        Route(API.logout, Application.logout),
+        Route(API.deviceLogin, Application.deviceLogin),
+        Route(API.passwordLogin, Application.passwordLogin),
+        Route(API.refresh, Application.refresh),
+        Route(API.passkeyLoginOptions, answersAtOnce: true, Application.passkeyLoginOptions),
+        Route(API.passkeyLoginVerify, Application.passkeyLoginVerify),
+        Route(API.passkeyRegistrationOptions, Application.passkeyRegistrationOptions),
+        Route(API.passkeyRegistrationVerify, Application.passkeyRegistrationVerify),
     ]
 
     /// The route table of the metrics listener (`--metrics-listen`): `/metrics` is not served on
@@ -74,35 +49,9 @@ extension Application {
         }
     ]
 
-    func health() throws -> HTTPResponse {
+    /// `GET /healthz`: the database answers a query.
+    func health(_ context: RequestContext) throws -> HealthResponse {
         _ = try database.read { try $0.query("SELECT 1", []) }
-        return .json(200, HealthResponse())
-    }
-}
-
-/// The input rules only the server checks, once at the edge. (The grammars the SDK checks too,
-/// usernames, client ids and opaque ids, are KeyboundWire's `Username`, `ClientID` and `Grammar`.)
-enum Validate {
-    /// Passwords: 8–1024 characters, no composition rules. Characters are Unicode code points, as
-    /// JSON Schema's `minLength`/`maxLength` count them in docs/openapi.yaml (a count of grapheme
-    /// clusters would refuse a password the spec allows: eight combining marks are one cluster).
-    static func newPassword(_ password: String) throws {
-        guard (8...1024).contains(password.unicodeScalars.count) else {
-            throw APIError.invalid("password must be 8-1024 characters")
-        }
-    }
-
-    /// A password given at login: only the upper bound is checked (the hash does the rest).
-    static func loginPassword(_ password: String) throws {
-        guard password.unicodeScalars.count <= 1024 else {
-            throw APIError.invalid("password must be at most 1024 characters")
-        }
-    }
-
-    /// Device names: 1–64 code points (as the spec counts them), no control characters.
-    static func deviceName(_ name: String) throws {
-        guard (1...64).contains(name.unicodeScalars.count),
-            !name.unicodeScalars.contains(where: { $0.properties.generalCategory == .control })
-        else { throw APIError.invalid("name must be 1-64 characters without control characters") }
+        return HealthResponse()
     }
 }

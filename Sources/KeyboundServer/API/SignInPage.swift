@@ -10,23 +10,33 @@ enum SignInPage {
         "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; "
         + "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 
-    /// The response for one of the page's paths (`/`, `/sign-in.js`, `/sign-in.css`).
-    static func response(for path: String) -> HTTPResponse {
-        let (text, type): (String, String) =
-            switch path {
-            case "/sign-in.js": (SignInPageFiles.script, "text/javascript; charset=utf-8")
-            case "/sign-in.css": (SignInPageFiles.style, "text/css; charset=utf-8")
-            default: (SignInPageFiles.html, "text/html; charset=utf-8")
-            }
-        return HTTPResponse(
-            status: 200,
-            headers: [
-                "Content-Type": type, "Content-Security-Policy": contentSecurityPolicy,
-                "X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer",
-                "Cross-Origin-Opener-Policy": "same-origin", "Cache-Control": "no-cache",
-            ],
-            body: Data(text.utf8))
+    /// One of the page's files, at its path.
+    struct File: Sendable {
+        let path: String
+        let text: String
+        let contentType: String
+
+        /// The file, with the page's security headers.
+        var response: HTTPResponse {
+            HTTPResponse(
+                status: 200,
+                headers: [
+                    "Content-Type": contentType, "Content-Security-Policy": SignInPage.contentSecurityPolicy,
+                    "X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer",
+                    "Cross-Origin-Opener-Policy": "same-origin", "Cache-Control": "no-cache",
+                ],
+                body: Data(text.utf8))
+        }
     }
+
+    /// `GET /`: the page.
+    static let html = File(path: "/", text: SignInPageFiles.html, contentType: "text/html; charset=utf-8")
+    /// Its script.
+    static let script = File(
+        path: "/sign-in.js", text: SignInPageFiles.script, contentType: "text/javascript; charset=utf-8")
+    /// Its style sheet.
+    static let style = File(
+        path: "/sign-in.css", text: SignInPageFiles.style, contentType: "text/css; charset=utf-8")
 }
 
 /// The sign-in page's files (`Resources/sign-in`), served by ``SignInPage``: `html` (index.html,

@@ -29,7 +29,7 @@ extension Application {
 
     /// `POST /v1/app-attest/challenges`: a fresh nonce for the next attested device binding of
     /// the caller's session. A session has one: a new one replaces the last.
-    func createAppAttestChallenge(_ context: RequestContext) throws -> HTTPResponse {
+    func createAppAttestChallenge(_ context: RequestContext) throws -> AppAttestChallengeResponse {
         let challenge = SecureRandomBytes.bytes(32)
         let expiresAt = (context.now / 1000 + Int64(configuration.ceremonyLifetime)) * 1000
         try authenticatedWrite(context) { connection, caller -> Void in
@@ -41,10 +41,8 @@ extension Application {
                 """,
                 [.text(caller.sessionID), .text(Base64URL.encode(challenge)), .integer(expiresAt)])
         }
-        return .json(
-            201,
-            AppAttestChallengeResponse(
-                challenge: challenge, expiresAt: Date(timeIntervalSince1970: TimeInterval(expiresAt / 1000))))
+        return AppAttestChallengeResponse(
+            challenge: challenge, expiresAt: Date(timeIntervalSince1970: TimeInterval(expiresAt / 1000)))
     }
 
     /// Verifies the App Attest attestation of a device binding, as Apple specifies (through
@@ -77,7 +75,8 @@ extension Application {
         guard let row, let challenge = Base64URL.decode(try row.text(0)) else {
             throw APIError(
                 400, .challengeMismatch,
-                "No App Attest challenge for this session: POST /v1/app-attest/challenges.")
+                "No App Attest challenge for this session: \(API.createAppAttestChallenge.method.rawValue) "
+                    + "\(API.createAppAttestChallenge.template).")
         }
         if try row.optionalInteger(2) != nil { throw APIError.challengeUsed }
         guard context.now < (try row.integer(1)) else { throw APIError.challengeExpired }

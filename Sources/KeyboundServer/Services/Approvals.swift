@@ -16,9 +16,12 @@ extension Application {
         return (payload, expiresSeconds * 1000)
     }
 
-    func createApproval(_ context: RequestContext) throws -> HTTPResponse {
+    /// `POST /v1/approvals`: a payload for the caller's device to sign, naming the action.
+    func createApproval(_ context: RequestContext, _ body: RequestBody<CreateApprovalRequest>) throws
+        -> ApprovalChallengeResponse
+    {
         _ = try authenticate(context)  // 401 comes before any complaint about the body
-        let request = try context.decode(CreateApprovalRequest.self)
+        let request = try body.decode()
         let approvalID = SecureRandomBytes.identifier("apr")
         let issued = try authenticatedWrite(context) { connection, caller in
             guard let device = try loadDevice(connection, id: request.deviceID),
@@ -48,16 +51,17 @@ extension Application {
                 sessionID: caller.sessionID)
             return issued
         }
-        return .json(
-            201,
-            ApprovalChallengeResponse(
-                approvalID: approvalID, payload: issued.payload.bytes, expiresAt: issued.payload.expires),
-            headers: ["Location": "/v1/approvals/\(approvalID)"])
+        return ApprovalChallengeResponse(
+            approvalID: approvalID, payload: issued.payload.bytes, expiresAt: issued.payload.expires)
     }
 
-    func confirmApproval(_ context: RequestContext) throws -> HTTPResponse {
+    /// `POST /v1/approvals/{id}/confirm`: the device's signature over the payload. The first
+    /// confirmation decides, valid or not.
+    func confirmApproval(_ context: RequestContext, _ body: RequestBody<ConfirmApprovalRequest>) throws
+        -> ConfirmApprovalResponse
+    {
         let caller = try authenticate(context)  // 401 comes before any complaint about the body
-        let request = try context.decode(ConfirmApprovalRequest.self)
+        let request = try body.decode()
         let approvalID = context.parameter("id")
         guard Grammar.isIdentifier(approvalID) else { throw APIError.notFound }
         // An approval id the caller does not have is refused after a read: forged ids cost no
@@ -69,19 +73,19 @@ extension Application {
                 != nil
         }
         guard exists else { throw APIError.notFound }
-        let result: Result<Void, APIError> = try authenticatedWrite(context) { connection, caller in
+        try authenticatedWrite(context) { connection, caller -> WriteOutcome<Void> in
             // Bound to the user: another user's approval does not exist for this caller.
             guard
                 let row = try connection.queryOne(
                     "SELECT device_id, payload, status, expires_at FROM approvals WHERE id = ? AND user_id = ?",
                     [.text(approvalID), .text(caller.userID)])
-            else { return .failure(.notFound) }
-            guard try row.text(2) == ApprovalStatus.pending.rawValue else { return .failure(.challengeUsed) }
-            guard context.now < (try row.integer(3)) else { return .failure(.challengeExpired) }
+            else { return .refused(.notFound) }
+            guard try row.text(2) == ApprovalStatus.pending.rawValue else { return .refused(.challengeUsed) }
+            guard context.now < (try row.integer(3)) else { return .refused(.challengeExpired) }
             guard let device = try loadDevice(connection, id: try row.text(0)),
                 let payload = Base64URL.decode(try row.text(1))
-            else { return .failure(.notFound) }
-            if let refusal = checkUsable(device) { return .failure(refusal) }
+            else { return .refused(.notFound) }
+            if let refusal = checkUsable(device) { return .refused(refusal) }
             var refusal = try verifyDeviceSignature(
                 connection, context, device: device, payload: payload, signature: request.signature,
                 method: .approval)
@@ -97,18 +101,18 @@ extension Application {
                     .text(valid ? ApprovalStatus.approved.rawValue : ApprovalStatus.failed.rawValue),
                     .integer(context.now), .text(approvalID), .text(ApprovalStatus.pending.rawValue),
                 ])
-            guard decided == 1 else { return .failure(.challengeUsed) }
-            if let refusal { return .failure(refusal) }
+            guard decided == 1 else { return .refused(.challengeUsed) }
+            if let refusal { return .refused(refusal) }
             try audit(
                 connection, context, .approvalConfirmed, userID: caller.userID, deviceID: device.id,
                 sessionID: caller.sessionID)
-            return .success(())
-        }
-        try result.get()
-        return .json(200, ConfirmApprovalResponse(status: .approved))
+            return .done(())
+        }.get()
+        return ConfirmApprovalResponse(status: .approved)
     }
 
-    func approvalStatus(_ context: RequestContext) throws -> HTTPResponse {
+    /// `GET /v1/approvals/{id}`.
+    func approvalStatus(_ context: RequestContext) throws -> ApprovalResponse {
         let caller = try authenticate(context)
         let approvalID = context.parameter("id")
         guard Grammar.isIdentifier(approvalID) else { throw APIError.notFound }
@@ -126,11 +130,9 @@ extension Application {
         func date(_ milliseconds: Int64) -> Date {
             Date(timeIntervalSince1970: TimeInterval(milliseconds / 1000))
         }
-        return .json(
-            200,
-            ApprovalResponse(
-                approvalID: approvalID, status: status, deviceID: try row.text(0), action: action,
-                createdAt: date(try row.integer(3)), expiresAt: date(try row.integer(4)),
-                decidedAt: try row.optionalInteger(5).map(date)))
+        return ApprovalResponse(
+            approvalID: approvalID, status: status, deviceID: try row.text(0), action: action,
+            createdAt: date(try row.integer(3)), expiresAt: date(try row.integer(4)),
+            decidedAt: try row.optionalInteger(5).map(date))
     }
 }

@@ -107,7 +107,8 @@ extension Application {
         }
     }
 
-    func auditEvents(_ context: RequestContext) throws -> HTTPResponse {
+    /// `GET /v1/audit`: the caller's own events, newest activity first.
+    func auditEvents(_ context: RequestContext) throws -> AuditListResponse {
         let caller = try authenticate(context)
         var limit = 100
         if let text = context.request.query["limit"] {
@@ -137,6 +138,6 @@ extension Application {
                 count: Int(try row.integer(7)), lastTime: date(try row.integer(8)),
                 lastClientAddress: try row.optionalText(9))
         }
-        return .json(200, AuditListResponse(events: events))
+        return AuditListResponse(events: events)
     }
 }

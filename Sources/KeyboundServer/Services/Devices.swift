@@ -90,12 +90,16 @@ extension Application {
         return .signatureInvalid
     }
 
-    func bindDevice(_ context: RequestContext) throws -> HTTPResponse {
+    /// `POST /v1/devices`: binds a device key to the caller's account, replacing the one of the
+    /// same client.
+    func bindDevice(_ context: RequestContext, _ body: RequestBody<BindDeviceRequest>) throws
+        -> BindDeviceResponse
+    {
         let caller = try authenticate(context)
         // Step-up: a password or passkey authentication in this session within the window (the
         // end /v1/me states, so the SDK asks for it before it makes a key).
         try requireStepUp(caller, context, for: "Binding a device")
-        let request = try context.decode(BindDeviceRequest.self)
+        let request = try body.decode()
         try Validate.deviceName(request.name)
         guard let key = try? P256PublicKey(spkiDER: request.publicKey) else {
             throw APIError(400, .invalidPublicKey, "public_key must be a P-256 SubjectPublicKeyInfo (DER).")
@@ -132,8 +136,7 @@ extension Application {
                 connection, context, .deviceBound, method: attestation == nil ? nil : .appAttest,
                 userID: caller.userID, deviceID: deviceID, sessionID: caller.sessionID)
         }
-        return .json(
-            201, BindDeviceResponse(deviceID: deviceID), headers: ["Location": "/v1/devices/\(deviceID)"])
+        return BindDeviceResponse(deviceID: deviceID)
     }
 
     /// Revokes a device and ends the sessions it opened.
@@ -150,7 +153,8 @@ extension Application {
         try audit(connection, context, .deviceRevoked, userID: userID, deviceID: deviceID)
     }
 
-    func listDevices(_ context: RequestContext) throws -> HTTPResponse {
+    /// `GET /v1/devices`: the caller's devices, oldest first.
+    func listDevices(_ context: RequestContext) throws -> DeviceListResponse {
         let caller = try authenticate(context)
         let rows = try database.read { connection in
             try connection.query(
@@ -170,53 +174,17 @@ extension Application {
                     Date(timeIntervalSince1970: TimeInterval($0 / 1000))
                 }, attested: try row.optionalText(6) != nil)
         }
-        return .json(200, DeviceListResponse(devices: devices))
+        return DeviceListResponse(devices: devices)
     }
 
-    /// The active (not revoked) devices, of the user named `username` or of everyone, for
-    /// operators (``AccountAdministration/devices(username:unattestedOnly:)``); with
-    /// `unattestedOnly`, only those bound without App Attest.
-    /// - Throws: ``APIError/notFound`` when no user has that name.
-    func activeDevices(username: Username?, unattestedOnly: Bool) throws -> [BoundDevice] {
-        try database.read { connection in
-            var conditions = ["d.revoked_at IS NULL"]
-            var parameters: [SQLValue] = []
-            if let username {
-                guard
-                    let user = try connection.queryOne(
-                        "SELECT id FROM users WHERE username = ?", [.text(username.rawValue)])
-                else { throw APIError.notFound }
-                conditions.append("d.user_id = ?")
-                parameters.append(.text(try user.text(0)))
-            }
-            if unattestedOnly { conditions.append("k.device_id IS NULL") }
-            return try connection.query(
-                """
-                SELECT d.id, d.user_id, u.username, d.name, d.key_protection, d.created_at, d.last_used_at,
-                    k.device_id
-                FROM devices d JOIN users u ON u.id = d.user_id LEFT JOIN app_attest_keys k ON k.device_id = d.id
-                WHERE \(conditions.joined(separator: " AND ")) ORDER BY u.username, d.created_at, d.id
-                """, parameters
-            ).map { row in
-                BoundDevice(
-                    deviceID: try row.text(0), userID: try row.text(1), username: try row.text(2),
-                    name: try row.text(3),
-                    keyProtection: KeyProtection(rawValue: try row.text(4)) ?? .software,
-                    createdAt: Date(timeIntervalSince1970: TimeInterval(try row.integer(5) / 1000)),
-                    lastUsedAt: try row.optionalInteger(6).map {
-                        Date(timeIntervalSince1970: TimeInterval($0 / 1000))
-                    }, attested: try row.optionalText(7) != nil)
-            }
-        }
-    }
-
-    func revokeDevice(_ context: RequestContext) throws -> HTTPResponse {
+    /// `DELETE /v1/devices/{id}`: revokes one of the caller's devices and ends its sessions.
+    func revokeDevice(_ context: RequestContext) throws -> NoBody {
         try authenticatedWrite(context) { connection, caller in
             guard let device = try loadDevice(connection, id: context.parameter("id")),
                 device.userID == caller.userID
             else { throw APIError.notFound }
             if !device.revoked { try revoke(connection, context, deviceID: device.id, userID: caller.userID) }
         }
-        return .noContent
+        return NoBody()
     }
 }

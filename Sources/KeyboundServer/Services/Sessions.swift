@@ -149,8 +149,10 @@ extension Application {
 
     // MARK: Handlers
 
-    func refresh(_ context: RequestContext) throws -> HTTPResponse {
-        let request = try context.decode(RefreshRequest.self)
+    /// `POST /v1/sessions/refresh`: rotates the refresh token. Reuse of a rotated one ends the
+    /// whole session (RFC 9700 §4.14.2), and so does the session's maximum age.
+    func refresh(_ context: RequestContext, _ body: RequestBody<RefreshRequest>) throws -> TokenResponse {
+        let request = try body.decode()
         guard (16...128).contains(request.refreshToken.utf8.count) else { throw APIError.tokenInvalid }
         // Looked up by SHA-256(token), which keeps the lookup timing-safe (see `authenticate`).
         let hash = TokenHash.of(request.refreshToken)
@@ -164,7 +166,7 @@ extension Application {
                 """, [.text(hash)]) != nil
         }
         guard known else { throw APIError.tokenInvalid }
-        let result: Result<TokenResponse, APIError> = try database.write { connection in
+        return try database.write { connection -> WriteOutcome<TokenResponse> in
             guard
                 let row = try connection.queryOne(
                     """
@@ -172,10 +174,10 @@ extension Application {
                     FROM tokens t JOIN sessions s ON s.id = t.session_id
                     WHERE t.hash = ? AND t.kind = 'refresh'
                     """, [.text(hash)])
-            else { return .failure(.tokenInvalid) }
+            else { return .refused(.tokenInvalid) }
             let sessionID = try row.text(2)
             let userID = try row.text(3)
-            guard try row.optionalInteger(4) == nil else { return .failure(.tokenInvalid) }
+            guard try row.optionalInteger(4) == nil else { return .refused(.tokenInvalid) }
             if try row.optionalInteger(1) != nil {
                 // Reuse of a rotated refresh token: someone else has a copy. End the whole family.
                 try revokeSessions(
@@ -183,27 +185,26 @@ extension Application {
                 )
                 try audit(connection, context, .refreshReuse, userID: userID, sessionID: sessionID)
                 metrics.recordLogin(method: "refresh", outcome: "reuse")
-                return .failure(.tokenInvalid)
+                return .refused(.tokenInvalid)
             }
             guard context.now < sessionEnd(createdAt: try row.integer(5)) else {
                 // The absolute lifetime is over: end the family (committed with the refusal).
                 try revokeSessions(
                     connection, where: "id = ?", [.text(sessionID)], reason: "max_age", now: context.now)
-                return .failure(.tokenInvalid)
+                return .refused(.tokenInvalid)
             }
-            guard try row.integer(0) > context.now else { return .failure(.tokenInvalid) }
+            guard try row.integer(0) > context.now else { return .refused(.tokenInvalid) }
             let changed = try connection.execute(
                 "UPDATE tokens SET used_at = ? WHERE hash = ? AND used_at IS NULL",
                 [.integer(context.now), .text(hash)])
-            guard changed == 1 else { return .failure(.tokenInvalid) }
+            guard changed == 1 else { return .refused(.tokenInvalid) }
             metrics.recordLogin(method: "refresh", outcome: "success")
-            return .success(
-                try issueTokens(connection, sessionID: sessionID, userID: userID, now: context.now))
-        }
-        return .json(200, try result.get())
+            return .done(try issueTokens(connection, sessionID: sessionID, userID: userID, now: context.now))
+        }.get()
     }
 
-    func logout(_ context: RequestContext) throws -> HTTPResponse {
+    /// `DELETE /v1/sessions/current`.
+    func logout(_ context: RequestContext) throws -> NoBody {
         try authenticatedWrite(context) { connection, caller in
             try revokeSessions(
                 connection, where: "id = ?", [.text(caller.sessionID)], reason: "logout", now: context.now)
@@ -211,20 +212,19 @@ extension Application {
                 connection, context, .logout, userID: caller.userID, deviceID: caller.deviceID,
                 sessionID: caller.sessionID)
         }
-        return .noContent
+        return NoBody()
     }
 
-    func me(_ context: RequestContext) throws -> HTTPResponse {
+    /// `GET /v1/me`.
+    func me(_ context: RequestContext) throws -> MeResponse {
         let caller = try authenticate(context)
         func date(_ milliseconds: Int64) -> Date {
             Date(timeIntervalSince1970: TimeInterval(milliseconds / 1000))
         }
-        return .json(
-            200,
-            MeResponse(
-                userID: caller.userID, username: caller.username, sessionID: caller.sessionID,
-                authMethod: caller.authMethod, authTime: date(caller.authTime),
-                stepUpExpiresAt: stepUpEnd(caller).map(date)))
+        return MeResponse(
+            userID: caller.userID, username: caller.username, sessionID: caller.sessionID,
+            authMethod: caller.authMethod, authTime: date(caller.authTime),
+            stepUpExpiresAt: stepUpEnd(caller).map(date))
     }
 
     /// The time (milliseconds since 1970) from which the caller's session may no longer do what
@@ -233,5 +233,16 @@ extension Application {
     func stepUpEnd(_ caller: Caller) -> Int64? {
         guard caller.authMethod == .password || caller.authMethod == .passkey else { return nil }
         return caller.authTime + Int64(configuration.stepUpWindow) * 1000
+    }
+
+    /// Refuses a caller who has not authenticated with a password or a passkey within the
+    /// step-up window (whose end `GET /v1/me` states).
+    func requireStepUp(_ caller: Caller, _ context: RequestContext, for operation: String) throws {
+        guard let end = stepUpEnd(caller), context.now < end else {
+            throw APIError(
+                403, .stepUpRequired,
+                "\(operation) needs a password or passkey login within the last \(configuration.stepUpWindow) seconds."
+            )
+        }
     }
 }

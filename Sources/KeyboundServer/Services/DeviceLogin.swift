@@ -1,11 +1,15 @@
 import Foundation
 import KeyboundWire
 
+// Device-key login: a challenge, then its signature by the bound device's key.
+
 extension Application {
     /// `POST /v1/challenges`. Writes nothing: the challenge lives in its id (``LoginChallenge``),
     /// so unauthenticated callers cannot grow the database through it.
-    func createChallenge(_ context: RequestContext) throws -> HTTPResponse {
-        let request = try context.decode(ChallengeRequest.self)
+    func createChallenge(_ context: RequestContext, _ body: RequestBody<ChallengeRequest>) throws
+        -> ChallengeResponse
+    {
+        let request = try body.decode()
         guard let device = try database.read({ try loadDevice($0, id: request.deviceID) }) else {
             throw APIError.notFound
         }
@@ -14,9 +18,8 @@ extension Application {
             deviceID: device.id, expires: context.now / 1000 + Int64(configuration.challengeLifetime),
             server: configuration.serverID, key: challengeKey)
         let payload = try challenge.payload(server: configuration.serverID)
-        return .json(
-            201,
-            ChallengeResponse(challengeID: challenge.id, payload: payload.bytes, expiresAt: payload.expires))
+        return ChallengeResponse(
+            challengeID: challenge.id, payload: payload.bytes, expiresAt: payload.expires)
     }
 
     /// `POST /v1/sessions/device`. A valid signature always logs in: nobody without the key can
@@ -26,8 +29,10 @@ extension Application {
     /// get 429 and write nothing. A device is never suspended. Refusals that check no signature
     /// (unknown, used or expired challenge, revoked device, a device bound without App Attest on a
     /// server that requires it) prove nothing new and write nothing.
-    func deviceLogin(_ context: RequestContext) throws -> HTTPResponse {
-        let request = try context.decode(DeviceLoginRequest.self)
+    func deviceLogin(_ context: RequestContext, _ body: RequestBody<DeviceLoginRequest>) throws
+        -> TokenResponse
+    {
+        let request = try body.decode()
         // An id this server did not make (or whose tag was changed) is unknown, like any other.
         guard
             let challenge = LoginChallenge(
@@ -51,12 +56,12 @@ extension Application {
         let deviceScope = ThrottleScope.device(device.id)
         let addressScope =
             configuration.addressFailureLimit > 0 ? ThrottleScope.address(context.clientAddress) : nil
-        let result: Result<TokenResponse, APIError> = try database.write { connection in
+        return try database.write { connection -> WriteOutcome<TokenResponse> in
             if !valid,
                 let blockedUntil = try blockEnd(
                     connection, scopes: [deviceScope] + (addressScope.map { [$0] } ?? []), now: context.now)
             {
-                return .failure(refuseThrottled(method: .device, context, blockedUntil: blockedUntil))
+                return .refused(refuseThrottled(method: .device, context, blockedUntil: blockedUntil))
             }
             // Single use: the id's unique key makes exactly one of several concurrent attempts
             // win, in this process or another on the same database; the losers learn only what
@@ -64,7 +69,7 @@ extension Application {
             let claimed = try connection.execute(
                 "INSERT INTO used_challenges (id, expires_at) VALUES (?, ?) ON CONFLICT (id) DO NOTHING",
                 [.text(request.challengeID), .integer(challenge.expiresAt)])
-            guard claimed == 1 else { return .failure(.challengeUsed) }
+            guard claimed == 1 else { return .refused(.challengeUsed) }
             guard valid else {
                 let deviceCount = try countFailure(
                     connection, scope: deviceScope, limit: configuration.deviceFailureLimit, window: nil,
@@ -86,25 +91,24 @@ extension Application {
                     try auditRefusal(connection, context, .addressLockout, method: .device)
                 }
                 metrics.recordLogin(method: AuthMethod.device.rawValue, outcome: "failure")
-                return .failure(.signatureInvalid)
+                return .refused(.signatureInvalid)
             }
             // Revoked while the signature was checked?
             guard let current = try loadDevice(connection, id: device.id), !current.revoked else {
-                return .failure(.deviceRevoked)
+                return .refused(.deviceRevoked)
             }
             if let refusal = try checkAppAttestAssertion(
                 request.appAttestAssertion, device: device, clientData: payload.bytes, connection, context)
             {
-                return .failure(refusal)
+                return .refused(refusal)
             }
             try clearThrottle(connection, deviceScope)
             try connection.execute(
                 "UPDATE devices SET last_used_at = ? WHERE id = ?", [.integer(context.now), .text(device.id)])
-            return .success(
+            return .done(
                 try openSession(
                     connection, context, userID: device.userID, clientID: device.clientID, method: .device,
                     deviceID: device.id))
-        }
-        return .json(200, try result.get())
+        }.get()
     }
 }

@@ -1,0 +1,133 @@
+import Foundation
+import KeyboundWire
+
+// What operators do on the server's database (`keybound user`).
+
+extension Application {
+    /// Creates an account for an operator (`keybound user add`), with the same rules as the API.
+    func addAccount(username rawUsername: String, password: String) throws -> String {
+        let username: Username
+        do { username = try Username(rawUsername) } catch { throw APIError.invalid(error.detail) }
+        try Validate.newPassword(password)
+        let hash = try hasher.hash(password)
+        let now = clock.nowMilliseconds
+        return try database.write { connection in
+            let userID = try insertAccount(connection, username: username, passwordHash: hash, now: now)
+            try insertAuditEvent(
+                connection, now: now, clientAddress: nil, .accountCreated, method: .operator, userID: userID,
+                deviceID: nil, sessionID: nil)
+            return userID
+        }
+    }
+
+    /// The active (not revoked) devices, of the user named `username` or of everyone, for
+    /// operators (``AccountAdministration/devices(username:unattestedOnly:)``); with
+    /// `unattestedOnly`, only those bound without App Attest.
+    /// - Throws: ``APIError/notFound`` when no user has that name.
+    func activeDevices(username: Username?, unattestedOnly: Bool) throws -> [BoundDevice] {
+        try database.read { connection in
+            var conditions = ["d.revoked_at IS NULL"]
+            var parameters: [SQLValue] = []
+            if let username {
+                guard
+                    let user = try connection.queryOne(
+                        "SELECT id FROM users WHERE username = ?", [.text(username.rawValue)])
+                else { throw APIError.notFound }
+                conditions.append("d.user_id = ?")
+                parameters.append(.text(try user.text(0)))
+            }
+            if unattestedOnly { conditions.append("k.device_id IS NULL") }
+            return try connection.query(
+                """
+                SELECT d.id, d.user_id, u.username, d.name, d.key_protection, d.created_at, d.last_used_at,
+                    k.device_id
+                FROM devices d JOIN users u ON u.id = d.user_id LEFT JOIN app_attest_keys k ON k.device_id = d.id
+                WHERE \(conditions.joined(separator: " AND ")) ORDER BY u.username, d.created_at, d.id
+                """, parameters
+            ).map { row in
+                BoundDevice(
+                    deviceID: try row.text(0), userID: try row.text(1), username: try row.text(2),
+                    name: try row.text(3),
+                    keyProtection: KeyProtection(rawValue: try row.text(4)) ?? .software,
+                    createdAt: Date(timeIntervalSince1970: TimeInterval(try row.integer(5) / 1000)),
+                    lastUsedAt: try row.optionalInteger(6).map {
+                        Date(timeIntervalSince1970: TimeInterval($0 / 1000))
+                    }, attested: try row.optionalText(7) != nil)
+            }
+        }
+    }
+}
+
+/// Account administration directly on the server's database, for operators (`keybound user`).
+///
+/// ``addUser(username:password:)`` (`keybound user add`) is the way to add users when sign-up is
+/// closed (``Registration/closed``): the same rules as the API apply (username grammar, password
+/// length, Argon2id at the configured cost), and the audit records an `account_created` event
+/// with method `operator`. ``devices(username:unattestedOnly:)`` (`keybound user devices`) lists
+/// bound devices, for instance those `--require-app-attest` refuses.
+public struct AccountAdministration: Sendable {
+    private let application: Application
+
+    /// Opens (and if needed migrates) the database of `configuration`.
+    /// - Throws: ``ServerError`` when the database cannot be opened.
+    public init(configuration: Configuration) throws {
+        do {
+            application = try Application(configuration: configuration)
+        } catch {
+            throw ServerError.opening(error)
+        }
+    }
+
+    /// Creates an account.
+    /// - Returns: the new user's id.
+    /// - Throws: ``ServerError`` when the username or password breaks the rules, the username is
+    ///   taken, or the database fails.
+    public func addUser(username: String, password: String) throws -> String {
+        do {
+            return try application.addAccount(username: username, password: password)
+        } catch let error as APIError {
+            throw ServerError(.accountRefused, error.detail)
+        } catch {
+            throw ServerError(.databaseUnreachable, "cannot create the account: \(error)")
+        }
+    }
+
+    /// The active (not revoked) devices, ordered by username, then by when they were bound.
+    /// - Parameters:
+    ///   - username: only this user's devices; nil: every user's.
+    ///   - unattestedOnly: only devices bound without an App Attest attestation: with
+    ///     ``Configuration/requireAppAttest`` these are refused (403 `app_attest_required`) until
+    ///     bound again.
+    /// - Throws: ``ServerError`` `userNotFound` for an unknown username, `databaseUnreachable`
+    ///   when the database fails.
+    public func devices(username: String?, unattestedOnly: Bool = false) throws -> [BoundDevice] {
+        do {
+            return try application.activeDevices(
+                username: try username.map { try Username($0) }, unattestedOnly: unattestedOnly)
+        } catch is APIError, is WireFailure {
+            throw ServerError(.userNotFound, "no user is named '\(username ?? "")'")
+        } catch {
+            throw ServerError(.databaseUnreachable, "cannot list the devices: \(error)")
+        }
+    }
+}
+
+/// A bound device, as ``AccountAdministration/devices(username:unattestedOnly:)`` lists it.
+public struct BoundDevice: Sendable, Hashable {
+    /// The device's id (`dev_…`).
+    public let deviceID: String
+    /// Its user's id.
+    public let userID: String
+    /// Its user's username.
+    public let username: String
+    /// The name the app gave it.
+    public let name: String
+    /// Where its key lives, as the app declared it.
+    public let keyProtection: KeyProtection
+    /// When it was bound.
+    public let createdAt: Date
+    /// Its last device login or approval, if any.
+    public let lastUsedAt: Date?
+    /// Whether an App Attest attestation vouched for its binding.
+    public let attested: Bool
+}

@@ -1,0 +1,187 @@
+import Foundation
+import KeyboundCrypto
+import KeyboundWebAuthn
+import KeyboundWire
+
+// Passkeys: a WebAuthn Level 3 relying party (docs/server.md, "Passkeys and App Attest").
+//
+// KeyboundWebAuthn runs every check of §7.1 and §7.2 as pure functions; the passkey flows store:
+// they issue challenges and find them again through the client data, make each one single-use in
+// the same transaction as what the ceremony creates, keep credential ids unique across users
+// (§7.1 step 26), store sign counts and backup state, throttle failures, and open sessions like
+// every other login. This file holds what the ceremonies share: the relying party's settings,
+// their challenges, and the stored passkey.
+
+extension Application {
+
+    /// The RP ID: configured, or the host of the first origin, or `localhost`.
+    var relyingPartyID: String {
+        if let configured = configuration.relyingPartyID { return configured }
+        return configuration.origins.first.flatMap { URL(string: $0)?.host } ?? "localhost"
+    }
+
+    /// The origins ceremonies may run on: configured, or this server's `localhost` origin.
+    var passkeyOrigins: [String] {
+        guard configuration.origins.isEmpty else { return configuration.origins }
+        let port = listeningPort.withLock { $0 } ?? configuration.port
+        return ["\(configuration.tlsKeyPath == nil ? "http" : "https")://localhost:\(port)"]
+    }
+
+    var relyingParty: RelyingParty {
+        RelyingParty(
+            id: relyingPartyID, origins: Set(passkeyOrigins),
+            requiresUserVerification: configuration.passkeyUserVerification)
+    }
+
+    /// `required` or `preferred`, as the options say it.
+    var userVerification: String { configuration.passkeyUserVerification ? "required" : "preferred" }
+
+    /// Refuses settings no browser could use: origins that are not exactly what a browser writes
+    /// (`scheme://host[:port]`, lowercase, no default port, no path), and an RP ID that is not
+    /// their host or a parent domain of it.
+    static func checkPasskeySettings(_ configuration: Configuration) throws {
+        for origin in configuration.origins {
+            guard let url = URL(string: origin), let scheme = url.scheme, ["http", "https"].contains(scheme),
+                let host = url.host, !host.isEmpty, url.path.isEmpty, url.query == nil, url.fragment == nil,
+                url.user == nil, url.port != (scheme == "http" ? 80 : 443),
+                origin == "\(scheme)://\(host)" + (url.port.map { ":\($0)" } ?? ""),
+                origin == origin.lowercased()
+            else {
+                throw ServerError(
+                    .invalidConfiguration,
+                    "--origin must be scheme://host[:port] as a browser writes it "
+                        + "(e.g. https://example.org or http://localhost:8420), not '\(origin)'")
+            }
+            let rpID = configuration.relyingPartyID ?? URL(string: configuration.origins[0])?.host ?? ""
+            guard host == rpID || host.hasSuffix("." + rpID) else {
+                throw ServerError(
+                    .invalidConfiguration,
+                    "--rp-id \(rpID) is neither the host of \(origin) nor a parent domain of it")
+            }
+        }
+    }
+
+    // MARK: Challenges and stored passkeys
+
+    /// A fresh challenge for a ceremony, valid for ``Configuration/ceremonyLifetime``. Stores
+    /// nothing (``PasskeyChallenge``).
+    func issueChallenge(
+        _ purpose: PasskeyChallenge.Purpose, userID: String?, username: String?, sessionID: String?,
+        clientID: String, _ context: RequestContext
+    ) throws -> PasskeyChallenge {
+        try PasskeyChallenge(
+            purpose: purpose, expires: context.now / 1000 + Int64(configuration.ceremonyLifetime),
+            userID: userID,
+            username: username, sessionID: sessionID, clientID: clientID, server: configuration.serverID,
+            key: challengeKey)
+    }
+
+    /// Finds the ceremony a response belongs to through the challenge in its client data (§7.1
+    /// step 8, §7.2 step 11 compare it again).
+    /// - Throws: ``APIError`` `challenge_mismatch` (status `refusal`) when this server issued no
+    ///   such challenge for this kind of ceremony, 410 `challenge_expired`, 409 `challenge_used`.
+    func ceremony(
+        of clientData: CollectedClientData, purpose: PasskeyChallenge.Purpose, refusal: Int,
+        _ context: RequestContext
+    ) throws -> PasskeyChallenge {
+        guard let bytes = clientData.challengeBytes,
+            let challenge = PasskeyChallenge(bytes: bytes, server: configuration.serverID, key: challengeKey),
+            challenge.purpose == purpose
+        else {
+            throw APIError(
+                refusal, .challengeMismatch,
+                "The client data's challenge was not issued here for this ceremony.")
+        }
+        guard context.now < challenge.expiresAt else { throw APIError.challengeExpired }
+        let used = try database.read { connection in
+            try connection.queryOne("SELECT 1 FROM used_challenges WHERE id = ?", [.text(challenge.usedID)])
+                != nil
+        }
+        if used { throw APIError.challengeUsed }
+        return challenge
+    }
+
+    /// Uses a challenge up in the current transaction: the unique key of `used_challenges` lets
+    /// exactly one of several concurrent attempts do it, on any number of instances.
+    /// - Returns: false when another attempt used it first.
+    func markUsed(_ challenge: PasskeyChallenge, _ connection: any SQLConnection) throws -> Bool {
+        try connection.execute(
+            "INSERT INTO used_challenges (id, expires_at) VALUES (?, ?) ON CONFLICT (id) DO NOTHING",
+            [.text(challenge.usedID), .integer(challenge.expiresAt)]) == 1
+    }
+
+    /// Uses a challenge up in the current transaction, for the ceremony that creates something.
+    /// - Throws: ``APIError/challengeUsed`` when another attempt used it first.
+    func claim(_ challenge: PasskeyChallenge, _ connection: any SQLConnection) throws {
+        guard try markUsed(challenge, connection) else { throw APIError.challengeUsed }
+    }
+
+    /// The credential ids of a user's passkeys, oldest first.
+    func passkeyCredentialIDs(_ connection: any SQLConnection, userID: String) throws -> [Data] {
+        try connection.query(
+            "SELECT credential_id FROM passkeys WHERE user_id = ? ORDER BY created_at, id", [.text(userID)]
+        ).compactMap { Base64URL.decode(try $0.text(0)) }
+    }
+
+    func loadPasskey(_ connection: any SQLConnection, credentialID: Data) throws -> PasskeyRecord? {
+        guard credentialID.count <= AuthenticatorData.maximumCredentialIdLength else { return nil }
+        return try connection.queryOne(
+            """
+            SELECT p.id, p.user_id, p.credential_id, p.public_key, p.sign_count, p.backup_eligible,
+                p.clone_detected_at, u.username
+            FROM passkeys p JOIN users u ON u.id = p.user_id WHERE p.credential_id = ?
+            """, [.text(Base64URL.encode(credentialID))]
+        ).map { try PasskeyRecord($0) }
+    }
+
+    var passkeyLimitReached: APIError {
+        APIError(
+            409, .passkeyLimitReached,
+            "This account has \(configuration.maxPasskeysPerUser) passkeys; remove one first.")
+    }
+    /// Opens a session for a passkey ceremony and records which passkey opened it.
+    func openPasskeySession(
+        _ connection: any SQLConnection, _ context: RequestContext, userID: String, clientID: String,
+        passkeyID: String
+    ) throws -> TokenResponse {
+        let tokens = try openSession(
+            connection, context, userID: userID, clientID: clientID, method: .passkey, deviceID: nil)
+        try connection.execute(
+            "UPDATE sessions SET passkey_id = ? WHERE id = ?", [.text(passkeyID), .text(tokens.sessionID)])
+        return tokens
+    }
+}
+
+/// A stored passkey, as the login ceremony needs it.
+struct PasskeyRecord {
+    let id: String
+    let userID: String
+    /// The owner's username.
+    let username: String
+    let credentialID: Data
+    let record: CredentialRecord
+    /// When a cloned authenticator was detected, until the user signs in another way.
+    let cloneDetectedAt: Int64?
+
+    var signCount: UInt32 { record.signCount }
+
+    init(_ row: SQLRow) throws {
+        id = try row.text(0)
+        userID = try row.text(1)
+        guard let credentialID = Base64URL.decode(try row.text(2)),
+            let coseKey = Base64URL.decode(try row.text(3))
+        else { throw DatabaseError.unexpectedType(column: 2) }
+        self.credentialID = credentialID
+        record = CredentialRecord(
+            id: credentialID, publicKey: try CredentialPublicKey(coseKey: coseKey),
+            signCount: UInt32(clamping: try row.integer(4)), userHandle: Data(userID.utf8),
+            backupEligible: try row.integer(5) != 0)
+        cloneDetectedAt = try row.optionalInteger(6)
+        username = try row.text(7)
+    }
+}
+
+extension ThrottleScope {
+    /// Consecutive failed logins with one passkey.
+    static func passkey(_ passkeyID: String) -> String { "passkey:" + passkeyID }
+}

@@ -1,0 +1,61 @@
+import Foundation
+import KeyboundWire
+
+extension Application {
+
+    /// `GET /v1/passkeys`: the caller's passkeys, oldest first.
+    func listPasskeys(_ context: RequestContext) throws -> PasskeyListResponse {
+        let caller = try authenticate(context)
+        let rows = try database.read { connection in
+            try connection.query(
+                """
+                SELECT id, credential_id, algorithm, attestation_format, attested, backup_eligible, backed_up,
+                    created_at, last_used_at
+                FROM passkeys WHERE user_id = ? ORDER BY created_at, id
+                """, [.text(caller.userID)])
+        }
+        func date(_ milliseconds: Int64) -> Date {
+            Date(timeIntervalSince1970: TimeInterval(milliseconds / 1000))
+        }
+        let passkeys = try rows.map { row in
+            PasskeyInfo(
+                passkeyID: try row.text(0), credentialID: Base64URL.decode(try row.text(1)) ?? Data(),
+                algorithm: Int(try row.integer(2)), attestationFormat: try row.text(3),
+                attested: try row.integer(4) != 0,
+                backupEligible: try row.integer(5) != 0, backedUp: try row.integer(6) != 0,
+                createdAt: date(try row.integer(7)), lastUsedAt: try row.optionalInteger(8).map(date))
+        }
+        return PasskeyListResponse(passkeys: passkeys)
+    }
+
+    /// `DELETE /v1/passkeys/{id}`: removes one of the caller's passkeys and ends the sessions it
+    /// opened. The last passkey of an account without a password stays: removing it would lock
+    /// the user out.
+    func removePasskey(_ context: RequestContext) throws -> NoBody {
+        let passkeyID = context.parameter("id")
+        try authenticatedWrite(context) { connection, caller in
+            guard Grammar.isIdentifier(passkeyID),
+                let row = try connection.queryOne(
+                    "SELECT user_id FROM passkeys WHERE id = ?", [.text(passkeyID)]),
+                try row.text(0) == caller.userID
+            else { throw APIError.notFound }
+            let hasPassword =
+                try connection.queryOne(
+                    "SELECT password_hash FROM users WHERE id = ?", [.text(caller.userID)])?
+                .text(0).isEmpty == false
+            if !hasPassword, try passkeyCredentialIDs(connection, userID: caller.userID).count <= 1 {
+                throw APIError(
+                    409, .lastPasskey, "This is the account's only way to sign in; add another passkey first."
+                )
+            }
+            try connection.execute("DELETE FROM passkeys WHERE id = ?", [.text(passkeyID)])
+            try clearThrottle(connection, ThrottleScope.passkey(passkeyID))
+            try revokeSessions(
+                connection, where: "passkey_id = ?", [.text(passkeyID)], reason: "passkey_removed",
+                now: context.now)
+            try audit(
+                connection, context, .passkeyRemoved, userID: caller.userID, sessionID: caller.sessionID)
+        }
+        return NoBody()
+    }
+}
