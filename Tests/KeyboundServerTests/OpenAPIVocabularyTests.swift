@@ -2,6 +2,8 @@ import Foundation
 import KeyboundWire
 import Testing
 
+@testable import KeyboundServer
+
 /// The names Swift spells once (KeyboundWire's vocabularies and each message's `Member` enum)
 /// are the names docs/openapi.yaml documents: a value or member added on one side only fails here.
 @Suite("docs/openapi.yaml and KeyboundWire name the same things")
@@ -115,4 +117,95 @@ struct OpenAPIVocabularyTests {
 extension JSONValue {
     /// The value of an object's member, nil for anything else.
     fileprivate func member(_ name: String) -> JSONValue? { OpenAPISpec.member(self, name) }
+}
+
+/// Each route KeyboundWire declares (``API``) is the operation docs/openapi.yaml documents: its
+/// method and path, its success status, the schema of its request body and of its answer; and
+/// the server serves every declared route and no undeclared API route.
+@Suite("Route declarations and docs/openapi.yaml")
+struct EndpointDeclarationTests {
+    private static func reference(_ value: JSONValue?) -> String? {
+        OpenAPISpec.string(OpenAPISpec.member(value ?? .null, "$ref")).map {
+            String($0.split(separator: "/").last ?? "")
+        }
+    }
+
+    private static func jsonSchema(_ holder: JSONValue?, mediaType: String) -> JSONValue? {
+        OpenAPISpec.member(holder ?? .null, "content").flatMap { OpenAPISpec.member($0, mediaType) }.flatMap {
+            OpenAPISpec.member($0, "schema")
+        }
+    }
+
+    @Test(arguments: API.all.map { EndpointCase($0) })
+    func declarationMatchesTheDocument(_ endpoint: EndpointCase) throws {
+        let spec = OpenAPISpec.shared
+        let paths = try #require(OpenAPISpec.member(spec.root, "paths"))
+        let item = try #require(
+            OpenAPISpec.member(paths, endpoint.template), "\(endpoint.template) not documented")
+        let operation = try #require(
+            OpenAPISpec.member(item, endpoint.method.lowercased()), "\(endpoint) not documented")
+        let responses = try #require(OpenAPISpec.member(operation, "responses"))
+        let success = try #require(
+            OpenAPISpec.member(responses, String(endpoint.status)),
+            "\(endpoint): no \(endpoint.status) documented")
+        // The request body's schema.
+        let body = OpenAPISpec.member(operation, "requestBody")
+        #expect(
+            Self.reference(Self.jsonSchema(body, mediaType: "application/json")) == endpoint.requestSchema,
+            "\(endpoint)")
+        // The answer's schema (none for a 204).
+        #expect(
+            Self.reference(Self.jsonSchema(success, mediaType: "application/json"))
+                == endpoint.responseSchema,
+            "\(endpoint)")
+        // No other success status.
+        guard case .object(let statuses) = responses else { throw TestFailure("responses is no object") }
+        let successes = statuses.map(\.name).filter { $0.hasPrefix("2") }
+        #expect(successes == [String(endpoint.status)], "\(endpoint): \(successes)")
+    }
+
+    @Test("the server routes every declared route, and the document no other /v1 route")
+    func serverAndDocumentHaveTheDeclaredRoutes() throws {
+        let declared = Set(API.all.map { "\($0.method.rawValue) \($0.template)" })
+        let routed = Set(Application.routes.map { "\($0.method) \($0.pattern)" })
+        #expect(declared.isSubset(of: routed), "\(declared.subtracting(routed))")
+        let undeclared = routed.subtracting(declared).filter {
+            $0.contains(" /v1/") || $0.hasSuffix(" /healthz")
+        }
+        #expect(undeclared.isEmpty, "\(undeclared)")
+        let spec = OpenAPISpec.shared
+        guard case .object(let paths)? = OpenAPISpec.member(spec.root, "paths") else {
+            throw TestFailure("no paths")
+        }
+        var documented: Set<String> = []
+        for path in paths {
+            guard case .object(let operations) = path.value else { continue }
+            for operation in operations
+            where ["get", "post", "delete", "put", "patch"].contains(operation.name) {
+                documented.insert("\(operation.name.uppercased()) \(path.name)")
+            }
+        }
+        let documentedAPI = documented.filter { $0.contains(" /v1/") || $0.hasSuffix(" /healthz") }
+        #expect(documentedAPI == declared, "\(documentedAPI.symmetricDifference(declared))")
+    }
+}
+
+/// One declaration, as a test argument.
+struct EndpointCase: Sendable, CustomTestStringConvertible, CustomStringConvertible {
+    let method: String
+    let template: String
+    let status: Int
+    let requestSchema: String?
+    let responseSchema: String?
+
+    init(_ endpoint: any EndpointDescription) {
+        method = endpoint.method.rawValue
+        template = endpoint.template
+        status = endpoint.status
+        requestSchema = endpoint.requestSchema
+        responseSchema = endpoint.responseSchema
+    }
+
+    var description: String { "\(method) \(template)" }
+    var testDescription: String { description }
 }
