@@ -212,21 +212,17 @@ final class ConnectionGuard: Sendable {
     }
 
     /// The response was queued: it must leave within the timeout.
-    func responseQueued(_ connection: OpaquePointer) {
-        state.withLock { state in
-            let key = UInt(bitPattern: connection)
-            guard var entry = state.connections[key], entry.phase != .cut else { return }
-            entry.phase = .sending(since: state.start())
-            state.connections[key] = entry
-        }
-    }
+    func responseQueued(_ connection: OpaquePointer) { startWaiting(connection, Phase.sending(since:)) }
 
     /// The response was sent: the next request on this connection must arrive within the timeout.
-    func requestCompleted(_ connection: OpaquePointer) {
+    func requestCompleted(_ connection: OpaquePointer) { startWaiting(connection, Phase.receiving(since:)) }
+
+    /// Starts a phase that waits on the client, unless the connection was cut.
+    private func startWaiting(_ connection: OpaquePointer, _ phase: (UInt64) -> Phase) {
         state.withLock { state in
             let key = UInt(bitPattern: connection)
             guard var entry = state.connections[key], entry.phase != .cut else { return }
-            entry.phase = .receiving(since: state.start())
+            entry.phase = phase(state.start())
             state.connections[key] = entry
         }
     }
