@@ -43,12 +43,14 @@ import Dispatch
 /// as full as an address holding 64 of 64), and of that network's, the one that has waited
 /// longest. The newcomer itself is not a candidate. So a newcomer is always admitted (within its
 /// own network's cap), and a flood cannot grow: each connection it opens once the server is full
-/// displaces one of its own. "Near the limit" is thus exactly the limit for live connections; the
-/// reserve holds what is above it for a moment: connections cut and not closed yet
-/// (libmicrohttpd closes each in its worker's next poll round, and a worker accepts at most one
-/// connection per round), and newcomers admitted while every live connection is being handled
-/// (libmicrohttpd's limit bounds those). When the reserve runs out, libmicrohttpd only waits for
-/// the next close to accept again.
+/// displaces a stalled one, its own while its networks hold more than the newcomers' (a client
+/// holding one connection is displaced only when every network holds no more than one, each
+/// after all that waited longer). "Near the limit" is thus exactly the limit for live
+/// connections; the reserve holds what is above it for a moment: connections cut and not closed
+/// yet (libmicrohttpd closes each in its worker's next poll round, and a worker accepts at most
+/// one connection per round), and newcomers admitted while every live connection is being
+/// handled (libmicrohttpd's limit bounds those). When the reserve runs out, libmicrohttpd only
+/// waits for the next close to accept again.
 final class ConnectionGuard: Sendable {
     private enum Phase: Equatable {
         /// The request is awaited or being received since `since` (uptime nanoseconds).
