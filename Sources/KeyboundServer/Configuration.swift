@@ -57,15 +57,24 @@ public struct Configuration: Sendable {
     public var handlerThreads: Int = 64
     /// Idle connections are closed after this many seconds without a byte.
     public var connectionTimeout: Int = 30
-    /// At most this many simultaneous connections.
+    /// At most this many simultaneous connections (default 1024). When they are all open, a new
+    /// one is still admitted: it displaces a connection that waits on its client, of the network
+    /// holding the most (docs/server.md, "Connections and limits").
     public var connectionLimit: Int = 1024
     /// At most this many simultaneous connections from one client network: an IPv4 address or
     /// an IPv6 /64 (default 64; 0 for no limit, e.g. behind a reverse proxy, whose connections
     /// all come from one address).
     public var perIPConnectionLimit: Int = 64
+    /// At most this many simultaneous connections from one IPv6 /56, a home's usual share; nil
+    /// (the default) for twice ``perIPConnectionLimit``; 0 for no limit.
+    public var perIPv6Slash56ConnectionLimit: Int?
+    /// At most this many simultaneous connections from one IPv6 /48, a site's usual share; nil
+    /// (the default) for four times ``perIPConnectionLimit``; 0 for no limit.
+    public var perIPv6Slash48ConnectionLimit: Int?
     /// A request must arrive whole within this many seconds, counted from the connection's
     /// opening (or, kept alive, the end of the previous response), however steadily its bytes
-    /// trickle in; otherwise the connection is closed (default 30).
+    /// trickle in, and a response must be sent within this many seconds of being ready, however
+    /// slowly the client reads; otherwise the connection is closed (default 30).
     public var requestTimeout: Int = 30
     /// Where `GET /metrics` is served, on a listener of its own (plain HTTP); nil (the default)
     /// serves it nowhere. Port 0 picks a free port (read it from ``Server/metricsURL``).
@@ -184,6 +193,11 @@ public struct Configuration: Sendable {
 }
 
 extension Configuration {
+    /// ``perIPv6Slash56ConnectionLimit``, or its default.
+    var slash56ConnectionLimit: Int { perIPv6Slash56ConnectionLimit ?? 2 * perIPConnectionLimit }
+    /// ``perIPv6Slash48ConnectionLimit``, or its default.
+    var slash48ConnectionLimit: Int { perIPv6Slash48ConnectionLimit ?? 4 * perIPConnectionLimit }
+
     /// Why `url` cannot be a ``databaseURL``, or nil when it can. Checks the form only; whether
     /// the database can be reached shows when the server starts. The reason never repeats the URL.
     public static func databaseURLProblem(_ url: String) -> String? {

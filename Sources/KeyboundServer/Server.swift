@@ -137,6 +137,8 @@ public final class Server: Sendable {
             requestTimeoutSeconds: configuration.requestTimeout,
             connectionLimit: configuration.connectionLimit,
             perClientConnectionLimit: configuration.perIPConnectionLimit,
+            perSlash56ConnectionLimit: configuration.slash56ConnectionLimit,
+            perSlash48ConnectionLimit: configuration.slash48ConnectionLimit,
             bodyLimit: configuration.bodyLimit, tlsKeyPEM: tlsKey, tlsCertificatePEM: tlsCertificate)
         try listeners.withLock { current in
             guard current == nil else { throw ServerError(.alreadyRunning, "the server is already running") }

@@ -84,6 +84,12 @@ enum ServeCommand {
                     "per-ip-connection-limit", "N", "per IPv4 address or IPv6 /64, 0: no limit",
                     variable: "KEYBOUND_PER_IP_CONNECTION_LIMIT", default: "64"),
                 .value(
+                    "per-ipv6-56-connection-limit", "N", "per IPv6 /56, 0: no limit",
+                    variable: "KEYBOUND_PER_IPV6_56_CONNECTION_LIMIT", default: "2 x per-ip"),
+                .value(
+                    "per-ipv6-48-connection-limit", "N", "per IPv6 /48, 0: no limit",
+                    variable: "KEYBOUND_PER_IPV6_48_CONNECTION_LIMIT", default: "4 x per-ip"),
+                .value(
                     "metrics-listen", "HOST:PORT", "serve GET /metrics there, not on the API port",
                     variable: "KEYBOUND_METRICS_LISTEN", default: "off"),
             ]
@@ -260,6 +266,12 @@ enum ServeCommand {
         }
         if let limit = try integer("per-ip-connection-limit", 0...1_000_000) {
             configuration.perIPConnectionLimit = limit
+        }
+        if let limit = try integer("per-ipv6-56-connection-limit", 0...1_000_000) {
+            configuration.perIPv6Slash56ConnectionLimit = limit
+        }
+        if let limit = try integer("per-ipv6-48-connection-limit", 0...1_000_000) {
+            configuration.perIPv6Slash48ConnectionLimit = limit
         }
         if let listen = value("metrics-listen") {
             configuration.metricsListen = try listenAddress(listen, flag: "metrics-listen")

@@ -75,6 +75,37 @@ struct ConnectionTests {
         #expect(!live.logs.all.contains { $0.contains(#""route":"/v1/accounts""#) })
     }
 
+    /// A client that reads a large response a few bytes at a time: the connection is cut at the
+    /// 2 s deadline for sending it, long before the response (or the 30 s idle timeout) would end.
+    @Test func slowReaderIsCutAtTheResponseDeadline() async throws {
+        let body = Data(repeating: UInt8(ascii: "x"), count: 16 << 20)
+        let daemon = try HTTPDaemon(
+            options: HTTPDaemonOptions(
+                host: "127.0.0.1", port: 0, threads: 1, handlerThreads: 1, connectionTimeoutSeconds: 30,
+                requestTimeoutSeconds: 2, connectionLimit: 16, perClientConnectionLimit: 4, bodyLimit: 1024,
+                tlsKeyPEM: nil, tlsCertificatePEM: nil)
+        ) { _ in HTTPResponse(status: 200, body: body) }
+        defer { daemon.stop(gracePeriod: 0) }
+        let port = daemon.port
+        let (cut, received) = try await offThePool {
+            let connection = try RawConnection(port: port, receiveBuffer: 4096)
+            _ = connection.send("GET /large HTTP/1.1\r\nHost: x\r\n\r\n")
+            // About 5 KB a second for up to 10 s: the whole body would take an hour. (After the cut,
+            // the few KB the kernel had received still come first.)
+            let end = DispatchTime.now() + 10
+            var received = 0
+            while DispatchTime.now() < end {
+                let count = connection.discard(atMost: 256)
+                guard count > 0 else { return (true, received) }
+                received += count
+                usleep(50_000)
+            }
+            return (false, received)
+        }
+        #expect(cut, "the slow reader still held its connection after 10 s")
+        #expect(received > 0 && received < body.count)
+    }
+
     @Test func declaredBodyOverTheLimitIs413BeforeAnyOfItIsSent() async throws {
         let live = try TestServer()
         let port = try #require(live.server.port)
@@ -165,12 +196,15 @@ struct ConnectionTests {
         let (status, help) = try runTool(executable, ["serve", "--help"])
         #expect(status == 0)
         for flag in [
-            "--request-timeout", "--connection-limit", "--per-ip-connection-limit", "--metrics-listen",
+            "--request-timeout", "--connection-limit", "--per-ip-connection-limit",
+            "--per-ipv6-56-connection-limit", "--per-ipv6-48-connection-limit", "--metrics-listen",
         ] {
             #expect(help.contains(flag))
         }
         #expect(try runTool(executable, ["serve", "--request-timeout", "0"]).0 == 2)
         #expect(try runTool(executable, ["serve", "--per-ip-connection-limit", "-1"]).0 == 2)
+        #expect(try runTool(executable, ["serve", "--per-ipv6-56-connection-limit", "-1"]).0 == 2)
+        #expect(try runTool(executable, ["serve", "--per-ipv6-48-connection-limit", "x"]).0 == 2)
         #expect(try runTool(executable, ["serve", "--connection-limit", "0"]).0 == 2)
         #expect(try runTool(executable, ["serve", "--metrics-listen", "nonsense"]).0 == 2)
     }
@@ -257,21 +291,32 @@ func offThePool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async t
 
 /// A blocking TCP connection to a loopback port, from a chosen loopback source address, for
 /// what the test ``Client`` does not do: half-open requests, trickled bytes, raw request lines. Every
-/// read and write gives up after 10 s, so no test can hang on it.
+/// read and write gives up after `timeoutSeconds` (10 s), so no test can hang on it.
 final class RawConnection {
-    private let descriptor: Int32
+    /// The socket (to poll many connections at once).
+    let descriptor: Int32
     private var received = HTTPResponseBuffer()
 
-    init(port: UInt16, from source: String = "127.0.0.1") throws {
-        descriptor = try Self.connected(to: port, from: source)
+    /// - Parameter receiveBuffer: the socket's receive buffer in bytes (nil: the system's), small
+    ///   to read a response slowly without the kernel taking it all in.
+    init(
+        port: UInt16, from source: String = "127.0.0.1", timeoutSeconds: Int = 10, receiveBuffer: Int32? = nil
+    ) throws {
+        descriptor = try Self.connected(
+            to: port, from: source, timeoutSeconds: timeoutSeconds, receiveBuffer: receiveBuffer)
     }
 
     /// A connected socket, or a thrown error and no descriptor left open. (Not inside `init`:
     /// a class whose `init` throws after its properties are set runs `deinit`, which would close
     /// the descriptor a second time — by then perhaps another thread's file or socket.)
-    private static func connected(to port: UInt16, from source: String) throws -> Int32 {
+    private static func connected(
+        to port: UInt16, from source: String, timeoutSeconds: Int, receiveBuffer: Int32?
+    ) throws -> Int32 {
         let descriptor = try socket(boundTo: source)
-        var timeout = timeval(tv_sec: 10, tv_usec: 0)
+        if var size = receiveBuffer {
+            _ = setsockopt(descriptor, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+        }
+        var timeout = timeval(tv_sec: timeoutSeconds, tv_usec: 0)
         _ = setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
         _ = setsockopt(descriptor, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
         var address = address("127.0.0.1", port: port)
@@ -333,6 +378,13 @@ final class RawConnection {
             }
             guard fill() else { return nil }
         }
+    }
+
+    /// Reads and drops at most `count` bytes: how many, 0 when the peer closed the connection,
+    /// -1 after an error or a stall of the timeout.
+    func discard(atMost count: Int) -> Int {
+        var bytes = [UInt8](repeating: 0, count: count)
+        return recv(descriptor, &bytes, count, 0)
     }
 
     private func fill() -> Bool {

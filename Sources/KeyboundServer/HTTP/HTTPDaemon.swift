@@ -16,11 +16,17 @@ struct HTTPDaemonOptions {
     var handlerThreads: Int
     /// Idle connections are closed after this many seconds without a byte (libmicrohttpd's timeout).
     var connectionTimeoutSeconds: Int
-    /// A request must arrive whole within this many seconds (see ``ConnectionGuard``).
+    /// A request must arrive whole, and a response leave, within this many seconds (see
+    /// ``ConnectionGuard``).
     var requestTimeoutSeconds: Int
+    /// Live connections at most; a newcomer beyond it displaces one (see ``ConnectionGuard``).
     var connectionLimit: Int
     /// Open connections allowed per client network (IPv4 address, IPv6 /64); 0 for no limit.
     var perClientConnectionLimit: Int
+    /// Open connections allowed per IPv6 /56; 0 for no limit.
+    var perSlash56ConnectionLimit = 0
+    /// Open connections allowed per IPv6 /48; 0 for no limit.
+    var perSlash48ConnectionLimit = 0
     var bodyLimit: Int
     var tlsKeyPEM: String?
     var tlsCertificatePEM: String?
@@ -147,7 +153,7 @@ private let accessHandler: MHD_AccessHandlerCallback = {
     }
 
     // Step 4: a handler thread answered and resumed the connection: send the answer.
-    if let response = state.response.withLock({ $0 }) { return queue(response, on: connection) }
+    if let response = state.response.withLock({ $0 }) { return queue(response, on: connection, context) }
     guard !state.handed else { return .YES }
 
     // Step 3: the whole request is here. Answer it here if it cannot wait long; otherwise hand
@@ -156,14 +162,14 @@ private let accessHandler: MHD_AccessHandlerCallback = {
     guard context.connections.requestArrived(connection) else { return .NO }
     let request = makeRequest(connection, url: url, method: method, state: state)
     state.handed = true
-    if context.answersAtOnce(request) { return queue(context.handler(request), on: connection) }
+    if context.answersAtOnce(request) { return queue(context.handler(request), on: connection, context) }
     let mayWait = context.suspensions.withLock { suspensions in
         guard !suspensions.closed else { return false }
         suspensions.count += 1
         return true
     }
     // The daemon is stopping: answer on this thread, as nothing may be suspended any more.
-    guard mayWait else { return queue(context.handler(request), on: connection) }
+    guard mayWait else { return queue(context.handler(request), on: connection, context) }
     MHD_suspend_connection(connection)
     let suspended = SuspendedConnection(pointer: connection)
     context.handlers.run { [response = state.response] in
@@ -186,7 +192,8 @@ private func respond(
 ) -> MHD_Result {
     guard context.connections.requestArrived(connection) else { return .NO }
     return queue(
-        context.handler(makeRequest(connection, url: url, method: method, state: state)), on: connection)
+        context.handler(makeRequest(connection, url: url, method: method, state: state)), on: connection,
+        context)
 }
 
 /// The request as the router sees it.
@@ -208,7 +215,10 @@ private func makeRequest(
     return request
 }
 
-private func queue(_ response: HTTPResponse, on connection: OpaquePointer) -> MHD_Result {
+/// Queues the response; from then on it must leave within the request timeout.
+private func queue(_ response: HTTPResponse, on connection: OpaquePointer, _ context: DaemonContext)
+    -> MHD_Result
+{
     let created = response.body.withUnsafeBytes { buffer in
         MHD_create_response_from_buffer(
             buffer.count, UnsafeMutableRawPointer(mutating: buffer.baseAddress), .RESPMEM_MUST_COPY)
@@ -218,7 +228,9 @@ private func queue(_ response: HTTPResponse, on connection: OpaquePointer) -> MH
     for (name, value) in response.headers where MHD_add_response_header(mhdResponse, name, value) != .YES {
         return .NO
     }
-    return MHD_queue_response(connection, UInt32(response.status), mhdResponse)
+    let queued = MHD_queue_response(connection, UInt32(response.status), mhdResponse)
+    if queued == .YES { context.connections.responseQueued(connection) }
+    return queued
 }
 
 private let completedHandler: MHD_RequestCompletedCallback = { cls, connection, conCls, _ in
@@ -290,18 +302,24 @@ final class HTTPDaemon: @unchecked Sendable {
             tlsCertificate = strdup(certificate)
         }
         let connections = ConnectionGuard(
-            requestTimeoutSeconds: options.requestTimeoutSeconds,
-            perNetworkLimit: options.perClientConnectionLimit)
+            requestTimeoutSeconds: options.requestTimeoutSeconds, connectionLimit: options.connectionLimit,
+            caps: NetworkCaps(
+                address: options.perClientConnectionLimit, slash56: options.perSlash56ConnectionLimit,
+                slash48: options.perSlash48ConnectionLimit))
         let handlers = HandlerThreads(count: options.handlerThreads)
         let context = Unmanaged.passRetained(
             DaemonContext(
                 bodyLimit: options.bodyLimit, connections: connections, handlers: handlers,
                 answersAtOnce: answersAtOnce, handler: handler))
+        // Above the guard's own limit, so that the guard can admit a newcomer before libmicrohttpd
+        // stops accepting (see ``ConnectionGuard``).
+        let limit = ConnectionGuard.libmicrohttpdLimit(
+            connectionLimit: options.connectionLimit, threads: options.threads)
         let started = withUnsafePointer(to: &storage) { pointer in
             pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { address in
                 kb_mhd_start(
                     flags, address, UInt32(max(1, options.threads)), UInt32(options.connectionTimeoutSeconds),
-                    UInt32(options.connectionLimit), 64 * 1024, accessHandler, context.toOpaque(),
+                    UInt32(limit), 64 * 1024, accessHandler, context.toOpaque(),
                     completedHandler, connectionHandler, context.toOpaque(), tlsKey, tlsCertificate)
             }
         }
