@@ -1,13 +1,13 @@
 import Foundation
 
 /// What one housekeeping run did: how many rows it deleted, in how many write transactions, and
-/// the longest of them (what the run held the writer for at most, waiting for its turn included).
+/// the longest of them: the most the run held the one writer at a time.
 package struct PurgeReport: Sendable {
     /// Rows deleted, in every table.
     package var rowsDeleted = 0
     /// Write transactions the run took.
     package var batches = 0
-    /// The longest of those transactions, in seconds, measured around the write call.
+    /// The longest of those transactions, in seconds, from its first statement to its commit.
     package var longestBatchSeconds = 0.0
 }
 
@@ -126,14 +126,19 @@ extension Application {
         }
     }
 
-    /// Runs one housekeeping write and adds it to `report`.
+    /// Runs one housekeeping write and adds it to `report`. Its time is counted from when its
+    /// statements start to when its commit returns: how long it holds the one writer (not the
+    /// wait for its turn behind other groups, nor the writer's WAL checkpoint after it).
     /// - Returns: the rows `body` deleted.
     @discardableResult
     private func purgeBatch(_ body: (any SQLConnection) throws -> Int, _ report: inout PurgeReport) throws
         -> Int
     {
-        let started = DispatchTime.now().uptimeNanoseconds
-        let deleted = try database.write(body)
+        var started: UInt64 = 0
+        let deleted = try database.write { connection in
+            started = DispatchTime.now().uptimeNanoseconds
+            return try body(connection)
+        }
         let seconds = Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9
         report.rowsDeleted += deleted
         report.batches += 1
