@@ -93,7 +93,7 @@ extension Seed {
         throws -> String
     {
         var generator = FastRandom()
-        let now = nowMilliseconds()
+        let now = seedTime()
         let database = try SQLiteDatabase(path: path, readers: 1, synchronous: .normal)
         let userID = randomIdentifier("usr", using: &generator)
         let refreshToken = Base64URL.encode(Data(randomBytes(32, using: &generator)))
@@ -105,14 +105,15 @@ extension Seed {
                 method: .password,
                 createdAt: now)
             try Rows.insertToken(
-                connection, refreshToken, kind: .refresh, sessionID: sessionID, expiresAt: now + 86_400_000)
+                connection, refreshToken, kind: .refresh, sessionID: sessionID,
+                expiresAt: now.addingTimeInterval(86_400))
         }
         for start in stride(from: 0, to: usedChallenges, by: batch) {
             try database.write { connection in
                 for index in start..<min(usedChallenges, start + batch) {
                     try connection.execute(
                         "INSERT INTO used_challenges (id, expires_at) VALUES (?, ?)",
-                        [.text("chl_seed\(index)"), .integer(now - 7_200_000)])
+                        [.text("chl_seed\(index)"), .date(now.addingTimeInterval(-7200))])
                 }
             }
         }
@@ -122,15 +123,15 @@ extension Seed {
                 for index in start..<min(endedSessions, start + batch / tokensPerSession) {
                     try Rows.insertSession(
                         connection, id: sessionIDs[index], userID: userID, clientID: "old", deviceID: nil,
-                        method: .password, createdAt: now - 400 * 86_400_000)
+                        method: .password, createdAt: now.addingTimeInterval(-400 * 86_400))
                     try connection.execute(
                         "UPDATE sessions SET revoked_at = ? WHERE id = ?",
-                        [.integer(now - 365 * 86_400_000), .text(sessionIDs[index])])
+                        [.date(now.addingTimeInterval(-365 * 86_400)), .text(sessionIDs[index])])
                     for _ in 0..<tokensPerSession {
                         try Rows.insertToken(
                             connection, Base64URL.encode(Data(randomBytes(32, using: &generator))),
                             kind: .refresh,
-                            sessionID: sessionIDs[index], expiresAt: now + 86_400_000)
+                            sessionID: sessionIDs[index], expiresAt: now.addingTimeInterval(86_400))
                     }
                 }
             }

@@ -75,7 +75,8 @@ func randomIdentifier(_ prefix: String, using generator: inout some RandomNumber
 }
 
 /// Milliseconds since 1970, as the server stores time.
-func nowMilliseconds() -> Int64 { Int64(Date().timeIntervalSince1970 * 1000) }
+/// The time the seeded rows are written at.
+func seedTime() -> Date { Date(milliseconds: Date().milliseconds) }
 
 /// The server's storage as the seeder writes to it: one transaction per batch of inserts.
 protocol SeedStorage {
@@ -146,7 +147,7 @@ enum Seed {
         var generator = FastRandom()
         let userIDs = sortedIdentifiers("usr", count: count, using: &generator)
         let deviceIDs = sortedIdentifiers("dev", count: count, using: &generator)
-        let now = nowMilliseconds()
+        let now = seedTime()
         var inserted = 0
         while inserted < count, nanoseconds() < deadline {
             let upper = min(count, inserted + batch)
@@ -172,7 +173,7 @@ enum Seed {
         -> [String]
     {
         var generator = FastRandom()
-        let now = nowMilliseconds()
+        let now = seedTime()
         return try withDatabase(path) { database in
             try database.write { connection in
                 for username in loginUsers {
@@ -207,7 +208,7 @@ enum Seed {
                             }
                             try Rows.insertToken(
                                 connection, token, kind: kind, sessionID: sessionID,
-                                expiresAt: now + lifetime * 1000)
+                                expiresAt: now.addingTimeInterval(TimeInterval(lifetime)))
                         }
                     }
                 }

@@ -110,7 +110,8 @@ final class Application: Sendable {
                 return (route.pattern, APIError(415, .unsupportedMediaType, detail).response)
             }
             let context = RequestContext(
-                request: request, parameters: parameters, now: clock.nowMilliseconds, clientAddress: client)
+                request: request, parameters: parameters, now: clock.nowToTheMillisecond,
+                clientAddress: client)
             do {
                 return (route.pattern, try route.handler(self, context))
             } catch let error as APIError {

@@ -68,7 +68,8 @@ struct OperationsTests {
         #expect(throws: Undone.self) {
             try app.application.database.write { connection in
                 try app.application.insertAuditEvent(
-                    connection, now: 0, clientAddress: nil, .logout, method: nil, userID: nil, deviceID: nil,
+                    connection, now: Date(milliseconds: 0), clientAddress: nil, .logout, method: nil,
+                    userID: nil, deviceID: nil,
                     sessionID: nil)
                 throw Undone()
             }

@@ -17,17 +17,19 @@ struct PasskeyChallengeTests {
     )
     func challengesAreAuthenticated() throws {
         let challenge = try PasskeyChallenge(
-            purpose: .register, expires: 1_800_000_000, userID: "usr_1", username: "alice",
+            purpose: .register, expires: Date(timeIntervalSince1970: 1_800_000_000), userID: "usr_1",
+            username: "alice",
             sessionID: "ses_2",
             clientID: "web:1", server: "keybound", key: Self.key)
         let read = try #require(PasskeyChallenge(bytes: challenge.bytes, server: "keybound", key: Self.key))
         #expect(read == challenge)
-        #expect(read.purpose == .register && read.expiresSeconds == 1_800_000_000)
+        #expect(read.purpose == .register && read.expiresAt == Date(timeIntervalSince1970: 1_800_000_000))
         #expect(read.userID == "usr_1" && read.username == "alice" && read.sessionID == "ses_2")
         #expect(read.clientID == "web:1")
 
         let login = try PasskeyChallenge(
-            purpose: .login, expires: 1, userID: nil, username: nil, sessionID: nil, clientID: "c",
+            purpose: .login, expires: Date(timeIntervalSince1970: 1), userID: nil, username: nil,
+            sessionID: nil, clientID: "c",
             server: "keybound", key: Self.key)
         let readLogin = try #require(PasskeyChallenge(bytes: login.bytes, server: "keybound", key: Self.key))
         #expect(readLogin.userID == nil && readLogin.username == nil && readLogin.sessionID == nil)
@@ -49,7 +51,8 @@ struct PasskeyChallengeTests {
         #expect(
             PasskeyChallenge(bytes: challenge.bytes + Data([0]), server: "keybound", key: Self.key) == nil)
         // A device-login challenge's tag under the same key is no passkey challenge.
-        let device = try LoginChallenge(deviceID: "dev_1", expires: 1, server: "keybound", key: Self.key)
+        let device = try LoginChallenge(
+            deviceID: "dev_1", expires: Date(timeIntervalSince1970: 1), server: "keybound", key: Self.key)
         let deviceBytes = try #require(Base64URL.decode(String(device.id.dropFirst(4))))
         #expect(PasskeyChallenge(bytes: deviceBytes, server: "keybound", key: Self.key) == nil)
     }

@@ -38,6 +38,7 @@ struct APIError: Error {
         403, .registrationClosed, "This server does not take sign-ups; an operator creates accounts.")
 
     static let usernameTaken = APIError(409, .usernameTaken, "This username is taken.")
+    static let credentialExists = APIError(409, .credentialExists, "This passkey is registered already.")
     static let unknownCredential = APIError(
         401, .unknownCredential, "No passkey with this credential id is registered here.")
     static let passkeySuspended = APIError(

@@ -6,8 +6,8 @@ struct RequestContext {
     let request: HTTPRequest
     /// Path parameters by name (`{id}` → `id`).
     let parameters: [String: String]
-    /// The current time of this request, in milliseconds since 1970.
-    let now: Int64
+    /// The current time of this request, to the millisecond (the database's precision).
+    let now: Date
     /// The client: the TCP peer, or the forwarded client behind a trusted proxy.
     let clientAddress: ClientAddress
 

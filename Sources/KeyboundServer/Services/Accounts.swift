@@ -17,8 +17,10 @@ extension Application {
         try claimSignUp(context)
         let hash = try hasher.hash(request.password)
         let userID = try database.write { connection in
-            let userID = try insertAccount(
-                connection, username: request.username, passwordHash: hash, now: context.now)
+            guard
+                let userID = try insertAccount(
+                    connection, username: request.username, passwordHash: hash, now: context.now)
+            else { throw APIError.usernameTaken }
             try audit(connection, context, .accountCreated, userID: userID)
             return userID
         }
@@ -28,19 +30,15 @@ extension Application {
     /// Inserts a new user in the current write transaction. An empty `passwordHash` is an account
     /// without a password (signed up with a passkey): no password matches it.
     /// - Parameter userID: the new user's id (a passkey sign-up chose it as its user handle).
-    /// - Returns: the new user's id.
-    /// - Throws: ``APIError`` 409 `username_taken`.
-    @discardableResult
+    /// - Returns: the new user's id; nil, having written nothing, when the username is taken.
     func insertAccount(
         _ connection: any SQLConnection, id userID: String = SecureRandomBytes.identifier("usr"),
-        username: Username, passwordHash: String, now: Int64
-    ) throws -> String {
+        username: Username, passwordHash: String, now: Date
+    ) throws -> String? {
         guard
             try connection.queryOne("SELECT id FROM users WHERE username = ?", [.text(username.rawValue)])
                 == nil
-        else {
-            throw APIError.usernameTaken
-        }
+        else { return nil }
         try Rows.insertUser(
             connection, id: userID, username: username.rawValue, passwordHash: passwordHash, createdAt: now)
         return userID

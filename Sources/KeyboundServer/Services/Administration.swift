@@ -10,9 +10,10 @@ extension Application {
         do { username = try Username(rawUsername) } catch { throw APIError.invalid(error.detail) }
         try Validate.newPassword(password)
         let hash = try hasher.hash(password)
-        let now = clock.nowMilliseconds
+        let now = clock.nowToTheMillisecond
         return try database.write { connection in
-            let userID = try insertAccount(connection, username: username, passwordHash: hash, now: now)
+            guard let userID = try insertAccount(connection, username: username, passwordHash: hash, now: now)
+            else { throw APIError.usernameTaken }
             try insertAuditEvent(
                 connection, now: now, clientAddress: nil, .accountCreated, method: .operator, userID: userID,
                 deviceID: nil, sessionID: nil)
@@ -38,22 +39,12 @@ extension Application {
             }
             if unattestedOnly { conditions.append("k.device_id IS NULL") }
             return try connection.query(
+                BoundDevice.self,
                 """
-                SELECT d.id, d.user_id, u.username, d.name, d.key_protection, d.created_at, d.last_used_at,
-                    k.device_id
+                SELECT \(BoundDevice.columns)
                 FROM devices d JOIN users u ON u.id = d.user_id LEFT JOIN app_attest_keys k ON k.device_id = d.id
                 WHERE \(conditions.joined(separator: " AND ")) ORDER BY u.username, d.created_at, d.id
-                """, parameters
-            ).map { row in
-                BoundDevice(
-                    deviceID: try row.text(0), userID: try row.text(1), username: try row.text(2),
-                    name: try row.text(3),
-                    keyProtection: KeyProtection(rawValue: try row.text(4)) ?? .software,
-                    createdAt: Date(timeIntervalSince1970: TimeInterval(try row.integer(5) / 1000)),
-                    lastUsedAt: try row.optionalInteger(6).map {
-                        Date(timeIntervalSince1970: TimeInterval($0 / 1000))
-                    }, attested: try row.optionalText(7) != nil)
-            }
+                """, parameters)
         }
     }
 }
@@ -130,4 +121,21 @@ public struct BoundDevice: Sendable, Hashable {
     public let lastUsedAt: Date?
     /// Whether an App Attest attestation vouched for its binding.
     public let attested: Bool
+}
+
+extension BoundDevice: SQLRecord {
+    static let columns = """
+        d.id, d.user_id, u.username, d.name, d.key_protection, d.created_at, d.last_used_at, k.device_id
+        """
+
+    init(row: inout SQLRowReader) throws {
+        deviceID = try row.text()
+        userID = try row.text()
+        username = try row.text()
+        name = try row.text()
+        keyProtection = KeyProtection(rawValue: try row.text()) ?? .software
+        createdAt = try row.date()
+        lastUsedAt = try row.optionalDate()
+        attested = try row.optionalText() != nil
+    }
 }

@@ -31,7 +31,7 @@ extension Application {
     /// the caller's session. A session has one: a new one replaces the last.
     func createAppAttestChallenge(_ context: RequestContext) throws -> AppAttestChallengeResponse {
         let challenge = SecureRandomBytes.bytes(32)
-        let expiresAt = (context.now / 1000 + Int64(configuration.ceremonyLifetime)) * 1000
+        let expiresAt = context.now.wholeSeconds.adding(seconds: configuration.ceremonyLifetime)
         try authenticatedWrite(context) { connection, caller -> Void in
             try connection.execute(
                 """
@@ -39,10 +39,9 @@ extension Application {
                 ON CONFLICT (session_id) DO UPDATE SET challenge = excluded.challenge,
                     expires_at = excluded.expires_at, used_at = NULL
                 """,
-                [.text(caller.sessionID), .text(Base64URL.encode(challenge)), .integer(expiresAt)])
+                [.text(caller.sessionID), .text(Base64URL.encode(challenge)), .date(expiresAt)])
         }
-        return AppAttestChallengeResponse(
-            challenge: challenge, expiresAt: Date(timeIntervalSince1970: TimeInterval(expiresAt / 1000)))
+        return AppAttestChallengeResponse(challenge: challenge, expiresAt: expiresAt)
     }
 
     /// Verifies the App Attest attestation of a device binding, as Apple specifies (through
@@ -69,17 +68,18 @@ extension Application {
         }
         let row = try database.read { connection in
             try connection.queryOne(
-                "SELECT challenge, expires_at, used_at FROM app_attest_challenges WHERE session_id = ?",
+                AppAttestChallengeRecord.self,
+                "SELECT \(AppAttestChallengeRecord.columns) FROM app_attest_challenges WHERE session_id = ?",
                 [.text(caller.sessionID)])
         }
-        guard let row, let challenge = Base64URL.decode(try row.text(0)) else {
+        guard let row, let challenge = Base64URL.decode(row.challenge) else {
             throw APIError(
                 400, .challengeMismatch,
                 "No App Attest challenge for this session: \(API.createAppAttestChallenge.method.rawValue) "
                     + "\(API.createAppAttestChallenge.template).")
         }
-        if try row.optionalInteger(2) != nil { throw APIError.challengeUsed }
-        guard context.now < (try row.integer(1)) else { throw APIError.challengeExpired }
+        if row.usedAt != nil { throw APIError.challengeUsed }
+        guard context.now < row.expiresAt else { throw APIError.challengeExpired }
         let clientData = AppAttestClientData.binding(challenge: challenge, publicKey: request.publicKey)
         do {
             let key = try appAttest.verifyAttestation(
@@ -90,7 +90,7 @@ extension Application {
             try database.write { connection in
                 try connection.execute(
                     "UPDATE app_attest_challenges SET used_at = ? WHERE session_id = ? AND used_at IS NULL",
-                    [.integer(context.now), .text(caller.sessionID)])
+                    [.date(context.now), .text(caller.sessionID)])
                 try auditRefusal(
                     connection, context, .appAttestFailed, method: .appAttest, userID: caller.userID)
             }
@@ -100,18 +100,18 @@ extension Application {
 
     /// Stores a verified attestation with the device it vouches for, in the binding's
     /// transaction, and uses its challenge up.
-    /// - Throws: ``APIError/challengeUsed`` when another binding used the challenge first.
+    /// - Returns: false, having stored nothing, when another binding used the challenge first.
     func storeAppAttestation(
         _ attestation: VerifiedAppAttestation, deviceID: String, caller: Caller,
         _ connection: any SQLConnection,
         _ context: RequestContext
-    ) throws {
+    ) throws -> Bool {
         let claimed = try connection.execute(
             """
             UPDATE app_attest_challenges SET used_at = ? WHERE session_id = ? AND challenge = ? AND used_at IS NULL
             """,
-            [.integer(context.now), .text(caller.sessionID), .text(Base64URL.encode(attestation.challenge))])
-        guard claimed == 1 else { throw APIError.challengeUsed }
+            [.date(context.now), .text(caller.sessionID), .text(Base64URL.encode(attestation.challenge))])
+        guard claimed == 1 else { return false }
         try connection.execute(
             """
             INSERT INTO app_attest_keys (device_id, key_id, public_key, app_id, counter, created_at)
@@ -121,8 +121,9 @@ extension Application {
                 .text(deviceID), .text(Base64URL.encode(attestation.key.keyId)),
                 .text(Base64URL.encode(attestation.key.publicKey.x963Representation)),
                 .text(attestation.key.appId),
-                .integer(context.now),
+                .date(context.now),
             ])
+        return true
     }
 
     /// Checks the App Attest assertion of a request made by an attested device, over `clientData`
@@ -141,8 +142,9 @@ extension Application {
         _ context: RequestContext
     ) throws -> APIError? {
         guard
-            let row = try connection.queryOne(
-                "SELECT public_key, app_id, counter FROM app_attest_keys WHERE device_id = ?",
+            let key = try connection.queryOne(
+                AppAttestKeyRecord.self,
+                "SELECT \(AppAttestKeyRecord.columns) FROM app_attest_keys WHERE device_id = ?",
                 [.text(device.id)])
         else {
             // 401, not 400: the body is well-formed (no schema can tie it to how the device was
@@ -158,15 +160,13 @@ extension Application {
             guard configuration.requireAppAttest else { return nil }
             return APIError(403, .appAttestRequired, "Requests of this device need an App Attest assertion.")
         }
-        guard let point = Base64URL.decode(try row.text(0)) else {
-            throw DatabaseError.unexpectedType(column: 0)
-        }
-        let previous = try row.integer(2)
+        let previous = key.counter
         let counter: UInt32
         do {
             counter = try appAttest.verifyAssertion(
-                assertion, clientData: clientData, publicKey: P256PublicKey(x963Representation: point),
-                appId: try row.text(1), previousCounter: UInt32(clamping: previous))
+                assertion, clientData: clientData,
+                publicKey: P256PublicKey(x963Representation: key.publicKey),
+                appId: key.appID, previousCounter: UInt32(clamping: previous))
         } catch let error as WebAuthnError {
             try auditRefusal(
                 connection, context, .appAttestFailed, method: .appAttest, userID: device.userID,
@@ -180,5 +180,38 @@ extension Application {
             return APIError.refused(WebAuthnError.replayedAssertion, status: 401)
         }
         return nil
+    }
+}
+
+/// A session's outstanding App Attest challenge.
+private struct AppAttestChallengeRecord: SQLRecord {
+    static let columns = "challenge, expires_at, used_at"
+    /// The 32 bytes, base64url.
+    let challenge: String
+    let expiresAt: Date
+    let usedAt: Date?
+
+    init(row: inout SQLRowReader) throws {
+        challenge = try row.text()
+        expiresAt = try row.date()
+        usedAt = try row.optionalDate()
+    }
+}
+
+/// An attested device's App Attest key and the counter of its last accepted assertion.
+private struct AppAttestKeyRecord: SQLRecord {
+    static let columns = "public_key, app_id, counter"
+    /// The P-256 point (X9.63).
+    let publicKey: Data
+    let appID: String
+    let counter: Int64
+
+    init(row: inout SQLRowReader) throws {
+        guard let point = Base64URL.decode(try row.text()) else {
+            throw DatabaseError.unexpectedType(column: 0)
+        }
+        publicKey = point
+        appID = try row.text()
+        counter = try row.integer()
     }
 }

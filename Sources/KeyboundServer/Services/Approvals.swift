@@ -3,17 +3,15 @@ import KeyboundWire
 
 extension Application {
     /// Builds an approval's signing payload (a random challenge) that expires `lifetime` seconds
-    /// from now (whole seconds).
+    /// from now, in whole seconds (the payload's `expires` has no fraction).
     private func makePayload(
         _ context: RequestContext, purpose: SigningPayload.Purpose, deviceID: String, lifetime: Int,
         action: ApprovalAction?
-    ) throws -> (payload: SigningPayload, expiresAt: Int64) {
-        let expiresSeconds = context.now / 1000 + Int64(lifetime)
-        let payload = try SigningPayload(
+    ) throws -> SigningPayload {
+        try SigningPayload(
             purpose: purpose, server: configuration.serverID, device: deviceID,
             challenge: SecureRandomBytes.bytes(SigningPayload.challengeLength),
-            expires: Date(timeIntervalSince1970: TimeInterval(expiresSeconds)), action: action)
-        return (payload, expiresSeconds * 1000)
+            expires: context.now.wholeSeconds.adding(seconds: lifetime), action: action)
     }
 
     /// `POST /v1/approvals`: a payload for the caller's device to sign, naming the action.
@@ -23,14 +21,14 @@ extension Application {
         _ = try authenticate(context)  // 401 comes before any complaint about the body
         let request = try body.decode()
         let approvalID = SecureRandomBytes.identifier("apr")
-        let issued = try authenticatedWrite(context) { connection, caller in
+        let payload = try authenticatedWrite(context) { connection, caller in
             guard let device = try loadDevice(connection, id: request.deviceID),
                 device.userID == caller.userID
             else {
                 throw APIError.notFound
             }
             if let refusal = checkUsable(device) { throw refusal }
-            let issued = try makePayload(
+            let payload = try makePayload(
                 context, purpose: .approve, deviceID: device.id, lifetime: configuration.approvalLifetime,
                 action: request.action)
             try connection.execute(
@@ -42,17 +40,16 @@ extension Application {
                 [
                     .text(approvalID), .text(caller.userID), .text(device.id),
                     .text(String(decoding: JSON.serialize(request.action.json), as: UTF8.self)),
-                    .text(Base64URL.encode(issued.payload.bytes)), .text(ApprovalStatus.pending.rawValue),
-                    .integer(context.now),
-                    .integer(issued.expiresAt),
+                    .text(Base64URL.encode(payload.bytes)), .text(ApprovalStatus.pending.rawValue),
+                    .date(context.now), .date(payload.expires),
                 ])
             try audit(
                 connection, context, .approvalCreated, userID: caller.userID, deviceID: device.id,
                 sessionID: caller.sessionID)
-            return issued
+            return payload
         }
         return ApprovalChallengeResponse(
-            approvalID: approvalID, payload: issued.payload.bytes, expiresAt: issued.payload.expires)
+            approvalID: approvalID, payload: payload.bytes, expiresAt: payload.expires)
     }
 
     /// `POST /v1/approvals/{id}/confirm`: the device's signature over the payload. The first
@@ -75,15 +72,13 @@ extension Application {
         guard exists else { throw APIError.notFound }
         try authenticatedWrite(context) { connection, caller -> WriteOutcome<Void> in
             // Bound to the user: another user's approval does not exist for this caller.
-            guard
-                let row = try connection.queryOne(
-                    "SELECT device_id, payload, status, expires_at FROM approvals WHERE id = ? AND user_id = ?",
-                    [.text(approvalID), .text(caller.userID)])
-            else { return .refused(.notFound) }
-            guard try row.text(2) == ApprovalStatus.pending.rawValue else { return .refused(.challengeUsed) }
-            guard context.now < (try row.integer(3)) else { return .refused(.challengeExpired) }
-            guard let device = try loadDevice(connection, id: try row.text(0)),
-                let payload = Base64URL.decode(try row.text(1))
+            guard let approval = try loadApproval(connection, id: approvalID, userID: caller.userID) else {
+                return .refused(.notFound)
+            }
+            guard approval.status == ApprovalStatus.pending.rawValue else { return .refused(.challengeUsed) }
+            guard context.now < approval.expiresAt else { return .refused(.challengeExpired) }
+            guard let device = try loadDevice(connection, id: approval.deviceID),
+                let payload = Base64URL.decode(approval.payload)
             else { return .refused(.notFound) }
             if let refusal = checkUsable(device) { return .refused(refusal) }
             var refusal = try verifyDeviceSignature(
@@ -99,7 +94,7 @@ extension Application {
                 "UPDATE approvals SET status = ?, decided_at = ? WHERE id = ? AND status = ?",
                 [
                     .text(valid ? ApprovalStatus.approved.rawValue : ApprovalStatus.failed.rawValue),
-                    .integer(context.now), .text(approvalID), .text(ApprovalStatus.pending.rawValue),
+                    .date(context.now), .text(approvalID), .text(ApprovalStatus.pending.rawValue),
                 ])
             guard decided == 1 else { return .refused(.challengeUsed) }
             if let refusal { return .refused(refusal) }
@@ -116,23 +111,50 @@ extension Application {
         let caller = try authenticate(context)
         let approvalID = context.parameter("id")
         guard Grammar.isIdentifier(approvalID) else { throw APIError.notFound }
-        let row = try database.read { connection in
-            try connection.queryOne(
-                """
-                SELECT device_id, action, status, created_at, expires_at, decided_at
-                FROM approvals WHERE id = ? AND user_id = ?
-                """, [.text(approvalID), .text(caller.userID)])
-        }
-        guard let row else { throw APIError.notFound }
-        var status = ApprovalStatus(rawValue: try row.text(2)) ?? .failed
-        if status == .pending, context.now >= (try row.integer(4)) { status = .expired }
-        let action = try ApprovalAction(json: JSON.parse(Data(try row.text(1).utf8)))
-        func date(_ milliseconds: Int64) -> Date {
-            Date(timeIntervalSince1970: TimeInterval(milliseconds / 1000))
-        }
+        guard
+            let approval = try database.read({
+                try loadApproval($0, id: approvalID, userID: caller.userID)
+            })
+        else { throw APIError.notFound }
+        var status = ApprovalStatus(rawValue: approval.status) ?? .failed
+        if status == .pending, context.now >= approval.expiresAt { status = .expired }
+        let action = try ApprovalAction(json: JSON.parse(Data(approval.action.utf8)))
         return ApprovalResponse(
-            approvalID: approvalID, status: status, deviceID: try row.text(0), action: action,
-            createdAt: date(try row.integer(3)), expiresAt: date(try row.integer(4)),
-            decidedAt: try row.optionalInteger(5).map(date))
+            approvalID: approvalID, status: status, deviceID: approval.deviceID, action: action,
+            createdAt: approval.createdAt, expiresAt: approval.expiresAt, decidedAt: approval.decidedAt)
+    }
+
+    /// The approval `id` of the user `userID`: another user's does not exist for them.
+    private func loadApproval(_ connection: any SQLConnection, id: String, userID: String) throws
+        -> ApprovalRecord?
+    {
+        try connection.queryOne(
+            ApprovalRecord.self,
+            "SELECT \(ApprovalRecord.columns) FROM approvals WHERE id = ? AND user_id = ?",
+            [.text(id), .text(userID)])
+    }
+}
+
+/// An approval row.
+private struct ApprovalRecord: SQLRecord {
+    static let columns = "device_id, action, payload, status, created_at, expires_at, decided_at"
+    let deviceID: String
+    /// The action as JSON.
+    let action: String
+    /// The payload bytes the device signs, base64url.
+    let payload: String
+    let status: String
+    let createdAt: Date
+    let expiresAt: Date
+    let decidedAt: Date?
+
+    init(row: inout SQLRowReader) throws {
+        deviceID = try row.text()
+        action = try row.text()
+        payload = try row.text()
+        status = try row.text()
+        createdAt = try row.date()
+        expiresAt = try row.date()
+        decidedAt = try row.optionalDate()
     }
 }

@@ -2,9 +2,9 @@ import Foundation
 import KeyboundWire
 
 extension Application {
-    /// A refusal of the same kind for the same target within this long (1 hour) of the last one
-    /// folds into its row; after a quieter hour a new row starts.
-    static let auditFoldWindow: Int64 = 3600 * 1000
+    /// A refusal of the same kind for the same target within this many seconds (1 hour) of the
+    /// last one folds into its row; after a quieter hour a new row starts.
+    static let auditFoldWindow = 3600
 
     /// Records an audit event in the current transaction. Never pass a secret here.
     func audit(
@@ -28,7 +28,9 @@ extension Application {
         method: AuditMethod? = nil, userID: String? = nil, deviceID: String? = nil
     ) throws {
         var conditions = ["type = ?", "last_at >= ?"]
-        var parameters: [SQLValue] = [.text(type.rawValue), .integer(context.now - Self.auditFoldWindow)]
+        var parameters: [SQLValue] = [
+            .text(type.rawValue), .date(context.now.adding(seconds: -Self.auditFoldWindow)),
+        ]
         // `column = NULL` never matches in SQL: an absent value is matched with IS NULL.
         for (column, value) in [("method", method?.rawValue), ("user_id", userID), ("device_id", deviceID)] {
             if let value {
@@ -57,7 +59,7 @@ extension Application {
         try connection.execute(
             "UPDATE audit_events SET count = ?, last_at = ?, last_client_address = ? WHERE id = ?",
             [
-                .integer(count), .integer(context.now), .text(context.clientAddress.text),
+                .integer(count), .date(context.now), .text(context.clientAddress.text),
                 .text(try existing.text(0)),
             ])
         if count & (count - 1) == 0 {
@@ -70,7 +72,7 @@ extension Application {
     /// Inserts one audit row (count 1) and logs it. `clientAddress` is nil for what an operator
     /// did on the server's own machine.
     func insertAuditEvent(
-        _ connection: any SQLConnection, now: Int64, clientAddress: String?, _ type: AuditEventType,
+        _ connection: any SQLConnection, now: Date, clientAddress: String?, _ type: AuditEventType,
         method: AuditMethod?, userID: String?, deviceID: String?, sessionID: String?
     ) throws {
         try connection.execute(
@@ -80,10 +82,11 @@ extension Application {
             VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?)
             """,
             [
-                .text(SecureRandomBytes.timeOrderedIdentifier("evt", milliseconds: now)), .integer(now),
+                .text(SecureRandomBytes.timeOrderedIdentifier("evt", milliseconds: now.milliseconds)),
+                .date(now),
                 .text(type.rawValue),
                 (method?.rawValue).sql, userID.sql, deviceID.sql, sessionID.sql, clientAddress.sql,
-                .integer(now), clientAddress.sql,
+                .date(now), clientAddress.sql,
             ])
         logAudit(
             type, method: method, userID: userID, deviceID: deviceID, sessionID: sessionID,
@@ -118,26 +121,29 @@ extension Application {
             limit = value
         }
         // Newest activity first: a folded row that is still growing stays at the top.
-        let rows = try database.read { connection in
+        let events = try database.read { connection in
             try connection.query(
+                AuditEvent.self,
                 """
-                SELECT time, type, method, user_id, device_id, session_id, client_address, count, last_at,
-                    last_client_address
-                FROM audit_events WHERE user_id = ? ORDER BY last_at DESC, id LIMIT ?
+                SELECT \(AuditEvent.columns) FROM audit_events WHERE user_id = ?
+                ORDER BY last_at DESC, id LIMIT ?
                 """, [.text(caller.userID), .integer(Int64(limit))])
         }
-        func date(_ milliseconds: Int64) -> Date {
-            Date(timeIntervalSince1970: TimeInterval(milliseconds / 1000))
-        }
-        let events = try rows.map { row in
-            AuditEvent(
-                time: date(try row.integer(0)), type: AuditEventType(rawValue: try row.text(1)),
-                method: try row.optionalText(2).map(AuditMethod.init(rawValue:)),
-                userID: try row.optionalText(3), deviceID: try row.optionalText(4),
-                sessionID: try row.optionalText(5), clientAddress: try row.optionalText(6),
-                count: Int(try row.integer(7)), lastTime: date(try row.integer(8)),
-                lastClientAddress: try row.optionalText(9))
-        }
         return AuditListResponse(events: events)
+    }
+}
+
+extension AuditEvent: SQLRecord {
+    static let columns = """
+        time, type, method, user_id, device_id, session_id, client_address, count, last_at, last_client_address
+        """
+
+    init(row: inout SQLRowReader) throws {
+        self.init(
+            time: try row.date(), type: AuditEventType(rawValue: try row.text()),
+            method: try row.optionalText().map(AuditMethod.init(rawValue:)), userID: try row.optionalText(),
+            deviceID: try row.optionalText(), sessionID: try row.optionalText(),
+            clientAddress: try row.optionalText(), count: Int(try row.integer()), lastTime: try row.date(),
+            lastClientAddress: try row.optionalText())
     }
 }

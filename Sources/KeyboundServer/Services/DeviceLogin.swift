@@ -15,7 +15,8 @@ extension Application {
         }
         if let refusal = checkUsable(device) { throw refusal }
         let challenge = try LoginChallenge(
-            deviceID: device.id, expires: context.now / 1000 + Int64(configuration.challengeLifetime),
+            deviceID: device.id,
+            expires: context.now.wholeSeconds.adding(seconds: configuration.challengeLifetime),
             server: configuration.serverID, key: challengeKey)
         let payload = try challenge.payload(server: configuration.serverID)
         return ChallengeResponse(
@@ -66,10 +67,10 @@ extension Application {
             // Single use: the id's unique key makes exactly one of several concurrent attempts
             // win, in this process or another on the same database; the losers learn only what
             // a replay learns, and write nothing.
-            let claimed = try connection.execute(
-                "INSERT INTO used_challenges (id, expires_at) VALUES (?, ?) ON CONFLICT (id) DO NOTHING",
-                [.text(request.challengeID), .integer(challenge.expiresAt)])
-            guard claimed == 1 else { return .refused(.challengeUsed) }
+            guard
+                try Rows.insertUsedChallenge(
+                    connection, id: request.challengeID, expiresAt: challenge.expiresAt)
+            else { return .refused(.challengeUsed) }
             guard valid else {
                 let deviceCount = try countFailure(
                     connection, scope: deviceScope, limit: configuration.deviceFailureLimit, window: nil,
@@ -104,7 +105,7 @@ extension Application {
             }
             try clearThrottle(connection, deviceScope)
             try connection.execute(
-                "UPDATE devices SET last_used_at = ? WHERE id = ?", [.integer(context.now), .text(device.id)])
+                "UPDATE devices SET last_used_at = ? WHERE id = ?", [.date(context.now), .text(device.id)])
             return .done(
                 try openSession(
                     connection, context, userID: device.userID, clientID: device.clientID, method: .device,

@@ -3,7 +3,9 @@ import KeyboundCrypto
 import KeyboundWire
 
 /// A device row, as the device services need it.
-struct DeviceRecord {
+struct DeviceRecord: SQLRecord {
+    static let columns = "d.id, d.user_id, d.client_id, d.public_key, d.revoked_at, k.device_id"
+
     let id: String
     let userID: String
     let clientID: String
@@ -13,13 +15,13 @@ struct DeviceRecord {
     /// Whether it was bound with an App Attest attestation (it has a row in `app_attest_keys`).
     let attested: Bool
 
-    init(_ row: SQLRow) throws {
-        id = try row.text(0)
-        userID = try row.text(1)
-        clientID = try row.text(2)
-        publicKey = try row.text(3)
-        revoked = try row.optionalInteger(4) != nil
-        attested = try row.optionalText(5) != nil
+    init(row: inout SQLRowReader) throws {
+        id = try row.text()
+        userID = try row.text()
+        clientID = try row.text()
+        publicKey = try row.text()
+        revoked = try row.optionalInteger() != nil
+        attested = try row.optionalText() != nil
     }
 
     /// Whether `signature` (DER) verifies over the exact payload bytes the server issued.
@@ -54,12 +56,11 @@ extension Application {
     func loadDevice(_ connection: any SQLConnection, id: String) throws -> DeviceRecord? {
         guard Grammar.isIdentifier(id) else { return nil }
         return try connection.queryOne(
+            DeviceRecord.self,
             """
-            SELECT d.id, d.user_id, d.client_id, d.public_key, d.revoked_at, k.device_id
+            SELECT \(DeviceRecord.columns)
             FROM devices d LEFT JOIN app_attest_keys k ON k.device_id = d.id WHERE d.id = ?
-            """, [.text(id)]
-        )
-        .map { try DeviceRecord($0) }
+            """, [.text(id)])
     }
 
     /// Refuses revoked devices, and under ``Configuration/requireAppAttest`` devices bound
@@ -82,7 +83,7 @@ extension Application {
     ) throws -> APIError? {
         if device.signatureIsValid(signature, over: payload) {
             try connection.execute(
-                "UPDATE devices SET last_used_at = ? WHERE id = ?", [.integer(context.now), .text(device.id)])
+                "UPDATE devices SET last_used_at = ? WHERE id = ?", [.date(context.now), .text(device.id)])
             return nil
         }
         try auditRefusal(
@@ -129,8 +130,10 @@ extension Application {
                 connection, id: deviceID, userID: caller.userID, clientID: caller.clientID,
                 name: request.name,
                 keyProtection: request.keyProtection, publicKey: key.spkiDER, createdAt: context.now)
-            if let attestation {
-                try storeAppAttestation(attestation, deviceID: deviceID, caller: caller, connection, context)
+            if let attestation,
+                try !storeAppAttestation(attestation, deviceID: deviceID, caller: caller, connection, context)
+            {
+                throw APIError.challengeUsed  // another binding used the challenge first: undo this one
             }
             try audit(
                 connection, context, .deviceBound, method: attestation == nil ? nil : .appAttest,
@@ -147,7 +150,7 @@ extension Application {
     {
         try connection.execute(
             "UPDATE devices SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL",
-            [.integer(context.now), .text(deviceID)])
+            [.date(context.now), .text(deviceID)])
         try revokeSessions(
             connection, where: "device_id = ?", [.text(deviceID)], reason: "device_revoked", now: context.now)
         try audit(connection, context, .deviceRevoked, userID: userID, deviceID: deviceID)
@@ -156,23 +159,13 @@ extension Application {
     /// `GET /v1/devices`: the caller's devices, oldest first.
     func listDevices(_ context: RequestContext) throws -> DeviceListResponse {
         let caller = try authenticate(context)
-        let rows = try database.read { connection in
+        let devices = try database.read { connection in
             try connection.query(
+                DeviceInfo.self,
                 """
-                SELECT d.id, d.name, d.key_protection, d.created_at, d.last_used_at, d.revoked_at, k.device_id
-                FROM devices d LEFT JOIN app_attest_keys k ON k.device_id = d.id
+                SELECT \(DeviceInfo.columns) FROM devices d LEFT JOIN app_attest_keys k ON k.device_id = d.id
                 WHERE d.user_id = ? ORDER BY d.created_at, d.id
                 """, [.text(caller.userID)])
-        }
-        let devices = try rows.map { row in
-            let status: DeviceStatus = try row.optionalInteger(5) != nil ? .revoked : .active
-            return DeviceInfo(
-                deviceID: try row.text(0), name: try row.text(1),
-                keyProtection: KeyProtection(rawValue: try row.text(2)) ?? .software, status: status,
-                createdAt: Date(timeIntervalSince1970: TimeInterval(try row.integer(3) / 1000)),
-                lastUsedAt: try row.optionalInteger(4).map {
-                    Date(timeIntervalSince1970: TimeInterval($0 / 1000))
-                }, attested: try row.optionalText(6) != nil)
         }
         return DeviceListResponse(devices: devices)
     }
@@ -186,5 +179,19 @@ extension Application {
             if !device.revoked { try revoke(connection, context, deviceID: device.id, userID: caller.userID) }
         }
         return NoBody()
+    }
+}
+
+extension DeviceInfo: SQLRecord {
+    static let columns =
+        "d.id, d.name, d.key_protection, d.created_at, d.last_used_at, d.revoked_at, k.device_id"
+
+    init(row: inout SQLRowReader) throws {
+        let (id, name, protection) = (try row.text(), try row.text(), try row.text())
+        let (created, lastUsed, revoked) = (try row.date(), try row.optionalDate(), try row.optionalDate())
+        self.init(
+            deviceID: id, name: name, keyProtection: KeyProtection(rawValue: protection) ?? .software,
+            status: revoked == nil ? .active : .revoked, createdAt: created, lastUsedAt: lastUsed,
+            attested: try row.optionalText() != nil)
     }
 }

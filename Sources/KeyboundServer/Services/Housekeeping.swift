@@ -40,30 +40,28 @@ extension Application {
     /// exist; made-up usernames cannot accumulate for longer than that.
     @discardableResult
     func purgeExpired() -> PurgeReport {
-        let now = clock.nowMilliseconds
-        let retained = now - Int64(configuration.retention) * 1000
+        let now = clock.nowToTheMillisecond
+        let retained = now.adding(seconds: -configuration.retention)
         // Sessions created before this have reached their maximum age before `retained`.
-        let createdBefore = retained - Int64(configuration.sessionMaxAge) * 1000
-        let window = Self.addressFailureWindow
+        let createdBefore = retained.adding(seconds: -configuration.sessionMaxAge)
+        let quietSince = now.adding(seconds: -Self.addressFailureWindow)
         var report = PurgeReport()
         do {
             for (table, key) in [("used_challenges", "id"), ("app_attest_challenges", "session_id")] {
                 try deleteInBatches(
-                    table, key: key, where: "expires_at < ?", [.integer(now - 3_600_000)], &report)
+                    table, key: key, where: "expires_at < ?", [.date(now.adding(seconds: -3600))], &report)
             }
-            try deleteInBatches("tokens", key: "hash", where: "expires_at < ?", [.integer(now)], &report)
+            try deleteInBatches("tokens", key: "hash", where: "expires_at < ?", [.date(now)], &report)
             try deleteEndedSessions(
-                where: "revoked_at < ? OR created_at < ?", [.integer(retained), .integer(createdBefore)],
-                &report)
-            try deleteInBatches(
-                "approvals", key: "id", where: "expires_at < ?", [.integer(retained)], &report)
+                where: "revoked_at < ? OR created_at < ?", [.date(retained), .date(createdBefore)], &report)
+            try deleteInBatches("approvals", key: "id", where: "expires_at < ?", [.date(retained)], &report)
             try deleteInBatches(
                 "throttles", key: "scope",
                 where: """
                     updated_at < ? AND blocked_until <= ?
                         AND (failures <= 0 OR updated_at < ? OR (scope LIKE 'address:%' AND blocked_until < ?))
                     """,
-                [.integer(now - window), .integer(now), .integer(now - 86_400_000), .integer(now - window)],
+                [.date(quietSince), .date(now), .date(now.adding(seconds: -86_400)), .date(quietSince)],
                 &report)
         } catch {
             logger.log(.warning, "housekeeping failed", [("error", String(describing: error))])

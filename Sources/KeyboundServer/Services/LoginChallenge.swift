@@ -30,17 +30,19 @@ struct LoginChallenge {
     /// Device ids are at most 64 bytes (`Grammar.isIdentifier`): no real id is longer.
     static let maximumIDLength = prefix.utf8.count + ((fixedLength + 64) * 4 + 2) / 3
 
-    /// When the payload stops being accepted, in milliseconds since 1970 (the database's unit).
-    var expiresAt: Int64 { expiresSeconds * 1000 }
+    /// When the payload stops being accepted.
+    var expiresAt: Date { Date(milliseconds: expiresSeconds * 1000) }
 
-    /// Issues a new challenge for `deviceID` that expires at `expires` (seconds since 1970).
+    /// Issues a new challenge for `deviceID` that expires at `expires` (its fraction of a second
+    /// dropped).
     /// - Throws: ``CryptoError`` when HMAC fails.
-    init(deviceID: String, expires: Int64, server: String, key: Data) throws {
+    init(deviceID: String, expires: Date, server: String, key: Data) throws {
         self.deviceID = deviceID
-        expiresSeconds = expires
+        expiresSeconds = expires.milliseconds / 1000
         nonce = SecureRandom.bytes(Self.nonceLength)
         tag = try HMACSHA256.authenticationCode(
-            for: Self.authenticated(server: server, expires: expires, nonce: nonce, deviceID: deviceID),
+            for: Self.authenticated(
+                server: server, expires: expiresSeconds, nonce: nonce, deviceID: deviceID),
             key: key)
     }
 
@@ -74,7 +76,7 @@ struct LoginChallenge {
     /// The id, as the client sends it back.
     var id: String {
         var blob = Data([Self.version])
-        blob.append(contentsOf: Self.bigEndian(expiresSeconds))
+        blob.append(contentsOf: expiresSeconds.bigEndianBytes)
         blob.append(nonce)
         blob.append(tag)
         blob.append(contentsOf: deviceID.utf8)
@@ -85,23 +87,19 @@ struct LoginChallenge {
     func payload(server: String) throws -> SigningPayload {
         try SigningPayload(
             purpose: .login, server: server, device: deviceID, challenge: tag,
-            expires: Date(timeIntervalSince1970: TimeInterval(expiresSeconds)), action: nil)
+            expires: expiresAt, action: nil)
     }
 
     /// What the tag covers: a label that keeps it from meaning anything else, the server id
     /// (length first, so no two inputs run together), and every field of the id but the tag.
     private static func authenticated(server: String, expires: Int64, nonce: Data, deviceID: String) -> Data {
         var message = Data("keybound login challenge".utf8)
-        message.append(contentsOf: bigEndian(Int64(server.utf8.count)))
+        message.append(contentsOf: Int64(server.utf8.count).bigEndianBytes)
         message.append(contentsOf: server.utf8)
         message.append(version)
-        message.append(contentsOf: bigEndian(expires))
+        message.append(contentsOf: expires.bigEndianBytes)
         message.append(nonce)
         message.append(contentsOf: deviceID.utf8)
         return message
-    }
-
-    private static func bigEndian(_ value: Int64) -> [UInt8] {
-        (0..<8).reversed().map { UInt8(truncatingIfNeeded: value >> ($0 * 8)) }
     }
 }

@@ -70,7 +70,8 @@ extension Application {
         clientID: String, _ context: RequestContext
     ) throws -> PasskeyChallenge {
         try PasskeyChallenge(
-            purpose: purpose, expires: context.now / 1000 + Int64(configuration.ceremonyLifetime),
+            purpose: purpose,
+            expires: context.now.wholeSeconds.adding(seconds: configuration.ceremonyLifetime),
             userID: userID,
             username: username, sessionID: sessionID, clientID: clientID, server: configuration.serverID,
             key: challengeKey)
@@ -101,19 +102,10 @@ extension Application {
         return challenge
     }
 
-    /// Uses a challenge up in the current transaction: the unique key of `used_challenges` lets
-    /// exactly one of several concurrent attempts do it, on any number of instances.
+    /// Uses a challenge up in the current transaction (``Rows/insertUsedChallenge(_:id:expiresAt:)``).
     /// - Returns: false when another attempt used it first.
     func markUsed(_ challenge: PasskeyChallenge, _ connection: any SQLConnection) throws -> Bool {
-        try connection.execute(
-            "INSERT INTO used_challenges (id, expires_at) VALUES (?, ?) ON CONFLICT (id) DO NOTHING",
-            [.text(challenge.usedID), .integer(challenge.expiresAt)]) == 1
-    }
-
-    /// Uses a challenge up in the current transaction, for the ceremony that creates something.
-    /// - Throws: ``APIError/challengeUsed`` when another attempt used it first.
-    func claim(_ challenge: PasskeyChallenge, _ connection: any SQLConnection) throws {
-        guard try markUsed(challenge, connection) else { throw APIError.challengeUsed }
+        try Rows.insertUsedChallenge(connection, id: challenge.usedID, expiresAt: challenge.expiresAt)
     }
 
     /// The credential ids of a user's passkeys, oldest first.
@@ -126,12 +118,11 @@ extension Application {
     func loadPasskey(_ connection: any SQLConnection, credentialID: Data) throws -> PasskeyRecord? {
         guard credentialID.count <= AuthenticatorData.maximumCredentialIdLength else { return nil }
         return try connection.queryOne(
+            PasskeyRecord.self,
             """
-            SELECT p.id, p.user_id, p.credential_id, p.public_key, p.sign_count, p.backup_eligible,
-                p.clone_detected_at, u.username
-            FROM passkeys p JOIN users u ON u.id = p.user_id WHERE p.credential_id = ?
-            """, [.text(Base64URL.encode(credentialID))]
-        ).map { try PasskeyRecord($0) }
+            SELECT \(PasskeyRecord.columns) FROM passkeys p JOIN users u ON u.id = p.user_id
+            WHERE p.credential_id = ?
+            """, [.text(Base64URL.encode(credentialID))])
     }
 
     var passkeyLimitReached: APIError {
@@ -153,7 +144,11 @@ extension Application {
 }
 
 /// A stored passkey, as the login ceremony needs it.
-struct PasskeyRecord {
+struct PasskeyRecord: SQLRecord {
+    static let columns = """
+        p.id, p.user_id, p.credential_id, p.public_key, p.sign_count, p.backup_eligible, p.clone_detected_at,
+            u.username
+        """
     let id: String
     let userID: String
     /// The owner's username.
@@ -161,23 +156,23 @@ struct PasskeyRecord {
     let credentialID: Data
     let record: CredentialRecord
     /// When a cloned authenticator was detected, until the user signs in another way.
-    let cloneDetectedAt: Int64?
+    let cloneDetectedAt: Date?
 
     var signCount: UInt32 { record.signCount }
 
-    init(_ row: SQLRow) throws {
-        id = try row.text(0)
-        userID = try row.text(1)
-        guard let credentialID = Base64URL.decode(try row.text(2)),
-            let coseKey = Base64URL.decode(try row.text(3))
+    init(row: inout SQLRowReader) throws {
+        id = try row.text()
+        userID = try row.text()
+        guard let credentialID = Base64URL.decode(try row.text()),
+            let coseKey = Base64URL.decode(try row.text())
         else { throw DatabaseError.unexpectedType(column: 2) }
         self.credentialID = credentialID
         record = CredentialRecord(
             id: credentialID, publicKey: try CredentialPublicKey(coseKey: coseKey),
-            signCount: UInt32(clamping: try row.integer(4)), userHandle: Data(userID.utf8),
-            backupEligible: try row.integer(5) != 0)
-        cloneDetectedAt = try row.optionalInteger(6)
-        username = try row.text(7)
+            signCount: UInt32(clamping: try row.integer()), userHandle: Data(userID.utf8),
+            backupEligible: try row.bool())
+        cloneDetectedAt = try row.optionalDate()
+        username = try row.text()
     }
 }
 

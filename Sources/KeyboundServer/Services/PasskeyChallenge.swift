@@ -48,29 +48,29 @@ struct PasskeyChallenge: Equatable {
     /// Past this many bytes, no challenge of ours: four fields of at most 128 bytes and the rest.
     private static let maximumLength = 1 + 1 + 8 + nonceLength + 4 * (1 + 128) + HMACSHA256.byteCount
 
-    /// When the ceremony stops being accepted, in milliseconds since 1970 (the database's unit).
-    var expiresAt: Int64 { expiresSeconds * 1000 }
+    /// When the ceremony stops being accepted.
+    var expiresAt: Date { Date(milliseconds: expiresSeconds * 1000) }
 
     /// The key that marks this challenge used in `used_challenges`, beside the device-login ids
     /// (`chl_…`): its tag, which no two challenges share.
     var usedID: String { "pkc_" + Base64URL.encode(bytes.suffix(HMACSHA256.byteCount)) }
 
-    /// Issues a new challenge.
+    /// Issues a new challenge that expires at `expires` (its fraction of a second dropped).
     /// - Precondition: each field is at most 128 bytes of UTF-8 (identifiers, usernames and client
     ///   ids are, by their grammars).
     /// - Throws: ``CryptoError`` when HMAC fails.
     init(
-        purpose: Purpose, expires: Int64, userID: String?, username: String?, sessionID: String?,
+        purpose: Purpose, expires: Date, userID: String?, username: String?, sessionID: String?,
         clientID: String, server: String, key: Data
     ) throws {
         self.purpose = purpose
-        expiresSeconds = expires
+        expiresSeconds = expires.milliseconds / 1000
         self.userID = userID
         self.username = username
         self.sessionID = sessionID
         self.clientID = clientID
         var body = Data([Self.version, purpose.rawValue])
-        body.append(contentsOf: Self.bigEndian(expires))
+        body.append(contentsOf: expiresSeconds.bigEndianBytes)
         body.append(SecureRandom.bytes(Self.nonceLength))
         for field in [userID, username, sessionID, clientID] {
             guard let field else {
@@ -129,13 +129,9 @@ struct PasskeyChallenge: Equatable {
     /// (length first, so no two inputs run together), and every byte before the tag.
     private static func authenticated(_ body: Data, server: String) -> Data {
         var message = Data("keybound passkey challenge".utf8)
-        message.append(contentsOf: bigEndian(Int64(server.utf8.count)))
+        message.append(contentsOf: Int64(server.utf8.count).bigEndianBytes)
         message.append(contentsOf: server.utf8)
         message.append(body)
         return message
-    }
-
-    private static func bigEndian(_ value: Int64) -> [UInt8] {
-        (0..<8).reversed().map { UInt8(truncatingIfNeeded: value >> ($0 * 8)) }
     }
 }

@@ -99,7 +99,7 @@ extension Application {
                     """,
                     [
                         .integer(Int64(verified.signCount)), .integer(verified.backedUp ? 1 : 0),
-                        .integer(context.now), .text(passkey.id),
+                        .date(context.now), .text(passkey.id),
                     ])
                 try clearThrottle(connection, passkeyScope)
                 let tokens = try openPasskeySession(
@@ -117,14 +117,14 @@ extension Application {
     /// device key, another passkey. A passkey suspended as cloned waits for that. (Strictly after:
     /// a session opened in the same millisecond as the clone was seen may be the clone's doing.)
     private func hasSignedInOtherwise(
-        _ connection: any SQLConnection, userID: String, since time: Int64, _ passkeyID: String
+        _ connection: any SQLConnection, userID: String, since time: Date, _ passkeyID: String
     ) throws -> Bool {
         try connection.queryOne(
             """
             SELECT 1 FROM sessions
             WHERE user_id = ? AND auth_time > ? AND (passkey_id IS NULL OR passkey_id <> ?)
             LIMIT 1
-            """, [.text(userID), .integer(time), .text(passkeyID)]) != nil
+            """, [.text(userID), .date(time), .text(passkeyID)]) != nil
     }
 
     /// Counts a failed passkey login on the passkey and the client address, and audits it: a
@@ -148,7 +148,7 @@ extension Application {
         if error == .clonedAuthenticator {
             try connection.execute(
                 "UPDATE passkeys SET clone_detected_at = ? WHERE id = ?",
-                [.integer(context.now), .text(passkey.id)])
+                [.date(context.now), .text(passkey.id)])
             try revokeSessions(
                 connection, where: "passkey_id = ?", [.text(passkey.id)], reason: "passkey_cloned",
                 now: context.now)

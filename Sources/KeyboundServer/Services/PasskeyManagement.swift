@@ -2,28 +2,14 @@ import Foundation
 import KeyboundWire
 
 extension Application {
-
     /// `GET /v1/passkeys`: the caller's passkeys, oldest first.
     func listPasskeys(_ context: RequestContext) throws -> PasskeyListResponse {
         let caller = try authenticate(context)
-        let rows = try database.read { connection in
+        let passkeys = try database.read { connection in
             try connection.query(
-                """
-                SELECT id, credential_id, algorithm, attestation_format, attested, backup_eligible, backed_up,
-                    created_at, last_used_at
-                FROM passkeys WHERE user_id = ? ORDER BY created_at, id
-                """, [.text(caller.userID)])
-        }
-        func date(_ milliseconds: Int64) -> Date {
-            Date(timeIntervalSince1970: TimeInterval(milliseconds / 1000))
-        }
-        let passkeys = try rows.map { row in
-            PasskeyInfo(
-                passkeyID: try row.text(0), credentialID: Base64URL.decode(try row.text(1)) ?? Data(),
-                algorithm: Int(try row.integer(2)), attestationFormat: try row.text(3),
-                attested: try row.integer(4) != 0,
-                backupEligible: try row.integer(5) != 0, backedUp: try row.integer(6) != 0,
-                createdAt: date(try row.integer(7)), lastUsedAt: try row.optionalInteger(8).map(date))
+                PasskeyInfo.self,
+                "SELECT \(PasskeyInfo.columns) FROM passkeys WHERE user_id = ? ORDER BY created_at, id",
+                [.text(caller.userID)])
         }
         return PasskeyListResponse(passkeys: passkeys)
     }
@@ -57,5 +43,20 @@ extension Application {
                 connection, context, .passkeyRemoved, userID: caller.userID, sessionID: caller.sessionID)
         }
         return NoBody()
+    }
+}
+
+extension PasskeyInfo: SQLRecord {
+    static let columns = """
+        id, credential_id, algorithm, attestation_format, attested, backup_eligible, backed_up, created_at,
+            last_used_at
+        """
+
+    init(row: inout SQLRowReader) throws {
+        self.init(
+            passkeyID: try row.text(), credentialID: Base64URL.decode(try row.text()) ?? Data(),
+            algorithm: Int(try row.integer()), attestationFormat: try row.text(), attested: try row.bool(),
+            backupEligible: try row.bool(), backedUp: try row.bool(), createdAt: try row.date(),
+            lastUsedAt: try row.optionalDate())
     }
 }

@@ -96,13 +96,15 @@ extension Application {
                 // Checked again where the passkey is stored: the window may have closed while
                 // the user was at the authenticator.
                 try requireStepUp(caller, context, for: "Adding a passkey")
-                try claim(ceremony, connection)
+                guard try markUsed(ceremony, connection) else { throw APIError.challengeUsed }
                 guard
                     try passkeyCredentialIDs(connection, userID: caller.userID).count
                         < configuration.maxPasskeysPerUser
                 else { throw passkeyLimitReached }
-                try insertPasskey(
-                    connection, context, registration, userID: caller.userID, sessionID: sessionID)
+                guard
+                    try insertPasskey(
+                        connection, context, registration, userID: caller.userID, sessionID: sessionID) != nil
+                else { throw APIError.credentialExists }
                 return PasskeyRegistrationResult(registration, username: caller.username, tokens: nil)
             }
         } else {
@@ -111,12 +113,18 @@ extension Application {
                 throw APIError.notFound
             }
             result = try database.write { connection in
-                try claim(ceremony, connection)
-                try insertAccount(
-                    connection, id: userID, username: Username(username), passwordHash: "", now: context.now)
+                guard try markUsed(ceremony, connection) else { throw APIError.challengeUsed }
+                guard
+                    try insertAccount(
+                        connection, id: userID, username: Username(username), passwordHash: "",
+                        now: context.now)
+                        != nil
+                else { throw APIError.usernameTaken }
                 try audit(connection, context, .accountCreated, method: .passkey, userID: userID)
-                let passkeyID = try insertPasskey(
-                    connection, context, registration, userID: userID, sessionID: nil)
+                guard
+                    let passkeyID = try insertPasskey(
+                        connection, context, registration, userID: userID, sessionID: nil)
+                else { throw APIError.credentialExists }
                 let tokens = try openPasskeySession(
                     connection, context, userID: userID, clientID: ceremony.clientID, passkeyID: passkeyID)
                 return PasskeyRegistrationResult(registration, username: username, tokens: tokens)
@@ -126,15 +134,13 @@ extension Application {
     }
 
     /// Stores a verified credential.
-    /// - Returns: the passkey's id.
-    /// - Throws: ``APIError`` 409 `credential_exists` when the credential id is registered already,
-    ///   to anyone (§7.1 step 26). The unique index decides, so two concurrent registrations of
-    ///   one credential cannot both pass, on any engine.
-    @discardableResult
+    /// - Returns: the passkey's id; nil, having stored nothing, when the credential id is
+    ///   registered already, to anyone (§7.1 step 26). The unique index decides, so two concurrent
+    ///   registrations of one credential cannot both pass, on any engine.
     private func insertPasskey(
         _ connection: any SQLConnection, _ context: RequestContext, _ registration: VerifiedRegistration,
         userID: String, sessionID: String?
-    ) throws -> String {
+    ) throws -> String? {
         let passkeyID = SecureRandomBytes.identifier("pky")
         let inserted = try connection.execute(
             """
@@ -150,11 +156,9 @@ extension Application {
                 .integer(registration.backupEligible ? 1 : 0), .integer(registration.backedUp ? 1 : 0),
                 .text(registration.attestation.format.rawValue),
                 .integer(registration.attestation.isTrusted ? 1 : 0), .text(Hex.encode(registration.aaguid)),
-                .integer(context.now),
+                .date(context.now),
             ])
-        guard inserted == 1 else {
-            throw APIError(409, .credentialExists, "This passkey is registered already.")
-        }
+        guard inserted == 1 else { return nil }
         try audit(
             connection, context, .passkeyRegistered, method: .passkey,
             userID: userID, sessionID: sessionID)

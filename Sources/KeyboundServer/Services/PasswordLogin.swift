@@ -93,16 +93,16 @@ extension Application {
 
     /// When the attempt's pair or address is blocked, or the account is past its ceiling and
     /// this address has failed on it: the latest end of those blocks. Otherwise nil.
-    private func passwordBlockEnd(_ connection: any SQLConnection, _ scopes: PasswordScopes, now: Int64)
-        throws -> Int64?
+    private func passwordBlockEnd(_ connection: any SQLConnection, _ scopes: PasswordScopes, now: Date)
+        throws -> Date?
     {
         let pair = try throttleRow(connection, scopes.pair)
-        var ends = [pair?.blockedUntil ?? 0]
+        var ends = [pair?.blockedUntil ?? ThrottleRow.unblocked]
         if let address = scopes.address {
-            ends.append(try throttleRow(connection, address)?.blockedUntil ?? 0)
+            ends.append(try throttleRow(connection, address)?.blockedUntil ?? ThrottleRow.unblocked)
         }
         if let pair, pair.failures > 0 {
-            ends.append(try throttleRow(connection, scopes.account)?.blockedUntil ?? 0)
+            ends.append(try throttleRow(connection, scopes.account)?.blockedUntil ?? ThrottleRow.unblocked)
         }
         guard let latest = ends.max(), latest > now else { return nil }
         return latest
@@ -111,7 +111,7 @@ extension Application {
     /// Claims an attempt in the current write transaction: checks the blocks and counts the
     /// attempt as a failure on every scope.
     /// - Throws: ``Blocked`` when the attempt is blocked (nothing is written then).
-    private func claimAttempt(_ connection: any SQLConnection, _ scopes: PasswordScopes, now: Int64) throws
+    private func claimAttempt(_ connection: any SQLConnection, _ scopes: PasswordScopes, now: Date) throws
         -> Claim
     {
         if let blockedUntil = try passwordBlockEnd(connection, scopes, now: now) {

@@ -9,24 +9,77 @@ struct Caller {
     let clientID: String
     let deviceID: String?
     let authMethod: AuthMethod
-    let authTime: Int64
+    let authTime: Date
+}
+
+/// An access token with its session, as ``Application/authenticate(_:)`` checks it.
+private struct AccessTokenRecord: SQLRecord {
+    static let columns = """
+        t.expires_at, s.id, s.user_id, s.client_id, s.device_id, s.auth_method, s.auth_time, s.revoked_at,
+            u.username, s.created_at, d.revoked_at
+        """
+    let expiresAt: Date
+    let sessionID: String
+    let userID: String
+    let clientID: String
+    let deviceID: String?
+    let authMethod: String
+    let authTime: Date
+    let sessionRevokedAt: Date?
+    let username: String
+    let sessionCreatedAt: Date
+    let deviceRevokedAt: Date?
+
+    init(row: inout SQLRowReader) throws {
+        expiresAt = try row.date()
+        sessionID = try row.text()
+        userID = try row.text()
+        clientID = try row.text()
+        deviceID = try row.optionalText()
+        authMethod = try row.text()
+        authTime = try row.date()
+        sessionRevokedAt = try row.optionalDate()
+        username = try row.text()
+        sessionCreatedAt = try row.date()
+        deviceRevokedAt = try row.optionalDate()
+    }
+}
+
+/// A refresh token with its session, as ``Application/refresh(_:_:)`` rotates it.
+private struct RefreshTokenRecord: SQLRecord {
+    static let columns = "t.expires_at, t.used_at, s.id, s.user_id, s.revoked_at, s.created_at"
+    let expiresAt: Date
+    let usedAt: Date?
+    let sessionID: String
+    let userID: String
+    let sessionRevokedAt: Date?
+    let sessionCreatedAt: Date
+
+    init(row: inout SQLRowReader) throws {
+        expiresAt = try row.date()
+        usedAt = try row.optionalDate()
+        sessionID = try row.text()
+        userID = try row.text()
+        sessionRevokedAt = try row.optionalDate()
+        sessionCreatedAt = try row.date()
+    }
 }
 
 extension Application {
     // MARK: Tokens and sessions
 
     /// Issues a fresh access and refresh token for a session.
-    func issueTokens(_ connection: any SQLConnection, sessionID: String, userID: String, now: Int64) throws
+    func issueTokens(_ connection: any SQLConnection, sessionID: String, userID: String, now: Date) throws
         -> TokenResponse
     {
         let access = SecureRandomBytes.token()
         let refresh = SecureRandomBytes.token()
         try Rows.insertToken(
             connection, access, kind: .access, sessionID: sessionID,
-            expiresAt: now + Int64(configuration.accessTokenLifetime) * 1000)
+            expiresAt: now.adding(seconds: configuration.accessTokenLifetime))
         try Rows.insertToken(
             connection, refresh, kind: .refresh, sessionID: sessionID,
-            expiresAt: now + Int64(configuration.refreshTokenLifetime) * 1000)
+            expiresAt: now.adding(seconds: configuration.refreshTokenLifetime))
         return TokenResponse(
             accessToken: access, refreshToken: refresh, expiresIn: configuration.accessTokenLifetime,
             sessionID: sessionID, userID: userID)
@@ -46,7 +99,7 @@ extension Application {
                 connection, where: "user_id = ? AND client_id = ?", [.text(userID), .text(clientID)],
                 reason: "replaced", now: context.now)
         }
-        let sessionID = SecureRandomBytes.timeOrderedIdentifier("ses", milliseconds: context.now)
+        let sessionID = SecureRandomBytes.timeOrderedIdentifier("ses", milliseconds: context.now.milliseconds)
         try Rows.insertSession(
             connection, id: sessionID, userID: userID, clientID: clientID, deviceID: deviceID, method: method,
             createdAt: context.now)
@@ -60,18 +113,16 @@ extension Application {
     /// Revokes every live session matching `condition`; their tokens stop working at once.
     func revokeSessions(
         _ connection: any SQLConnection, where condition: String, _ parameters: [SQLValue], reason: String,
-        now: Int64
+        now: Date
     ) throws {
         try connection.execute(
             "UPDATE sessions SET revoked_at = ?, revoke_reason = ? WHERE revoked_at IS NULL AND \(condition)",
-            [.integer(now), .text(reason)] + parameters)
+            [.date(now), .text(reason)] + parameters)
     }
 
-    /// The time (milliseconds since 1970) when a session created at `createdAt` ends for good
-    /// (``Configuration/sessionMaxAge``), however often it was refreshed.
-    func sessionEnd(createdAt: Int64) -> Int64 {
-        createdAt + Int64(configuration.sessionMaxAge) * 1000
-    }
+    /// When a session created at `createdAt` ends for good (``Configuration/sessionMaxAge``),
+    /// however often it was refreshed.
+    func sessionEnd(createdAt: Date) -> Date { createdAt.adding(seconds: configuration.sessionMaxAge) }
 
     /// Authenticates `Authorization: Bearer <access token>` with a read. A handler that then
     /// writes does so through ``authenticatedWrite(_:_:)``, which checks again.
@@ -110,21 +161,20 @@ extension Application {
         // most leak a prefix of a stored hash, which does not help to find a token for it. That is
         // what makes the check timing-safe; a comparison after `WHERE t.hash = ?` would add nothing.
         let row = try connection.queryOne(
+            AccessTokenRecord.self,
             """
-            SELECT t.expires_at, s.id, s.user_id, s.client_id, s.device_id, s.auth_method,
-                s.auth_time, s.revoked_at, u.username, s.created_at, d.revoked_at
+            SELECT \(AccessTokenRecord.columns)
             FROM tokens t JOIN sessions s ON s.id = t.session_id JOIN users u ON u.id = s.user_id
                 LEFT JOIN devices d ON d.id = s.device_id
             WHERE t.hash = ? AND t.kind = 'access'
             """, [.text(hash)])
-        guard let row, try row.integer(0) > context.now, try row.optionalInteger(7) == nil,
-            try row.optionalInteger(10) == nil, context.now < sessionEnd(createdAt: try row.integer(9)),
-            let method = AuthMethod(rawValue: try row.text(5))
+        guard let row, row.expiresAt > context.now, row.sessionRevokedAt == nil, row.deviceRevokedAt == nil,
+            context.now < sessionEnd(createdAt: row.sessionCreatedAt),
+            let method = AuthMethod(rawValue: row.authMethod)
         else { throw APIError.tokenInvalid }
         return Caller(
-            sessionID: try row.text(1), userID: try row.text(2), username: try row.text(8),
-            clientID: try row.text(3),
-            deviceID: try row.optionalText(4), authMethod: method, authTime: try row.integer(6))
+            sessionID: row.sessionID, userID: row.userID, username: row.username, clientID: row.clientID,
+            deviceID: row.deviceID, authMethod: method, authTime: row.authTime)
     }
 
     /// The hash of the token in `Authorization: Bearer <token>` (the scheme in any case, then one
@@ -169,16 +219,16 @@ extension Application {
         return try database.write { connection -> WriteOutcome<TokenResponse> in
             guard
                 let row = try connection.queryOne(
+                    RefreshTokenRecord.self,
                     """
-                    SELECT t.expires_at, t.used_at, s.id, s.user_id, s.revoked_at, s.created_at
-                    FROM tokens t JOIN sessions s ON s.id = t.session_id
+                    SELECT \(RefreshTokenRecord.columns) FROM tokens t JOIN sessions s ON s.id = t.session_id
                     WHERE t.hash = ? AND t.kind = 'refresh'
                     """, [.text(hash)])
             else { return .refused(.tokenInvalid) }
-            let sessionID = try row.text(2)
-            let userID = try row.text(3)
-            guard try row.optionalInteger(4) == nil else { return .refused(.tokenInvalid) }
-            if try row.optionalInteger(1) != nil {
+            let sessionID = row.sessionID
+            let userID = row.userID
+            guard row.sessionRevokedAt == nil else { return .refused(.tokenInvalid) }
+            if row.usedAt != nil {
                 // Reuse of a rotated refresh token: someone else has a copy. End the whole family.
                 try revokeSessions(
                     connection, where: "id = ?", [.text(sessionID)], reason: "refresh_reuse", now: context.now
@@ -187,16 +237,16 @@ extension Application {
                 metrics.recordLogin(method: "refresh", outcome: "reuse")
                 return .refused(.tokenInvalid)
             }
-            guard context.now < sessionEnd(createdAt: try row.integer(5)) else {
+            guard context.now < sessionEnd(createdAt: row.sessionCreatedAt) else {
                 // The absolute lifetime is over: end the family (committed with the refusal).
                 try revokeSessions(
                     connection, where: "id = ?", [.text(sessionID)], reason: "max_age", now: context.now)
                 return .refused(.tokenInvalid)
             }
-            guard try row.integer(0) > context.now else { return .refused(.tokenInvalid) }
+            guard row.expiresAt > context.now else { return .refused(.tokenInvalid) }
             let changed = try connection.execute(
                 "UPDATE tokens SET used_at = ? WHERE hash = ? AND used_at IS NULL",
-                [.integer(context.now), .text(hash)])
+                [.date(context.now), .text(hash)])
             guard changed == 1 else { return .refused(.tokenInvalid) }
             metrics.recordLogin(method: "refresh", outcome: "success")
             return .done(try issueTokens(connection, sessionID: sessionID, userID: userID, now: context.now))
@@ -218,21 +268,17 @@ extension Application {
     /// `GET /v1/me`.
     func me(_ context: RequestContext) throws -> MeResponse {
         let caller = try authenticate(context)
-        func date(_ milliseconds: Int64) -> Date {
-            Date(timeIntervalSince1970: TimeInterval(milliseconds / 1000))
-        }
         return MeResponse(
             userID: caller.userID, username: caller.username, sessionID: caller.sessionID,
-            authMethod: caller.authMethod, authTime: date(caller.authTime),
-            stepUpExpiresAt: stepUpEnd(caller).map(date))
+            authMethod: caller.authMethod, authTime: caller.authTime, stepUpExpiresAt: stepUpEnd(caller))
     }
 
-    /// The time (milliseconds since 1970) from which the caller's session may no longer do what
-    /// needs a recent password or passkey login (binding a device, adding a passkey): that login
-    /// plus ``Configuration/stepUpWindow``. Nil for a device session, which never may.
-    func stepUpEnd(_ caller: Caller) -> Int64? {
+    /// The time from which the caller's session may no longer do what needs a recent password or
+    /// passkey login (binding a device, adding a passkey): that login plus
+    /// ``Configuration/stepUpWindow``. Nil for a device session, which never may.
+    func stepUpEnd(_ caller: Caller) -> Date? {
         guard caller.authMethod == .password || caller.authMethod == .passkey else { return nil }
-        return caller.authTime + Int64(configuration.stepUpWindow) * 1000
+        return caller.authTime.adding(seconds: configuration.stepUpWindow)
     }
 
     /// Refuses a caller who has not authenticated with a password or a passkey within the

@@ -19,11 +19,27 @@ enum ThrottleScope {
 }
 
 /// One row of `throttles`: consecutive (or windowed) failures, the end of the current block
-/// (0 or past: none), and when it was last counted.
-struct ThrottleRow: Equatable {
+/// (``unblocked`` or past: none), and when it was last counted.
+struct ThrottleRow: Equatable, SQLRecord {
+    static let columns = "failures, blocked_until, updated_at"
+    /// The end of no block: the database's 0.
+    static let unblocked = Date(milliseconds: 0)
+
     let failures: Int64
-    let blockedUntil: Int64
-    let updatedAt: Int64
+    let blockedUntil: Date
+    let updatedAt: Date
+
+    init(failures: Int64, blockedUntil: Date, updatedAt: Date) {
+        self.failures = failures
+        self.blockedUntil = blockedUntil
+        self.updatedAt = updatedAt
+    }
+
+    init(row: inout SQLRowReader) throws {
+        failures = try row.integer()
+        blockedUntil = try row.date()
+        updatedAt = try row.date()
+    }
 }
 
 /// One scope's throttle row as ``Application/countFailure(_:scope:limit:window:now:)`` found and
@@ -35,64 +51,60 @@ struct ThrottleCount {
 
     /// Whether this count started a block (the scope was not blocked before it).
     var startedBlock: Bool {
-        after.blockedUntil > after.updatedAt && (before?.blockedUntil ?? 0) <= after.updatedAt
+        after.blockedUntil > after.updatedAt
+            && (before?.blockedUntil ?? ThrottleRow.unblocked) <= after.updatedAt
     }
 }
 
 /// A block that refused an attempt inside a write transaction (nothing was written).
 struct Blocked: Error {
-    let until: Int64
+    let until: Date
 }
 
 extension Application {
-    /// Failures from one client address older than this (15 minutes) are forgotten.
-    static let addressFailureWindow: Int64 = 15 * 60 * 1000
-    /// The sign-up limit counts per hour.
-    static let signUpWindow: Int64 = 3600 * 1000
+    /// Failures from one client address older than this many seconds (15 minutes) are forgotten.
+    static let addressFailureWindow = 15 * 60
+    /// The sign-up limit counts per hour (in seconds).
+    static let signUpWindow = 3600
 
     func throttleRow(_ connection: any SQLConnection, _ scope: String) throws -> ThrottleRow? {
         try connection.queryOne(
-            "SELECT failures, blocked_until, updated_at FROM throttles WHERE scope = ?", [.text(scope)]
-        ).map {
-            ThrottleRow(
-                failures: try $0.integer(0), blockedUntil: try $0.integer(1), updatedAt: try $0.integer(2))
-        }
+            ThrottleRow.self, "SELECT \(ThrottleRow.columns) FROM throttles WHERE scope = ?", [.text(scope)])
     }
 
     /// The latest end of a block on any of `scopes`, or nil when none is blocked at `now`.
-    func blockEnd(_ connection: any SQLConnection, scopes: [String], now: Int64) throws -> Int64? {
-        let ends = try scopes.map { try throttleRow(connection, $0)?.blockedUntil ?? 0 }
+    func blockEnd(_ connection: any SQLConnection, scopes: [String], now: Date) throws -> Date? {
+        let ends = try scopes.map { try throttleRow(connection, $0)?.blockedUntil ?? ThrottleRow.unblocked }
         guard let latest = ends.max(), latest > now else { return nil }
         return latest
     }
 
     /// Counts a throttled login in the metrics (it writes nothing) and returns the 429.
-    func refuseThrottled(method: AuthMethod, _ context: RequestContext, blockedUntil: Int64) -> APIError {
+    func refuseThrottled(method: AuthMethod, _ context: RequestContext, blockedUntil: Date) -> APIError {
         metrics.recordLogin(method: method.rawValue, outcome: "throttled")
-        return APIError.throttled(retryAfter: (blockedUntil - context.now + 999) / 1000)
+        return APIError.throttled(retryAfter: blockedUntil.seconds(after: context.now))
     }
 
     /// Counts one more consecutive failure for `scope`; from `limit` on, blocks it with a delay
     /// that doubles with every further failure, up to the maximum. With a `window`, failures older
     /// than it are forgotten.
     func countFailure(
-        _ connection: any SQLConnection, scope: String, limit: Int, window: Int64?, now: Int64
+        _ connection: any SQLConnection, scope: String, limit: Int, window: Int?, now: Date
     ) throws -> ThrottleCount {
         let before = try throttleRow(connection, scope)
         var failures = before?.failures ?? 0
         // The quiet period that forgets failures starts when the last block ends, not at the last
         // failure: otherwise a block longer than the window would reset the count, and the delay
         // would never grow past it.
-        if let window, let before, now - max(before.updatedAt, before.blockedUntil) > window {
+        if let window, let before, now > max(before.updatedAt, before.blockedUntil).adding(seconds: window) {
             failures = 0
         }
         failures += 1
-        var blockedUntil: Int64 = 0
+        var blockedUntil = ThrottleRow.unblocked
         if failures >= Int64(limit) {
             let doublings = min(failures - Int64(limit), 20)
-            let delay = min(
-                Int64(configuration.lockoutBaseDelay) << doublings, Int64(configuration.lockoutMaximumDelay))
-            blockedUntil = now + delay * 1000
+            let delay = min(configuration.lockoutBaseDelay << doublings, configuration.lockoutMaximumDelay)
+            blockedUntil = now.adding(seconds: delay)
         }
         let after = ThrottleRow(failures: failures, blockedUntil: blockedUntil, updatedAt: now)
         try store(connection, scope: scope, after, replacing: before)
@@ -106,14 +118,14 @@ extension Application {
     func withdraw(_ connection: any SQLConnection, _ count: ThrottleCount) throws {
         let untouched = "scope = ? AND failures = ? AND blocked_until = ? AND updated_at = ?"
         let key: [SQLValue] = [
-            .text(count.scope), .integer(count.after.failures), .integer(count.after.blockedUntil),
-            .integer(count.after.updatedAt),
+            .text(count.scope), .integer(count.after.failures), .date(count.after.blockedUntil),
+            .date(count.after.updatedAt),
         ]
         let restored: Int
         if let before = count.before {
             restored = try connection.execute(
                 "UPDATE throttles SET failures = ?, blocked_until = ?, updated_at = ? WHERE " + untouched,
-                [.integer(before.failures), .integer(before.blockedUntil), .integer(before.updatedAt)] + key)
+                [.integer(before.failures), .date(before.blockedUntil), .date(before.updatedAt)] + key)
         } else {
             restored = try connection.execute("DELETE FROM throttles WHERE " + untouched, key)
         }
@@ -139,9 +151,9 @@ extension Application {
         let limit = Int64(configuration.signupLimit)
         guard limit > 0 else { return }
         let scope = ThrottleScope.signUp(context.clientAddress)
-        func refusal(_ until: Int64) -> APIError {
+        func refusal(_ until: Date) -> APIError {
             APIError.throttled(
-                retryAfter: (until - context.now + 999) / 1000,
+                retryAfter: until.seconds(after: context.now),
                 detail: "Too many sign-ups from this address. Try again later.")
         }
         // Refused from a read: a flood of refused sign-ups costs no commit.
@@ -153,11 +165,15 @@ extension Application {
                 let before = try throttleRow(connection, scope)
                 if let before, before.blockedUntil > context.now { throw Blocked(until: before.blockedUntil) }
                 // `updated_at` holds the start of the hour being counted.
-                let current = before.flatMap { context.now - $0.updatedAt < Self.signUpWindow ? $0 : nil }
+                let current = before.flatMap {
+                    context.now < $0.updatedAt.adding(seconds: Self.signUpWindow) ? $0 : nil
+                }
                 let count = (current?.failures ?? 0) + 1
                 let start = current?.updatedAt ?? context.now
                 let after = ThrottleRow(
-                    failures: count, blockedUntil: count >= limit ? start + Self.signUpWindow : 0,
+                    failures: count,
+                    blockedUntil: count >= limit
+                        ? start.adding(seconds: Self.signUpWindow) : ThrottleRow.unblocked,
                     updatedAt: start)
                 try store(connection, scope: scope, after, replacing: before)
             }
@@ -169,9 +185,7 @@ extension Application {
     private func store(
         _ connection: any SQLConnection, scope: String, _ row: ThrottleRow, replacing before: ThrottleRow?
     ) throws {
-        let values: [SQLValue] = [
-            .integer(row.failures), .integer(row.blockedUntil), .integer(row.updatedAt),
-        ]
+        let values: [SQLValue] = [.integer(row.failures), .date(row.blockedUntil), .date(row.updatedAt)]
         if before == nil {
             try connection.execute(
                 "INSERT INTO throttles (failures, blocked_until, updated_at, scope) VALUES (?, ?, ?, ?)",

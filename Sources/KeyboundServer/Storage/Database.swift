@@ -18,6 +18,25 @@ extension SQLValue: ExpressibleByStringLiteral, ExpressibleByIntegerLiteral {
     package init(integerLiteral value: Int64) { self = .integer(value) }
 }
 
+extension SQLValue {
+    /// A time, as the database keeps it: milliseconds since 1970 (``Foundation/Date/milliseconds``).
+    package static func date(_ date: Date) -> SQLValue { .integer(date.milliseconds) }
+}
+
+extension Date {
+    /// The time as the database keeps it: whole milliseconds since 1970, the nearest (so that a
+    /// time read from the database comes back to the same number).
+    package var milliseconds: Int64 { Int64((timeIntervalSince1970 * 1000).rounded()) }
+
+    /// A time the database kept as milliseconds since 1970.
+    package init(milliseconds: Int64) { self.init(timeIntervalSince1970: Double(milliseconds) / 1000) }
+}
+
+extension Optional where Wrapped == Date {
+    /// The time, or NULL.
+    package var sql: SQLValue { map { .date($0) } ?? .null }
+}
+
 extension Optional where Wrapped == String {
     /// The text, or NULL.
     package var sql: SQLValue { map { .text($0) } ?? .null }

@@ -10,22 +10,22 @@ package enum TokenKind: String, Sendable {
 }
 
 /// The one INSERT of each core table, with the column formats the server reads back (base64url
-/// keys, SHA-256 hex token hashes, milliseconds since 1970). The services write their rows
+/// keys, SHA-256 hex token hashes, times as milliseconds since 1970). The services write their rows
 /// through these, and so does the bench's seeder, so a seeded row is exactly a served one.
 package enum Rows {
     /// Inserts a user.
     package static func insertUser(
-        _ connection: any SQLConnection, id: String, username: String, passwordHash: String, createdAt: Int64
+        _ connection: any SQLConnection, id: String, username: String, passwordHash: String, createdAt: Date
     ) throws {
         try connection.execute(
             "INSERT INTO users (id, username, password_hash, created_at) VALUES (?, ?, ?, ?)",
-            [.text(id), .text(username), .text(passwordHash), .integer(createdAt)])
+            [.text(id), .text(username), .text(passwordHash), .date(createdAt)])
     }
 
     /// Inserts an active device with its P-256 public key (SubjectPublicKeyInfo DER).
     package static func insertDevice(
         _ connection: any SQLConnection, id: String, userID: String, clientID: String, name: String,
-        keyProtection: KeyProtection, publicKey: Data, createdAt: Int64
+        keyProtection: KeyProtection, publicKey: Data, createdAt: Date
     ) throws {
         try connection.execute(
             """
@@ -35,14 +35,14 @@ package enum Rows {
             """,
             [
                 .text(id), .text(userID), .text(clientID), .text(name), .text(keyProtection.rawValue),
-                .text(Base64URL.encode(publicKey)), .integer(createdAt),
+                .text(Base64URL.encode(publicKey)), .date(createdAt),
             ])
     }
 
     /// Inserts a live session that was authenticated at `createdAt`.
     package static func insertSession(
         _ connection: any SQLConnection, id: String, userID: String, clientID: String, deviceID: String?,
-        method: AuthMethod, createdAt: Int64
+        method: AuthMethod, createdAt: Date
     ) throws {
         try connection.execute(
             """
@@ -52,16 +52,29 @@ package enum Rows {
             """,
             [
                 .text(id), .text(userID), .text(clientID), deviceID.sql, .text(method.rawValue),
-                .integer(createdAt), .integer(createdAt),
+                .date(createdAt), .date(createdAt),
             ])
     }
 
     /// Stores a token of a session, as its hash only (``TokenHash``).
     package static func insertToken(
-        _ connection: any SQLConnection, _ token: String, kind: TokenKind, sessionID: String, expiresAt: Int64
+        _ connection: any SQLConnection, _ token: String, kind: TokenKind, sessionID: String, expiresAt: Date
     ) throws {
         try connection.execute(
             "INSERT INTO tokens (hash, session_id, kind, expires_at, used_at) VALUES (?, ?, ?, ?, NULL)",
-            [.text(TokenHash.of(token)), .text(sessionID), .text(kind.rawValue), .integer(expiresAt)])
+            [.text(TokenHash.of(token)), .text(sessionID), .text(kind.rawValue), .date(expiresAt)])
+    }
+
+    /// Records a challenge as used (a device-login challenge id, a passkey challenge's
+    /// ``PasskeyChallenge/usedID``), kept until housekeeping deletes it after `expiresAt`. The
+    /// unique key lets exactly one of several concurrent uses do it, on any number of instances.
+    /// - Returns: false when it was used already.
+    package static func insertUsedChallenge(_ connection: any SQLConnection, id: String, expiresAt: Date)
+        throws
+        -> Bool
+    {
+        try connection.execute(
+            "INSERT INTO used_challenges (id, expires_at) VALUES (?, ?) ON CONFLICT (id) DO NOTHING",
+            [.text(id), .date(expiresAt)]) == 1
     }
 }

@@ -13,6 +13,23 @@ public struct ServerClock: Sendable {
     /// The system clock.
     public static let system = ServerClock { Date() }
 
-    /// Milliseconds since 1970, the unit stored in the database.
-    var nowMilliseconds: Int64 { Int64((now.timeIntervalSince1970 * 1000).rounded(.down)) }
+    /// The current time to the millisecond, the database's precision (cut toward the past): a
+    /// time a request stores reads back the same.
+    var nowToTheMillisecond: Date {
+        Date(milliseconds: Int64((now.timeIntervalSince1970 * 1000).rounded(.down)))
+    }
+}
+
+extension Date {
+    /// This time plus a whole number of seconds (a lifetime, a delay of the configuration),
+    /// computed on whole milliseconds: two times the server derives this way compare exactly as
+    /// the numbers the database keeps for them.
+    func adding(seconds: Int) -> Date { Date(milliseconds: milliseconds + Int64(seconds) * 1000) }
+
+    /// This time without its fraction of a second (toward the past): payloads and challenges
+    /// expire on a whole second.
+    var wholeSeconds: Date { Date(milliseconds: milliseconds / 1000 * 1000) }
+
+    /// Whole seconds from `earlier` to this time, rounded up (a `Retry-After`).
+    func seconds(after earlier: Date) -> Int64 { (milliseconds - earlier.milliseconds + 999) / 1000 }
 }

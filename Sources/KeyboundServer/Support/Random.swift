@@ -47,3 +47,8 @@ package enum TokenHash {
         return Hex.encode(Digest.sha256(token.withUTF8 { Data($0) }))
     }
 }
+
+extension Int64 {
+    /// The eight bytes of the value, most significant first (the challenges' layouts).
+    var bigEndianBytes: [UInt8] { (0..<8).reversed().map { UInt8(truncatingIfNeeded: self >> ($0 * 8)) } }
+}

@@ -1,0 +1,85 @@
+import Foundation
+
+/// A row type: the columns it reads, in order, and how it reads them. A query of more than two
+/// columns reads into one, so that its SELECT list and its reader are written side by side, and a
+/// list that no longer matches the reader fails at once, at its first use, instead of shifting
+/// values into the wrong fields.
+///
+/// ```swift
+/// struct ThrottleRow: SQLRecord {
+///     static let columns = "failures, blocked_until, updated_at"
+///     let failures: Int64
+///     let blockedUntil: Date
+///     let updatedAt: Date
+///     init(row: inout SQLRowReader) throws {
+///         failures = try row.integer()
+///         blockedUntil = try row.date()
+///         updatedAt = try row.date()
+///     }
+/// }
+/// let row = try connection.queryOne(ThrottleRow.self, "SELECT \(ThrottleRow.columns) FROM throttles WHERE scope = ?", [.text(scope)])
+/// ```
+protocol SQLRecord {
+    /// The SELECT list, in the order ``init(row:)`` reads it (qualified names where the query
+    /// joins tables).
+    static var columns: String { get }
+    /// Reads every column of ``columns``, in order.
+    /// - Throws: ``DatabaseError/unexpectedType(column:)`` when a column holds another type.
+    init(row: inout SQLRowReader) throws
+}
+
+/// Reads one row's columns in order. Times come back as `Date` (the database keeps
+/// milliseconds since 1970), flags as `Bool` (0 or 1).
+struct SQLRowReader {
+    private let row: SQLRow
+    /// The next column to read.
+    private(set) var column = 0
+
+    init(_ row: SQLRow) { self.row = row }
+
+    /// Whether every column of the row was read.
+    var isAtEnd: Bool { column == row.values.count }
+
+    private mutating func next<T>(_ read: (SQLRow, Int) throws -> T) throws -> T {
+        defer { column += 1 }
+        return try read(row, column)
+    }
+
+    /// The next column's text.
+    mutating func text() throws -> String { try next { try $0.text($1) } }
+    /// The next column's text, or nil for NULL.
+    mutating func optionalText() throws -> String? { try next { try $0.optionalText($1) } }
+    /// The next column's integer.
+    mutating func integer() throws -> Int64 { try next { try $0.integer($1) } }
+    /// The next column's integer, or nil for NULL.
+    mutating func optionalInteger() throws -> Int64? { try next { try $0.optionalInteger($1) } }
+    /// The next column as a flag: 0 is false, anything else true.
+    mutating func bool() throws -> Bool { try integer() != 0 }
+    /// The next column as a time (milliseconds since 1970).
+    mutating func date() throws -> Date { Date(milliseconds: try integer()) }
+    /// The next column as a time, or nil for NULL.
+    mutating func optionalDate() throws -> Date? { try optionalInteger().map(Date.init(milliseconds:)) }
+}
+
+extension SQLConnection {
+    /// Runs a statement that returns rows of `type`.
+    /// - Throws: ``DatabaseError/unexpectedType(column:)`` when a row does not have exactly the
+    ///   columns the type reads.
+    func query<Record: SQLRecord>(_ type: Record.Type, _ sql: String, _ parameters: [SQLValue]) throws
+        -> [Record]
+    {
+        try query(sql, parameters).map { row in
+            var reader = SQLRowReader(row)
+            let record = try Record(row: &reader)
+            guard reader.isAtEnd else { throw DatabaseError.unexpectedType(column: reader.column) }
+            return record
+        }
+    }
+
+    /// Runs a statement and returns its first row as `type`, if any.
+    func queryOne<Record: SQLRecord>(_ type: Record.Type, _ sql: String, _ parameters: [SQLValue])
+        throws -> Record?
+    {
+        try query(type, sql, parameters).first
+    }
+}
