@@ -185,7 +185,7 @@ extension Benchmark {
         guard let port = server.port else { throw HTTPClientError(description: "the server has no port") }
         let clients = 8
         let workers = try (0..<clients).map { _ in
-            GetWorker(connection: try HTTPConnection(port: port), path: "/healthz", bearer: nil)
+            GetWorker(connection: try HTTPConnection(port: port), endpoint: API.health, bearer: nil)
         }
         let seconds = durations.reads
         progress("abuse: GET /healthz, \(clients) clients from 127.0.0.1, \(seconds) s")
@@ -262,7 +262,7 @@ extension Benchmark {
             ).jsonData
             let began = nanoseconds()
             let reply = try connection.send(
-                "POST", "/v1/sessions/password", body: body,
+                API.passwordLogin, raw: body,
                 headers: [
                     "X-Forwarded-For": "10.\(address >> 16 & 255).\(address >> 8 & 255).\(address & 255)"
                 ])

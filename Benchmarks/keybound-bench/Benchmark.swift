@@ -219,9 +219,9 @@ final class Benchmark {
         defer { server.stop(gracePeriod: 1) }
         // The seeded tokens must work, or the population is not what it claims to be.
         let checker = try HTTPConnection(port: port)
-        try expect(checker.send("GET", "/healthz"), 200, "healthz")
+        try expect(checker.send(API.health), 200, "healthz")
         for token in sample {
-            try expect(checker.send("GET", "/v1/me", bearer: token), 200, "GET /v1/me (seeded)")
+            try expect(checker.send(API.me, bearer: token), 200, "GET /v1/me (seeded)")
         }
         Thread.sleep(forTimeInterval: 0.5)
         let idle = residentMiB() ?? 0
@@ -292,8 +292,8 @@ final class Benchmark {
         progress(
             "GET /healthz and GET /v1/me alternating, \(clients.count) clients, \(durations.reads) s each")
         let (health, me) = alternate(
-            clients.map { GetWorker(connection: $0.connection, path: "/healthz", bearer: nil) },
-            clients.map { GetWorker(connection: $0.connection, path: "/v1/me", bearer: $0.accessToken) },
+            clients.map { GetWorker(connection: $0.connection, endpoint: API.health, bearer: nil) },
+            clients.map { GetWorker(connection: $0.connection, endpoint: API.me, bearer: $0.accessToken) },
             rounds: 2, roundSeconds: durations.reads / 2, warmup: 0.1)
         report.reads = ReadNumbers(health: health, me: me, clients: clients.count)
         return logins

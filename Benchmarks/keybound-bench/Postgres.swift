@@ -2,6 +2,7 @@ import Foundation
 import KeyboundCrypto
 import KeyboundServer
 import KeyboundTestSupport
+import KeyboundWire
 
 /// What the PostgreSQL phases measured, beside SQLite's.
 struct PostgresNumbers {
@@ -103,8 +104,8 @@ extension Benchmark {
 
         progress("PostgreSQL: GET /healthz and GET /v1/me alternating, \(durations.reads) s each")
         let (health, me) = alternate(
-            clients.map { GetWorker(connection: $0.connection, path: "/healthz", bearer: nil) },
-            clients.map { GetWorker(connection: $0.connection, path: "/v1/me", bearer: $0.accessToken) },
+            clients.map { GetWorker(connection: $0.connection, endpoint: API.health, bearer: nil) },
+            clients.map { GetWorker(connection: $0.connection, endpoint: API.me, bearer: $0.accessToken) },
             rounds: 2, roundSeconds: durations.reads / 2, warmup: 0.1)
         numbers.reads = ReadNumbers(health: health, me: me, clients: clients.count)
 

@@ -32,16 +32,15 @@ enum Profile {
         let client = InProcessClient(server: server)
 
         let password = "profile password"
-        try client.expect(
-            201, "POST", "/v1/accounts", CreateAccountRequest(username: "profile", password: password))
+        try client.expect(API.createAccount, CreateAccountRequest(username: "profile", password: password))
         var tokens = try TokenResponse(
             jsonData: client.expect(
-                200, "POST", "/v1/sessions/password",
+                API.passwordLogin,
                 PasswordLoginRequest(username: "profile", password: password, clientID: "profile")))
         let key = try P256SigningKey()
         let deviceID = try BindDeviceResponse(
             jsonData: client.expect(
-                201, "POST", "/v1/devices",
+                API.bindDevice,
                 BindDeviceRequest(
                     publicKey: key.publicKey.spkiDER, name: "profile", keyProtection: .software),
                 bearer: tokens.accessToken)
@@ -49,24 +48,21 @@ enum Profile {
         let started = nanoseconds()
         for _ in 0..<count {
             switch operation {
-            case .healthz: try client.expect(200, "GET", "/healthz")
-            case .me: try client.expect(200, "GET", "/v1/me", bearer: tokens.accessToken)
+            case .healthz: try client.expect(API.health)
+            case .me: try client.expect(API.me, bearer: tokens.accessToken)
             case .challenge:
-                try client.expect(201, "POST", "/v1/challenges", ChallengeRequest(deviceID: deviceID))
+                try client.expect(API.createChallenge, ChallengeRequest(deviceID: deviceID))
             case .login:
                 let challenge = try ChallengeResponse(
-                    jsonData: client.expect(
-                        201, "POST", "/v1/challenges", ChallengeRequest(deviceID: deviceID)))
+                    jsonData: client.expect(API.createChallenge, ChallengeRequest(deviceID: deviceID)))
                 let signature = try key.signature(for: challenge.payload).derRepresentation
                 tokens = try TokenResponse(
                     jsonData: client.expect(
-                        200, "POST", "/v1/sessions/device",
+                        API.deviceLogin,
                         DeviceLoginRequest(challengeID: challenge.challengeID, signature: signature)))
             case .refresh:
                 tokens = try TokenResponse(
-                    jsonData: client.expect(
-                        200, "POST", "/v1/sessions/refresh", RefreshRequest(refreshToken: tokens.refreshToken)
-                    ))
+                    jsonData: client.expect(API.refresh, RefreshRequest(refreshToken: tokens.refreshToken)))
             }
         }
         let elapsed = seconds(since: started)
@@ -76,20 +72,35 @@ enum Profile {
     }
 }
 
-/// Sends requests to ``Server/handle(_:)`` and waits for each answer.
+/// Sends requests to ``Server/handle(_:)`` and waits for each answer, which must be the route's
+/// success.
 private struct InProcessClient {
     let server: Server
 
+    /// Sends `message` to `endpoint`; returns the body of the answer.
     @discardableResult
-    func expect(
-        _ status: Int, _ method: String, _ path: String, _ message: (any WireMessage)? = nil,
-        bearer: String? = nil
+    func expect<Request, Response>(
+        _ endpoint: Endpoint<Request, Response>, _ message: Request, bearer: String? = nil
     ) throws -> Data {
+        try expect(endpoint, body: message.jsonData, bearer: bearer)
+    }
+
+    /// Sends a request without a body to `endpoint`; returns the body of the answer.
+    @discardableResult
+    func expect<Response>(_ endpoint: Endpoint<NoBody, Response>, bearer: String? = nil) throws -> Data {
+        try expect(endpoint, body: nil, bearer: bearer)
+    }
+
+    private func expect<Request, Response>(
+        _ endpoint: Endpoint<Request, Response>, body: Data?, bearer: String?
+    ) throws -> Data {
+        // The path is the template: no profiled route has parameters, and the profile should
+        // spend nothing on filling them in.
+        let (method, path, status) = (endpoint.method.rawValue, endpoint.template, endpoint.status)
         var headers = ["Host": "127.0.0.1", "Accept": "application/json"]
-        if message != nil { headers["Content-Type"] = "application/json" }
+        if body != nil { headers["Content-Type"] = "application/json" }
         if let bearer { headers["Authorization"] = "Bearer \(bearer)" }
-        let request = HTTPRequest(
-            method: method, path: path, headers: headers, body: message?.jsonData ?? Data())
+        let request = HTTPRequest(method: method, path: path, headers: headers, body: body ?? Data())
         let done = DispatchSemaphore(value: 0)
         let response = Shared<HTTPResponse?>(nil)
         Task { [server] in

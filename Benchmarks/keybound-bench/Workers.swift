@@ -28,25 +28,20 @@ final class DeviceLoginWorker: LoadWorker, @unchecked Sendable {
         let password = "bench password of " + username
         try expect(
             connection.send(
-                "POST", "/v1/accounts",
-                body: CreateAccountRequest(username: try Username(username), password: password).jsonData),
+                API.createAccount, CreateAccountRequest(username: try Username(username), password: password)),
             201, "create account")
         let login = try connection.send(
-            "POST", "/v1/sessions/password",
-            body: PasswordLoginRequest(
-                username: try Username(username), password: password, clientID: "bench-phone"
-            )
-            .jsonData)
+            API.passwordLogin,
+            PasswordLoginRequest(
+                username: try Username(username), password: password, clientID: "bench-phone"))
         try expect(login, 200, "password login")
         let tokens = try TokenResponse(jsonData: login.body)
         (accessToken, refreshToken) = (tokens.accessToken, tokens.refreshToken)
         key = try P256SigningKey()
         let bound = try connection.send(
-            "POST", "/v1/devices",
-            body: BindDeviceRequest(
-                publicKey: key.publicKey.spkiDER, name: "bench phone", keyProtection: .software
-            )
-            .jsonData,
+            API.bindDevice,
+            BindDeviceRequest(
+                publicKey: key.publicKey.spkiDER, name: "bench phone", keyProtection: .software),
             bearer: accessToken)
         try expect(bound, 201, "bind device")
         deviceID = try BindDeviceResponse(jsonData: bound.body).deviceID
@@ -54,14 +49,12 @@ final class DeviceLoginWorker: LoadWorker, @unchecked Sendable {
     }
 
     func step() throws -> Bool {
-        let challenge = try connection.send(
-            "POST", "/v1/challenges", body: ChallengeRequest(deviceID: deviceID).jsonData)
+        let challenge = try connection.send(API.createChallenge, ChallengeRequest(deviceID: deviceID))
         guard challenge.status == 201 else { return false }
         let issued = try ChallengeResponse(jsonData: challenge.body)
         let signature = try key.signature(for: issued.payload).derRepresentation
         let login = try connection.send(
-            "POST", "/v1/sessions/device",
-            body: DeviceLoginRequest(challengeID: issued.challengeID, signature: signature).jsonData)
+            API.deviceLogin, DeviceLoginRequest(challengeID: issued.challengeID, signature: signature))
         guard login.status == 200 else { return false }
         let tokens = try TokenResponse(jsonData: login.body)
         (accessToken, refreshToken) = (tokens.accessToken, tokens.refreshToken)
@@ -81,8 +74,7 @@ final class RefreshWorker: LoadWorker, @unchecked Sendable {
     }
 
     func step() throws -> Bool {
-        let reply = try connection.send(
-            "POST", "/v1/sessions/refresh", body: RefreshRequest(refreshToken: refreshToken).jsonData)
+        let reply = try connection.send(API.refresh, RefreshRequest(refreshToken: refreshToken))
         guard reply.status == 200 else { return false }
         refreshToken = try TokenResponse(jsonData: reply.body).refreshToken
         return true
@@ -108,27 +100,27 @@ final class LoginBoundWorker: LoadWorker, @unchecked Sendable {
     }
 
     func step() throws -> Bool {
-        guard try connection.send("GET", "/healthz").status == 200 else { return false }
+        guard try connection.send(API.health).status == 200 else { return false }
         let signature = try key.signature(for: payload)
         guard key.publicKey.isValidSignature(signature, for: payload) else { return false }
-        return try connection.send("GET", "/healthz").status == 200
+        return try connection.send(API.health).status == 200
     }
 }
 
-/// A `GET` of one path, optionally with a bearer token, expecting 200.
-final class GetWorker: LoadWorker, @unchecked Sendable {
+/// Requests without a body to one route, optionally with a bearer token, expecting 200.
+final class GetWorker<Response: WireMessage>: LoadWorker, @unchecked Sendable {
     private let connection: HTTPConnection
-    private let path: String
+    private let endpoint: Endpoint<NoBody, Response>
     private let bearer: String?
 
-    init(connection: HTTPConnection, path: String, bearer: String?) {
+    init(connection: HTTPConnection, endpoint: Endpoint<NoBody, Response>, bearer: String?) {
         self.connection = connection
-        self.path = path
+        self.endpoint = endpoint
         self.bearer = bearer
     }
 
     func step() throws -> Bool {
-        try connection.send("GET", path, bearer: bearer).status == 200
+        try connection.send(endpoint, bearer: bearer).status == 200
     }
 }
 
@@ -147,6 +139,6 @@ final class PasswordLoginWorker: LoadWorker, @unchecked Sendable {
     }
 
     func step() throws -> Bool {
-        try connection.send("POST", "/v1/sessions/password", body: body).status == 200
+        try connection.send(API.passwordLogin, raw: body).status == 200
     }
 }

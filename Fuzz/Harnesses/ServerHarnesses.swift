@@ -14,7 +14,7 @@ extension Harness {
         let value = ServerFixture.substituting(Array(data), fixture.standingTokens)
         let response = fixture.handle(
             HTTPRequest(
-                method: "GET", path: "/v1/me",
+                method: API.me.method.rawValue, path: API.me.path(),
                 headers: ["Authorization": String(decoding: value, as: UTF8.self)]))
         expect([200, 401].contains(response.status), "GET /v1/me answered \(response.status)")
         ServerFixture.expectWellFormed(response)
@@ -70,7 +70,8 @@ final class ServerFixture: Sendable {
         }
         let account = Self.handle(
             HTTPRequest(
-                method: "POST", path: "/v1/accounts", headers: ["Content-Type": "application/json"],
+                method: API.createAccount.method.rawValue, path: API.createAccount.path(),
+                headers: ["Content-Type": "application/json"],
                 body: CreateAccountRequest(username: Self.username, password: Self.password).jsonData),
             by: application)
         guard account.status == 201 else { fatalError("cannot create the fuzz account: \(account.status)") }
@@ -94,7 +95,8 @@ final class ServerFixture: Sendable {
         let login = PasswordLoginRequest(username: username, password: password, clientID: "fuzz")
         let response = handle(
             HTTPRequest(
-                method: "POST", path: "/v1/sessions/password", headers: ["Content-Type": "application/json"],
+                method: API.passwordLogin.method.rawValue, path: API.passwordLogin.path(),
+                headers: ["Content-Type": "application/json"],
                 body: login.jsonData),
             by: application)
         guard let tokens = try? TokenResponse(jsonData: response.body) else {

@@ -36,6 +36,7 @@ private func roundTrip<Message: WireMessage & Hashable>(_ type: Message.Type, _ 
 
 /// An approval action as a message of its own, so it is fuzzed like the bodies that embed it.
 private struct ApprovalActionMessage: WireMessage, Hashable {
+    static let schemaName = "TransferAction"
     let action: ApprovalAction
     init(json: JSONValue) throws(WireFailure) { action = try ApprovalAction(json: json) }
     var json: JSONValue { action.json }

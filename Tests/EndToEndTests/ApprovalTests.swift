@@ -134,7 +134,9 @@ struct ApprovalTests {
         let bound = try await Self.bound(backend, phone, urlSession: attacked)
         let attacker = "0xbadbadbadbadbadbadbadbadbadbadbadbadbad0"
         ManInTheMiddle.intercept(port: port) { method, path, body in
-            guard method == "POST", path == "/v1/approvals" else { return body }
+            guard method == API.createApproval.method.rawValue, path == API.createApproval.path() else {
+                return body
+            }
             return Data(
                 String(decoding: body, as: UTF8.self)
                     .replacingOccurrences(of: "\"amount\":\"0.5\"", with: "\"amount\":\"50\"")
@@ -148,7 +150,7 @@ struct ApprovalTests {
         #expect(await phone.snapshot().queuedOutcomes == 1, "no prompt for a payload that was not asked for")
         // The man in the middle really was there: the server holds a pending 50 ETH approval.
         ManInTheMiddle.stop(port: port)
-        let created = try await backend.requests(route: "/v1/approvals", status: 201)
+        let created = try await backend.requests(API.createApproval, status: 201)
         #expect(created == 1)
         // Without him, the same request goes through.
         let pending = try await bound.approvals.request(try Self.transfer("0.5"))

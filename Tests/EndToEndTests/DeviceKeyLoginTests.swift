@@ -48,7 +48,7 @@ struct DeviceKeyLoginTests {
         let phone = try makePhone()
         try await backend.createUser("ada")
         _ = try await backend.enabledApp(.deviceKey, device: phone)
-        let loginsBefore = try await backend.requests(route: "/v1/sessions/device")
+        let loginsBefore = try await backend.requests(API.deviceLogin)
 
         let relaunched = try backend.app(.deviceKey, device: phone)
         // Someone else's face, twice, and once more after Face ID offered the fallback button:
@@ -58,7 +58,7 @@ struct DeviceKeyLoginTests {
         // Nothing queued: the prompt is dismissed.
         await expectKeyboundError(.userCancel, recovery: .silent) { try await relaunched.unlock() }
         #expect(await relaunched.client.currentSession == nil)
-        #expect(try await backend.requests(route: "/v1/sessions/device") == loginsBefore)
+        #expect(try await backend.requests(API.deviceLogin) == loginsBefore)
 
         // A patched app signs the server's challenge without asking the OS: the key refuses,
         // with no verification and with a forged one.
@@ -103,7 +103,7 @@ struct DeviceKeyLoginTests {
         await expectKeyboundError(.payloadMismatch) { try await misdirected.unlock() }
         #expect(await misdirected.client.currentSession == nil)
         #expect(await phone.snapshot().queuedOutcomes == 1, "no prompt may be shown for a foreign payload")
-        #expect(try await backend.requests(route: "/v1/sessions/device") == 0)
+        #expect(try await backend.requests(API.deviceLogin) == 0)
     }
 
     /// The payload checks of ``TransactionApproval/check(approvalID:payload:)`` on hand-made

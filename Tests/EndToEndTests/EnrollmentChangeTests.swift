@@ -39,7 +39,7 @@ struct EnrollmentChangeTests {
 
         // Unlock reports it, with the re-enrollment guidance, and shows no prompt: the new
         // face could not open the old material anyway. Nor is the server asked for anything.
-        let challengesBefore = try await backend.requests(route: "/v1/challenges")
+        let challengesBefore = try await backend.requests(API.createChallenge)
         let flows = [
             (try backend.app(.token, device: phone), "acme-token.refresh-token"),
             (try backend.app(.deviceKey, device: phone), "acme-deviceKey.device-key"),
@@ -54,7 +54,7 @@ struct EnrollmentChangeTests {
             #expect(!(left.items + left.keys).contains { $0.hasSuffix(material) }, "\(left)")
             await expectKeyboundError(.itemNotFound) { try await app.unlock() }
         }
-        #expect(try await backend.requests(route: "/v1/challenges") == challengesBefore)
+        #expect(try await backend.requests(API.createChallenge) == challengesBefore)
 
         // Re-enrollment: password login, enable again.
         let keyAgain = try await backend.enabledApp(.deviceKey, device: phone)

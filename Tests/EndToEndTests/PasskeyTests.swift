@@ -90,7 +90,7 @@ struct PasskeyTests {
         let passkeys = try EmulatedPasskeyAuthenticator(device: phone)
         await phone.present(.match)
         try await Self.app(backend, passkeys).signUp(username: "grace")
-        let verifiesBefore = try await backend.requests(route: "/v1/webauthn/login/verify")
+        let verifiesBefore = try await backend.requests(API.passkeyLoginVerify)
 
         let app = Self.app(backend, passkeys)
         await phone.present(.noMatch, .noMatch, .noMatch)
@@ -102,7 +102,7 @@ struct PasskeyTests {
         await phone.present(.match)
         await expectKeyboundError(.biometryLockout) { try await app.signIn() }
         #expect(await app.client.currentSession == nil)
-        #expect(try await backend.requests(route: "/v1/webauthn/login/verify") == verifiesBefore)
+        #expect(try await backend.requests(API.passkeyLoginVerify) == verifiesBefore)
 
         // The device passcode clears the lockout; Face ID signs in again.
         await phone.present(.passcode("123456"))
@@ -121,7 +121,7 @@ struct PasskeyTests {
         await phone.present(.match)
         let signUp = Self.app(backend, passkeys)
         try await signUp.signUp(username: "grace")
-        let verifiesBefore = try await backend.requests(route: "/v1/webauthn/login/verify")
+        let verifiesBefore = try await backend.requests(API.passkeyLoginVerify)
 
         // Someone adds a face: the passkey's key is destroyed with the enrollment, as a key's is.
         try await phone.enroll()
@@ -129,7 +129,7 @@ struct PasskeyTests {
         let app = Self.app(backend, passkeys, clientID: "phone-passkey-relaunched")
         await expectKeyboundError(.invalidated, recovery: .reenroll) { try await app.signIn() }
         #expect(await phone.snapshot().queuedOutcomes == 1, "no prompt was shown")
-        #expect(try await backend.requests(route: "/v1/webauthn/login/verify") == verifiesBefore)
+        #expect(try await backend.requests(API.passkeyLoginVerify) == verifiesBefore)
         #expect(try await passkeys.passkeys().isEmpty)
 
         // Within the step-up window of the sign-up session, the re-enrolled face (the match still
@@ -173,7 +173,7 @@ struct PasskeyTests {
         await phone.present(.match)
         let app = Self.app(backend, passkeys)
         try await app.signUp(username: "grace")
-        let registeredBefore = try await backend.requests(route: "/v1/webauthn/register/verify")
+        let registeredBefore = try await backend.requests(API.passkeyRegistrationVerify)
 
         // Within the step-up window, the same phone is asked for another passkey of the account:
         // the options list the phone's passkey, and the authenticator refuses, as a platform
@@ -182,6 +182,6 @@ struct PasskeyTests {
         await expectKeyboundError(.duplicateItem) { try await app.addPasskey() }
         #expect(try await passkeys.passkeys().count == 1)
         #expect(try await app.passkeys().count == 1)
-        #expect(try await backend.requests(route: "/v1/webauthn/register/verify") == registeredBefore)
+        #expect(try await backend.requests(API.passkeyRegistrationVerify) == registeredBefore)
     }
 }

@@ -9,7 +9,6 @@ import Testing
 @Suite("Single-flight refresh")
 struct RefreshTests {
     static let callers = 100
-    static let refreshRoute = "/v1/sessions/refresh"
 
     /// Runs `callers` concurrent `me()` calls; returns each one's outcome.
     static func concurrentMe(_ client: KeyboundClient) async -> [Result<MeResponse, any Error>] {
@@ -38,7 +37,7 @@ struct RefreshTests {
         defer { backend.shutDown() }
         let client = try await Self.loggedIn(backend)
         let before = try #require(await client.currentSession)
-        let refreshesBefore = try await backend.requests(route: Self.refreshRoute)
+        let refreshesBefore = try await backend.requests(API.refresh)
 
         backend.clock.advance(by: 16 * 60)  // server and client: the 15-minute token is over
         let results = await Self.concurrentMe(client)
@@ -47,9 +46,9 @@ struct RefreshTests {
         #expect(users.count == Self.callers)
         #expect(Set(users.map(\.userID)) == [before.userID])
         #expect(Set(users.map(\.sessionID)) == [before.sessionID], "a refresh keeps the session")
-        #expect(try await backend.requests(route: Self.refreshRoute) - refreshesBefore == 1)
-        #expect(try await backend.requests(route: Self.refreshRoute, status: 200) == 1)
-        #expect(try await backend.requests(route: "/v1/me", status: 401) == 0, "no call went out stale")
+        #expect(try await backend.requests(API.refresh) - refreshesBefore == 1)
+        #expect(try await backend.requests(API.refresh, status: 200) == 1)
+        #expect(try await backend.requests(API.me, status: 401) == 0, "no call went out stale")
         let after = try #require(await client.currentSession)
         #expect(after.accessToken != before.accessToken)
         #expect(after.refreshToken != before.refreshToken)
@@ -70,8 +69,8 @@ struct RefreshTests {
 
         let users = try results.map { try $0.get() }
         #expect(Set(users.map(\.userID)) == [userID])
-        #expect(try await backend.requests(route: Self.refreshRoute) == 1)
-        #expect(try await backend.requests(route: "/v1/me", status: 200) == Self.callers)
+        #expect(try await backend.requests(API.refresh) == 1)
+        #expect(try await backend.requests(API.me, status: 200) == Self.callers)
     }
 
     /// The refresh itself is refused (the session was ended elsewhere): all callers learn that
@@ -98,8 +97,8 @@ struct RefreshTests {
                 #expect(keybound?.recovery == .usePassword, "\(error)")
             }
         }
-        #expect(try await backend.requests(route: Self.refreshRoute) == 1)
-        #expect(try await backend.requests(route: Self.refreshRoute, status: 401) == 1)
+        #expect(try await backend.requests(API.refresh) == 1)
+        #expect(try await backend.requests(API.refresh, status: 401) == 1)
         #expect(await client.currentSession == nil)
     }
 
@@ -120,7 +119,7 @@ struct RefreshTests {
                 Issue.record("a call succeeded on a revoked session")
             }
         }
-        #expect(try await backend.requests(route: Self.refreshRoute) == 1)
+        #expect(try await backend.requests(API.refresh) == 1)
         #expect(await client.currentSession == nil)
     }
 }

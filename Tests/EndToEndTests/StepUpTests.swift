@@ -32,7 +32,7 @@ struct StepUpTests {
             try await app.enable()
         }
         // The SDK stopped before it made a new key: nothing was sent, the bound key still logs in.
-        #expect(try await backend.requests(route: "/v1/devices", status: 403) == 0)
+        #expect(try await backend.requests(API.bindDevice, status: 403) == 0)
         #expect(try await phone.publicKey("acme-deviceKey.device-key") == keyBefore)
         #expect(try await app.boundDeviceID() == deviceID)
         await phone.present(.match)

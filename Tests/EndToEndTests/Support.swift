@@ -122,10 +122,10 @@ final class Backend: Sendable {
 
     /// `keybound_http_requests_total` for a route, summed over statuses (or for one status),
     /// read from the server's own `GET /metrics` on its metrics listener.
-    func requests(route: String, status: Int? = nil) async throws -> Int {
+    func requests(_ endpoint: some EndpointDescription, status: Int? = nil) async throws -> Int {
         let (data, response) = try await urlSession.data(from: try #require(server.metricsURL))
         #expect((response as? HTTPURLResponse)?.statusCode == 200)
-        let prefix = "keybound_http_requests_total{route=\"\(route)\",status=\""
+        let prefix = "keybound_http_requests_total{route=\"\(endpoint.template)\",status=\""
         var total = 0
         for line in String(decoding: data, as: UTF8.self).split(separator: "\n") where line.hasPrefix(prefix)
         {

@@ -59,8 +59,8 @@ struct InvalidTokenTests {
         let bob = try TokenResponse(jsonData: app.login("bob", Client.password).body)
         func approval(_ device: String, _ token: String) throws -> ApprovalChallengeResponse {
             let reply = app.send(
-                "POST", "/v1/approvals",
-                CreateApprovalRequest(deviceID: device, action: try transfer()).jsonData, token: token)
+                API.createApproval,
+                CreateApprovalRequest(deviceID: device, action: try transfer()), token: token)
             return try ApprovalChallengeResponse(jsonData: reply.body)
         }
         let aliceIssued = try approval(aliceDevice, alice.accessToken)
@@ -72,40 +72,38 @@ struct InvalidTokenTests {
         let before = try Self.contents(app)
         let writesBefore = database.writes
         // Every bearer operation, with a random token: 401.
-        let bearerOperations: [(String, String, Data)] = [
-            ("GET", "/v1/me", Data()), ("DELETE", "/v1/sessions/current", Data()),
+        let bearerOperations: [(any EndpointDescription, [String], Data)] = [
+            (API.me, [], Data()), (API.logout, [], Data()),
             (
-                "POST", "/v1/devices",
+                API.bindDevice, [],
                 BindDeviceRequest(
                     publicKey: try P256SigningKey().publicKey.spkiDER, name: "Phone", keyProtection: .emulator
                 ).jsonData
             ),
-            ("GET", "/v1/devices", Data()), ("DELETE", "/v1/devices/\(aliceDevice)", Data()),
+            (API.listDevices, [], Data()), (API.revokeDevice, [aliceDevice], Data()),
             (
-                "POST", "/v1/approvals",
+                API.createApproval, [],
                 CreateApprovalRequest(deviceID: aliceDevice, action: try transfer()).jsonData
             ),
-            (
-                "POST", "/v1/approvals/\(aliceApproval)/confirm",
-                ConfirmApprovalRequest(signature: signature).jsonData
-            ),
-            ("GET", "/v1/approvals/\(aliceApproval)", Data()), ("GET", "/v1/audit", Data()),
-            ("GET", "/v1/passkeys", Data()), ("DELETE", "/v1/passkeys/pk_AAAAAAAAAAAAAAAAAAAAAA", Data()),
-            ("POST", "/v1/app-attest/challenges", Data()),
-            ("POST", "/v1/webauthn/register/options", Data(#"{"username":"alice"}"#.utf8)),
+            (API.confirmApproval, [aliceApproval], ConfirmApprovalRequest(signature: signature).jsonData),
+            (API.approvalStatus, [aliceApproval], Data()), (API.audit, [], Data()),
+            (API.listPasskeys, [], Data()), (API.removePasskey, ["pk_AAAAAAAAAAAAAAAAAAAAAA"], Data()),
+            (API.createAppAttestChallenge, [], Data()),
+            (API.passkeyRegistrationOptions, [], Data(#"{"username":"alice"}"#.utf8)),
         ]
         var unexpected: [String] = []
         func check(_ reply: HTTPResponse, _ status: Int, _ what: String) {
             if reply.status != status, unexpected.count < 10 { unexpected.append("\(what): \(reply.status)") }
         }
         for index in 0..<2600 {
-            let (method, path, body) = bearerOperations[index % bearerOperations.count]
-            check(app.send(method, path, body, token: Self.randomToken()), 401, "\(method) \(path)")
+            let (endpoint, parameters, body) = bearerOperations[index % bearerOperations.count]
+            check(
+                app.send(endpoint, raw: body, parameters: parameters, token: Self.randomToken()), 401,
+                "\(endpoint.method.rawValue) \(endpoint.path(parameters))")
         }
         // Random refresh tokens: 401.
         for _ in 0..<2500 {
-            let body = RefreshRequest(refreshToken: Self.randomToken()).jsonData
-            check(app.send("POST", "/v1/sessions/refresh", body), 401, "refresh")
+            check(app.send(API.refresh, RefreshRequest(refreshToken: Self.randomToken())), 401, "refresh")
         }
         // Forged login challenge ids, with the real challenge's signature: random ones, and the
         // real one with one bit changed: unknown, 404.
@@ -121,25 +119,25 @@ struct InvalidTokenTests {
             let id =
                 index.isMultiple(of: 100)
                 ? bobApproval : "apr_" + Base64URL.encode(SecureRandomBytes.bytes(16))
-            let confirm = ConfirmApprovalRequest(signature: signature).jsonData
+            let confirm = ConfirmApprovalRequest(signature: signature)
             check(
-                app.send("POST", "/v1/approvals/\(id)/confirm", confirm, token: alice.accessToken), 404,
+                app.send(API.confirmApproval, confirm, parameters: [id], token: alice.accessToken), 404,
                 "confirm")
-            check(app.send("GET", "/v1/approvals/\(id)", token: alice.accessToken), 404, "status")
+            check(app.send(API.approvalStatus, parameters: [id], token: alice.accessToken), 404, "status")
         }
         #expect(unexpected.isEmpty, "\(unexpected)")
         #expect(database.writes == writesBefore, "write transactions for invalid tokens")
         #expect(try Self.contents(app) == before)
 
         // Everything real still works: the refusals changed nothing.
-        let approved = ConfirmApprovalRequest(signature: try sign(alicePayload, with: aliceKey)).jsonData
+        let approved = ConfirmApprovalRequest(signature: try sign(alicePayload, with: aliceKey))
         let confirmed = app.send(
-            "POST", "/v1/approvals/\(aliceApproval)/confirm", approved, token: alice.accessToken)
+            API.confirmApproval, approved, parameters: [aliceApproval], token: alice.accessToken)
         #expect(confirmed.status == 200)
         // (Last: a device login replaces Alice's session from the same client.)
         #expect(app.deviceLogin(challenge.challengeID, signature, from: "127.0.0.1").status == 200)
         let refreshed = app.send(
-            "POST", "/v1/sessions/refresh", RefreshRequest(refreshToken: bob.refreshToken).jsonData)
+            API.refresh, RefreshRequest(refreshToken: bob.refreshToken))
         #expect(refreshed.status == 200)
     }
 }

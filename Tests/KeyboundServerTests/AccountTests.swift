@@ -11,8 +11,8 @@ struct AccountTests {
         let live = try TestServer(engine: engine)
         let userID = try await live.client.createAccount("alice")
         #expect(userID.hasPrefix("usr_"))
-        let again = try await live.client.post(
-            "/v1/accounts", CreateAccountRequest(username: "ALICE", password: "another password"))
+        let again = try await live.client.send(
+            API.createAccount, CreateAccountRequest(username: "ALICE", password: "another password"))
         #expect(again.status == 409)
         #expect(again.problem?.code == .usernameTaken)
     }
@@ -20,8 +20,8 @@ struct AccountTests {
     @Test(arguments: Engine.all) func passwordLengthRules(engine: Engine) async throws {
         let live = try TestServer(engine: engine)
         for password in ["short", String(repeating: "x", count: 1025)] {
-            let reply = try await live.client.post(
-                "/v1/accounts", CreateAccountRequest(username: "bob", password: password))
+            let reply = try await live.client.send(
+                API.createAccount, CreateAccountRequest(username: "bob", password: password))
             #expect(reply.status == 400)
             #expect(reply.problem?.code == .invalidRequest)
         }
@@ -38,8 +38,8 @@ struct AccountTests {
         try await live.client.createAccount("carol", password: accented)
         let tooLong = String(repeating: "e\u{301}", count: 512) + "e"
         #expect(tooLong.count == 513 && tooLong.unicodeScalars.count == 1025)
-        let reply = try await live.client.post(
-            "/v1/accounts", CreateAccountRequest(username: "dave", password: tooLong))
+        let reply = try await live.client.send(
+            API.createAccount, CreateAccountRequest(username: "dave", password: tooLong))
         #expect(reply.status == 400)
         #expect(reply.problem?.code == .invalidRequest)
     }
@@ -51,7 +51,7 @@ struct AccountTests {
         #expect(tokens.userID == userID)
         #expect(tokens.tokenType == "Bearer")
         #expect(tokens.expiresIn == 900)
-        let me = try await live.client.get("/v1/me", token: tokens.accessToken)
+        let me = try await live.client.send(API.me, token: tokens.accessToken)
         #expect(me.status == 200)
         let body = try me.decode(MeResponse.self)
         #expect(body.username == "alice")
@@ -59,14 +59,14 @@ struct AccountTests {
         #expect(body.sessionID == tokens.sessionID)
         #expect(abs(body.authTime.timeIntervalSince(live.clock.now)) < 2)
 
-        let logout = try await live.client.delete("/v1/sessions/current", token: tokens.accessToken)
+        let logout = try await live.client.send(API.logout, token: tokens.accessToken)
         #expect(logout.status == 204)
-        let after = try await live.client.get("/v1/me", token: tokens.accessToken)
+        let after = try await live.client.send(API.me, token: tokens.accessToken)
         #expect(after.status == 401)
         #expect(after.problem?.code == .tokenInvalid)
         #expect(after.header("WWW-Authenticate")?.hasPrefix("Bearer") == true)
-        let refresh = try await live.client.post(
-            "/v1/sessions/refresh", RefreshRequest(refreshToken: tokens.refreshToken))
+        let refresh = try await live.client.send(
+            API.refresh, RefreshRequest(refreshToken: tokens.refreshToken))
         #expect(refresh.status == 401)
     }
 
@@ -74,11 +74,11 @@ struct AccountTests {
     {
         let live = try TestServer(engine: engine)
         try await live.client.createAccount("alice")
-        let wrong = try await live.client.post(
-            "/v1/sessions/password",
+        let wrong = try await live.client.send(
+            API.passwordLogin,
             PasswordLoginRequest(username: "alice", password: "wrong password", clientID: "c"))
-        let unknown = try await live.client.post(
-            "/v1/sessions/password",
+        let unknown = try await live.client.send(
+            API.passwordLogin,
             PasswordLoginRequest(username: "mallory", password: "wrong password", clientID: "c"))
         #expect(wrong.status == 401)
         #expect(unknown.status == 401)
@@ -96,34 +96,34 @@ struct AccountTests {
         try await live.client.createAccount("alice")
         let wrong = PasswordLoginRequest(username: "alice", password: "wrong password", clientID: "c")
         for _ in 1...5 {
-            #expect(try await live.client.post("/v1/sessions/password", wrong).status == 401)
+            #expect(try await live.client.send(API.passwordLogin, wrong).status == 401)
         }
-        let sixth = try await live.client.post("/v1/sessions/password", wrong)
+        let sixth = try await live.client.send(API.passwordLogin, wrong)
         #expect(sixth.status == 429)
         #expect(sixth.problem?.code == .throttled)
         #expect(sixth.header("Retry-After") == "60")
         // The right password from this address is refused too while blocked, and the answer does
         // not say which factor failed.
-        let right = try await live.client.post(
-            "/v1/sessions/password",
+        let right = try await live.client.send(
+            API.passwordLogin,
             PasswordLoginRequest(username: "alice", password: Client.password, clientID: "c"))
         #expect(right.status == 429)
         #expect(right.body == sixth.body)
 
         // After the block, one more failure blocks again for twice as long.
         live.clock.advance(by: 61)
-        #expect(try await live.client.post("/v1/sessions/password", wrong).status == 401)
-        let blocked = try await live.client.post("/v1/sessions/password", wrong)
+        #expect(try await live.client.send(API.passwordLogin, wrong).status == 401)
+        let blocked = try await live.client.send(API.passwordLogin, wrong)
         #expect(blocked.status == 429)
         #expect(blocked.header("Retry-After") == "120")
 
         // A successful login resets the count.
         live.clock.advance(by: 121)
         _ = try await live.client.login("alice", clientID: "c")
-        #expect(try await live.client.post("/v1/sessions/password", wrong).status == 401)
+        #expect(try await live.client.send(API.passwordLogin, wrong).status == 401)
 
-        let events = try await live.client.get(
-            "/v1/audit", token: try await live.client.login("alice").accessToken)
+        let events = try await live.client.send(
+            API.audit, token: try await live.client.login("alice").accessToken)
         let list = try events.decode(AuditListResponse.self).events
         let types = list.map(\.type)
         // One lockout per block, folded into one row; the refused requests in between are not audited.
@@ -135,21 +135,21 @@ struct AccountTests {
     @Test(arguments: Engine.all) func unknownUsernamesAreThrottledAlike(engine: Engine) async throws {
         let live = try TestServer(engine: engine)
         let wrong = PasswordLoginRequest(username: "nobody", password: "wrong password", clientID: "c")
-        for _ in 1...5 { _ = try await live.client.post("/v1/sessions/password", wrong) }
-        let sixth = try await live.client.post("/v1/sessions/password", wrong)
+        for _ in 1...5 { _ = try await live.client.send(API.passwordLogin, wrong) }
+        let sixth = try await live.client.send(API.passwordLogin, wrong)
         #expect(sixth.status == 429)
     }
 
     @Test(arguments: Engine.all) func clientAddressIsThrottled(engine: Engine) async throws {
         let live = try TestServer(engine: engine) { $0.addressFailureLimit = 3 }
         for name in ["a1", "a2", "a3"] {
-            let reply = try await live.client.post(
-                "/v1/sessions/password",
+            let reply = try await live.client.send(
+                API.passwordLogin,
                 PasswordLoginRequest(username: try Username(name), password: "wrong password", clientID: "c"))
             #expect(reply.status == 401)
         }
-        let next = try await live.client.post(
-            "/v1/sessions/password",
+        let next = try await live.client.send(
+            API.passwordLogin,
             PasswordLoginRequest(username: "a4", password: "wrong password", clientID: "c"))
         #expect(next.status == 429)
         #expect(next.header("Retry-After") != nil)
@@ -174,7 +174,7 @@ struct AccountTests {
     {
         try await withThrowingTaskGroup(of: Reply.self) { group in
             for request in requests {
-                group.addTask { try await live.client.post("/v1/sessions/password", request) }
+                group.addTask { try await live.client.send(API.passwordLogin, request) }
             }
             return try await group.reduce(into: []) { $0.append($1) }
         }
@@ -197,9 +197,9 @@ struct AccountTests {
 
         // The right password from this address is refused too until the block ends, then it works.
         let right = PasswordLoginRequest(username: "alice", password: Client.password, clientID: "c")
-        #expect(try await live.client.post("/v1/sessions/password", right).status == 429)
+        #expect(try await live.client.send(API.passwordLogin, right).status == 429)
         live.clock.advance(by: 61)
-        #expect(try await live.client.post("/v1/sessions/password", right).status == 200)
+        #expect(try await live.client.send(API.passwordLogin, right).status == 200)
     }
 
     @Test(arguments: Engine.all) func parallelWrongPasswordsGetNoMoreGuessesThanTheAddressLimit(
@@ -220,12 +220,12 @@ struct AccountTests {
         let live = try TestServer(engine: engine) { $0.addressFailureLimit = 3 }
         try await live.client.createAccount("alice")
         let wrong = PasswordLoginRequest(username: "bob", password: "wrong password", clientID: "c")
-        #expect(try await live.client.post("/v1/sessions/password", wrong).status == 401)
+        #expect(try await live.client.send(API.passwordLogin, wrong).status == 401)
         for _ in 1...5 { _ = try await live.client.login("alice") }
         // The successes were counted while in flight and taken back: two failures so far, not seven.
-        #expect(try await live.client.post("/v1/sessions/password", wrong).status == 401)
-        #expect(try await live.client.post("/v1/sessions/password", wrong).status == 401)
-        #expect(try await live.client.post("/v1/sessions/password", wrong).status == 429)
+        #expect(try await live.client.send(API.passwordLogin, wrong).status == 401)
+        #expect(try await live.client.send(API.passwordLogin, wrong).status == 401)
+        #expect(try await live.client.send(API.passwordLogin, wrong).status == 429)
     }
 
     @Test(arguments: Engine.all) func throttledRequestsWriteNothing(engine: Engine) async throws {
@@ -329,7 +329,7 @@ struct AccountTests {
 }
 
 /// The application without sockets, with a manual clock and its database at hand.
-final class InProcessApplication: Sendable {
+final class InProcessApplication: InProcessApplicationHandle, Sendable {
     let directory: TemporaryDirectory
     let database: TestDatabase
     let clock = ManualClock()
@@ -355,24 +355,17 @@ final class InProcessApplication: Sendable {
     }
 
     func createAccount(_ username: String) throws {
-        let reply = post(
-            "/v1/accounts",
-            CreateAccountRequest(username: try Username(username), password: Client.password).jsonData)
+        let reply = send(
+            API.createAccount,
+            CreateAccountRequest(username: try Username(username), password: Client.password))
         guard reply.status == 201 else { throw TestFailure("account: \(reply.status)") }
     }
 
     func login(_ username: Username, _ password: String, from address: String = "127.0.0.1") -> HTTPResponse {
-        post(
-            "/v1/sessions/password",
-            PasswordLoginRequest(username: username, password: password, clientID: "c").jsonData,
+        send(
+            API.passwordLogin,
+            PasswordLoginRequest(username: username, password: password, clientID: "c"),
             from: address)
-    }
-
-    func post(_ path: String, _ body: Data, from address: String = "127.0.0.1") -> HTTPResponse {
-        application.handle(
-            HTTPRequest(
-                method: "POST", path: path, headers: ["Content-Type": "application/json"], body: body,
-                clientAddress: address))
     }
 
     func rows(_ sql: String) throws -> [[SQLValue]] {

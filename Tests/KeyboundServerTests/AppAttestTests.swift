@@ -42,12 +42,12 @@ struct AppAttestTests {
         ca: TestAppAttestCA,
         attest: (_ challenge: Data) throws -> (keyID: Data, attestation: Data)
     ) async throws -> Reply {
-        let issued = try await live.client.send("POST", "/v1/app-attest/challenges", token: token)
+        let issued = try await live.client.send(API.createAppAttestChallenge, token: token)
         #expect(issued.status == 201, "\(issued.text)")
         let challenge = try issued.decode(AppAttestChallengeResponse.self).challenge
         let (keyID, attestation) = try attest(challenge)
-        return try await live.client.post(
-            "/v1/devices",
+        return try await live.client.send(
+            API.bindDevice,
             BindDeviceRequest(
                 publicKey: deviceKey.spkiDER, name: "iPhone", keyProtection: .secureEnclave,
                 appAttest: AppAttestBinding(keyID: keyID, attestation: attestation)),
@@ -86,11 +86,11 @@ struct AppAttestTests {
         let other = try await live.client.login("alice", clientID: "app-2")
         let (_, plainID) = try await live.client.bindDevice(other.accessToken)
 
-        let devices = try await live.client.get("/v1/devices", token: other.accessToken)
+        let devices = try await live.client.send(API.listDevices, token: other.accessToken)
             .decode(DeviceListResponse.self).devices
         #expect(devices.first { $0.deviceID == deviceID }?.attested == true)
         #expect(devices.first { $0.deviceID == plainID }?.attested == false)
-        let events = try await live.client.get("/v1/audit", token: other.accessToken)
+        let events = try await live.client.send(API.audit, token: other.accessToken)
             .decode(AuditListResponse.self).events
         #expect(
             events.contains {
@@ -170,12 +170,13 @@ struct AppAttestTests {
         try await expectProblem(
             attempt { _ in (appKey.keyID, Data([0xA1, 0x00])) }, 400, .malformedCredential)
 
-        let events = try await live.client.get("/v1/audit", token: token).decode(AuditListResponse.self)
+        let events = try await live.client.send(API.audit, token: token).decode(AuditListResponse.self)
             .events
         let failures = events.filter { $0.type == .appAttestFailed && $0.method == .appAttest }
         #expect(failures.map(\.count).reduce(0, +) == 8)
         // None of them bound anything.
-        let devices = try await live.client.get("/v1/devices", token: token).decode(DeviceListResponse.self)
+        let devices = try await live.client.send(API.listDevices, token: token).decode(
+            DeviceListResponse.self)
         #expect(devices.devices.isEmpty)
     }
 
@@ -192,8 +193,8 @@ struct AppAttestTests {
         let attestation = try appKey.attestation(
             ca: ca, appID: Self.appID, environment: .development, clientDataHash: Data(count: 32),
             now: live.clock.now)
-        let unasked = try await live.client.post(
-            "/v1/devices",
+        let unasked = try await live.client.send(
+            API.bindDevice,
             BindDeviceRequest(
                 publicKey: deviceKey.spkiDER, name: "iPhone", keyProtection: .secureEnclave,
                 appAttest: AppAttestBinding(keyID: appKey.keyID, attestation: attestation)),
@@ -211,8 +212,8 @@ struct AppAttestTests {
             })
         #expect(first.status == 201, "\(first.text)")
         let replay = try #require(used)
-        let again = try await live.client.post(
-            "/v1/devices",
+        let again = try await live.client.send(
+            API.bindDevice,
             BindDeviceRequest(
                 publicKey: deviceKey.spkiDER, name: "iPhone", keyProtection: .secureEnclave,
                 appAttest: AppAttestBinding(keyID: replay.keyID, attestation: replay.attestation)),
@@ -221,18 +222,18 @@ struct AppAttestTests {
 
         // Expired after five minutes.
         let issued = try await live.client.send(
-            "POST", "/v1/app-attest/challenges", token: tokens.accessToken)
+            API.createAppAttestChallenge, token: tokens.accessToken)
         let challenge = try issued.decode(AppAttestChallengeResponse.self)
         #expect(Int(challenge.expiresAt.timeIntervalSince(live.clock.now)) == 300)
         live.clock.advance(by: 301)
-        let late = try await live.client.post(
-            "/v1/devices",
+        let late = try await live.client.send(
+            API.bindDevice,
             BindDeviceRequest(
                 publicKey: deviceKey.spkiDER, name: "iPhone", keyProtection: .secureEnclave,
                 appAttest: AppAttestBinding(keyID: replay.keyID, attestation: replay.attestation)),
             token: tokens.accessToken)
         expectProblem(late, 410, .challengeExpired)
-        #expect(try await live.client.send("POST", "/v1/app-attest/challenges").status == 401)
+        #expect(try await live.client.send(API.createAppAttestChallenge).status == 401)
 
         // A server left at Apple's root refuses the test CA's attestations.
         let apple = try TestServer(.live, engine: engine) { $0.appIDs = [Self.appID] }
@@ -253,8 +254,8 @@ struct AppAttestTests {
         let ca = try TestAppAttestCA(now: Date())
         let live = try Self.server(ca, engine) { $0.requireAppAttest = true }
         let tokens = try await Self.user(live)
-        let plain = try await live.client.post(
-            "/v1/devices",
+        let plain = try await live.client.send(
+            API.bindDevice,
             BindDeviceRequest(
                 publicKey: try P256SigningKey().publicKey.spkiDER, name: "Phone", keyProtection: .software),
             token: tokens.accessToken)
@@ -294,8 +295,8 @@ struct AppAttestTests {
         ).decode(BindDeviceResponse.self).deviceID
         // Asked for before the flag: a login challenge and an approval of the unattested device.
         let earlyChallenge = try await live.client.challenge(plainID)
-        let earlyApproval = try await live.client.post(
-            "/v1/approvals", CreateApprovalRequest(deviceID: plainID, action: transfer()),
+        let earlyApproval = try await live.client.send(
+            API.createApproval, CreateApprovalRequest(deviceID: plainID, action: transfer()),
             token: tokens.accessToken
         ).decode(ApprovalChallengeResponse.self)
         live.server.stop(gracePeriod: 1)
@@ -321,7 +322,7 @@ struct AppAttestTests {
         }
         let before = try stored()
 
-        let challenge = try await client.post("/v1/challenges", ChallengeRequest(deviceID: plainID))
+        let challenge = try await client.send(API.createChallenge, ChallengeRequest(deviceID: plainID))
         expectProblem(challenge, 403, .appAttestRequired)
         #expect(challenge.problem?.detail.contains("bind the device again") == true, "\(challenge.text)")
         for signature in [try sign(earlyChallenge.payload, with: plainKey), Data("not a signature".utf8)] {
@@ -330,13 +331,14 @@ struct AppAttestTests {
                 .appAttestRequired)
         }
         try await expectProblem(
-            client.post(
-                "/v1/approvals", CreateApprovalRequest(deviceID: plainID, action: transfer()),
+            client.send(
+                API.createApproval, CreateApprovalRequest(deviceID: plainID, action: transfer()),
                 token: tokens.accessToken), 403, .appAttestRequired)
         try await expectProblem(
-            client.post(
-                "/v1/approvals/\(earlyApproval.approvalID)/confirm",
+            client.send(
+                API.confirmApproval,
                 ConfirmApprovalRequest(signature: sign(earlyApproval.payload, with: plainKey)),
+                parameters: [earlyApproval.approvalID],
                 token: tokens.accessToken), 403, .appAttestRequired)
         #expect(try stored() == before, "a refusal wrote something")
 
@@ -362,12 +364,12 @@ struct AppAttestTests {
         #expect(unknown.status == 1 && unknown.stderr.contains("no user"), "\(unknown.stderr)")
 
         // The attested device logs in and approves, with its assertions.
-        let attestedChallenge = try await client.post(
-            "/v1/challenges", ChallengeRequest(deviceID: attestedID)
+        let attestedChallenge = try await client.send(
+            API.createChallenge, ChallengeRequest(deviceID: attestedID)
         )
         .decode(ChallengeResponse.self)
-        let login = try await client.post(
-            "/v1/sessions/device",
+        let login = try await client.send(
+            API.deviceLogin,
             DeviceLoginRequest(
                 challengeID: attestedChallenge.challengeID,
                 signature: sign(attestedChallenge.payload, with: deviceKey),
@@ -375,15 +377,17 @@ struct AppAttestTests {
                     appID: Self.appID, clientData: attestedChallenge.payload, counter: 1)))
         #expect(login.status == 200, "\(login.text)")
         let session = try login.decode(TokenResponse.self).accessToken
-        let approval = try await client.post(
-            "/v1/approvals", CreateApprovalRequest(deviceID: attestedID, action: transfer()), token: session
+        let approval = try await client.send(
+            API.createApproval, CreateApprovalRequest(deviceID: attestedID, action: transfer()),
+            token: session
         ).decode(ApprovalChallengeResponse.self)
-        let confirmed = try await client.post(
-            "/v1/approvals/\(approval.approvalID)/confirm",
+        let confirmed = try await client.send(
+            API.confirmApproval,
             ConfirmApprovalRequest(
                 signature: sign(approval.payload, with: deviceKey),
                 appAttestAssertion: appKey.assertion(
                     appID: Self.appID, clientData: approval.payload, counter: 2)),
+            parameters: [approval.approvalID],
             token: session)
         #expect(confirmed.status == 200, "\(confirmed.text)")
     }
@@ -395,20 +399,21 @@ struct AppAttestTests {
         let live = try TestServer()
         let (tokens, deviceKey, deviceID) = try await live.client.userWithDevice("alice")
         let challenge = try await live.client.challenge(deviceID)
-        let login = try await live.client.post(
-            "/v1/sessions/device",
+        let login = try await live.client.send(
+            API.deviceLogin,
             DeviceLoginRequest(
                 challengeID: challenge.challengeID, signature: sign(challenge.payload, with: deviceKey),
                 appAttestAssertion: Data("not an assertion".utf8)))
         expectProblem(login, 401, .unknownCredential)
-        let approval = try await live.client.post(
-            "/v1/approvals", CreateApprovalRequest(deviceID: deviceID, action: transfer()),
+        let approval = try await live.client.send(
+            API.createApproval, CreateApprovalRequest(deviceID: deviceID, action: transfer()),
             token: tokens.accessToken
         ).decode(ApprovalChallengeResponse.self)
-        let confirm = try await live.client.post(
-            "/v1/approvals/\(approval.approvalID)/confirm",
+        let confirm = try await live.client.send(
+            API.confirmApproval,
             ConfirmApprovalRequest(
                 signature: sign(approval.payload, with: deviceKey), appAttestAssertion: Data("x".utf8)),
+            parameters: [approval.approvalID],
             token: tokens.accessToken)
         expectProblem(confirm, 401, .unknownCredential)
     }
@@ -432,8 +437,8 @@ struct AppAttestTests {
             let challenge = try await live.client.challenge(deviceID)
             let assertion = try appKey.assertion(
                 appID: Self.appID, clientData: other ?? challenge.payload, counter: counter)
-            return try await live.client.post(
-                "/v1/sessions/device",
+            return try await live.client.send(
+                API.deviceLogin,
                 DeviceLoginRequest(
                     challengeID: challenge.challengeID, signature: sign(challenge.payload, with: deviceKey),
                     appAttestAssertion: assertion))
@@ -452,17 +457,17 @@ struct AppAttestTests {
 
         // Approvals: the assertion covers the approval's payload; a replayed counter fails it.
         func approve(counter: UInt32) async throws -> Reply {
-            let approval = try await live.client.post(
-                "/v1/approvals", CreateApprovalRequest(deviceID: deviceID, action: transfer()),
+            let approval = try await live.client.send(
+                API.createApproval, CreateApprovalRequest(deviceID: deviceID, action: transfer()),
                 token: session
             ).decode(ApprovalChallengeResponse.self)
-            return try await live.client.post(
-                "/v1/approvals/\(approval.approvalID)/confirm",
+            return try await live.client.send(
+                API.confirmApproval,
                 ConfirmApprovalRequest(
                     signature: sign(approval.payload, with: deviceKey),
                     appAttestAssertion: appKey.assertion(
                         appID: Self.appID, clientData: approval.payload, counter: counter)
-                ), token: session)
+                ), parameters: [approval.approvalID], token: session)
         }
         #expect(try await approve(counter: 3).status == 200)
         try await expectProblem(approve(counter: 3), 401, .replayedAssertion)
@@ -471,8 +476,8 @@ struct AppAttestTests {
         let other = try await live.client.login("alice", clientID: "app-2")
         let (plainKey, plainID) = try await live.client.bindDevice(other.accessToken)
         let plainChallenge = try await live.client.challenge(plainID)
-        let stray = try await live.client.post(
-            "/v1/sessions/device",
+        let stray = try await live.client.send(
+            API.deviceLogin,
             DeviceLoginRequest(
                 challengeID: plainChallenge.challengeID,
                 signature: sign(plainChallenge.payload, with: plainKey),
@@ -480,7 +485,7 @@ struct AppAttestTests {
                     appID: Self.appID, clientData: plainChallenge.payload, counter: 9)))
         expectProblem(stray, 401, .unknownCredential)
 
-        let events = try await live.client.get("/v1/audit", token: other.accessToken)
+        let events = try await live.client.send(API.audit, token: other.accessToken)
             .decode(AuditListResponse.self).events
         #expect(events.contains { $0.type == .appAttestFailed && $0.deviceID == deviceID })
     }

@@ -11,8 +11,8 @@ struct ApprovalTests {
         let live = try TestServer(engine: engine)
         let (tokens, key, deviceID) = try await live.client.userWithDevice("alice")
         let action = try transfer("0.5", asset: "ETH", to: "0x12ab34cd56ef")
-        let created = try await live.client.post(
-            "/v1/approvals", CreateApprovalRequest(deviceID: deviceID, action: action),
+        let created = try await live.client.send(
+            API.createApproval, CreateApprovalRequest(deviceID: deviceID, action: action),
             token: tokens.accessToken)
         #expect(created.status == 201)
         let approval = try created.decode(ApprovalChallengeResponse.self)
@@ -25,27 +25,29 @@ struct ApprovalTests {
         #expect(payload.action == action)
         #expect(Int(payload.expires.timeIntervalSince(live.clock.now)) == 300)
 
-        let pending = try await live.client.get(
-            "/v1/approvals/\(approval.approvalID)", token: tokens.accessToken)
+        let pending = try await live.client.send(
+            API.approvalStatus, parameters: [approval.approvalID], token: tokens.accessToken)
         #expect(try pending.decode(ApprovalResponse.self).status == .pending)
 
         let signature = try sign(approval.payload, with: key)
-        let confirm = try await live.client.post(
-            "/v1/approvals/\(approval.approvalID)/confirm", ConfirmApprovalRequest(signature: signature),
+        let confirm = try await live.client.send(
+            API.confirmApproval, ConfirmApprovalRequest(signature: signature),
+            parameters: [approval.approvalID],
             token: tokens.accessToken)
         #expect(confirm.status == 200)
         #expect(try confirm.decode(ConfirmApprovalResponse.self).status == .approved)
 
-        let status = try await live.client.get(
-            "/v1/approvals/\(approval.approvalID)", token: tokens.accessToken
+        let status = try await live.client.send(
+            API.approvalStatus, parameters: [approval.approvalID], token: tokens.accessToken
         )
         .decode(ApprovalResponse.self)
         #expect(status.status == .approved)
         #expect(status.action == action)
         #expect(status.decidedAt != nil)
 
-        let replay = try await live.client.post(
-            "/v1/approvals/\(approval.approvalID)/confirm", ConfirmApprovalRequest(signature: signature),
+        let replay = try await live.client.send(
+            API.confirmApproval, ConfirmApprovalRequest(signature: signature),
+            parameters: [approval.approvalID],
             token: tokens.accessToken)
         #expect(replay.status == 409)
         #expect(replay.problem?.code == .challengeUsed)
@@ -55,8 +57,8 @@ struct ApprovalTests {
     func tamperedPayloadIsRefused(_ field: String, engine: Engine) async throws {
         let live = try TestServer(engine: engine)
         let (tokens, key, deviceID) = try await live.client.userWithDevice("alice")
-        let created = try await live.client.post(
-            "/v1/approvals", CreateApprovalRequest(deviceID: deviceID, action: transfer()),
+        let created = try await live.client.send(
+            API.createApproval, CreateApprovalRequest(deviceID: deviceID, action: transfer()),
             token: tokens.accessToken
         ).decode(ApprovalChallengeResponse.self)
         let original = try SigningPayload(parsing: created.payload)
@@ -83,18 +85,20 @@ struct ApprovalTests {
                 purpose: .approve, server: "other-server", device: deviceID, challenge: original.challenge,
                 expires: original.expires, action: original.action)
         }
-        let reply = try await live.client.post(
-            "/v1/approvals/\(created.approvalID)/confirm",
-            ConfirmApprovalRequest(signature: sign(tampered.bytes, with: key)), token: tokens.accessToken)
+        let reply = try await live.client.send(
+            API.confirmApproval,
+            ConfirmApprovalRequest(signature: sign(tampered.bytes, with: key)),
+            parameters: [created.approvalID], token: tokens.accessToken)
         #expect(reply.status == 401)
         #expect(reply.problem?.code == .signatureInvalid)
         // The failed attempt used the approval up: not even the right signature works now.
-        let retry = try await live.client.post(
-            "/v1/approvals/\(created.approvalID)/confirm",
-            ConfirmApprovalRequest(signature: sign(created.payload, with: key)), token: tokens.accessToken)
+        let retry = try await live.client.send(
+            API.confirmApproval,
+            ConfirmApprovalRequest(signature: sign(created.payload, with: key)),
+            parameters: [created.approvalID], token: tokens.accessToken)
         #expect(retry.status == 409)
-        let status = try await live.client.get(
-            "/v1/approvals/\(created.approvalID)", token: tokens.accessToken)
+        let status = try await live.client.send(
+            API.approvalStatus, parameters: [created.approvalID], token: tokens.accessToken)
         #expect(try status.decode(ApprovalResponse.self).status == .failed)
     }
 
@@ -102,21 +106,25 @@ struct ApprovalTests {
         let live = try TestServer(engine: engine)
         let (alice, aliceKey, aliceDevice) = try await live.client.userWithDevice("alice")
         let (bob, _, _) = try await live.client.userWithDevice("bob")
-        let created = try await live.client.post(
-            "/v1/approvals", CreateApprovalRequest(deviceID: aliceDevice, action: transfer()),
+        let created = try await live.client.send(
+            API.createApproval, CreateApprovalRequest(deviceID: aliceDevice, action: transfer()),
             token: alice.accessToken
         ).decode(ApprovalChallengeResponse.self)
         let signature = try sign(created.payload, with: aliceKey)
-        let byBob = try await live.client.post(
-            "/v1/approvals/\(created.approvalID)/confirm", ConfirmApprovalRequest(signature: signature),
+        let byBob = try await live.client.send(
+            API.confirmApproval, ConfirmApprovalRequest(signature: signature),
+            parameters: [created.approvalID],
             token: bob.accessToken)
         #expect(byBob.status == 404)
         #expect(
-            try await live.client.get("/v1/approvals/\(created.approvalID)", token: bob.accessToken).status
+            try await live.client.send(
+                API.approvalStatus, parameters: [created.approvalID], token: bob.accessToken
+            ).status
                 == 404)
         // Still pending for alice.
-        let confirm = try await live.client.post(
-            "/v1/approvals/\(created.approvalID)/confirm", ConfirmApprovalRequest(signature: signature),
+        let confirm = try await live.client.send(
+            API.confirmApproval, ConfirmApprovalRequest(signature: signature),
+            parameters: [created.approvalID],
             token: alice.accessToken)
         #expect(confirm.status == 200)
     }
@@ -128,13 +136,14 @@ struct ApprovalTests {
         let (phone, _, phoneDevice) = try await live.client.userWithDevice("alice", clientID: "phone")
         let laptop = try await live.client.login("alice", clientID: "laptop")
         let (laptopKey, _) = try await live.client.bindDevice(laptop.accessToken)
-        let created = try await live.client.post(
-            "/v1/approvals", CreateApprovalRequest(deviceID: phoneDevice, action: transfer()),
+        let created = try await live.client.send(
+            API.createApproval, CreateApprovalRequest(deviceID: phoneDevice, action: transfer()),
             token: phone.accessToken
         ).decode(ApprovalChallengeResponse.self)
-        let reply = try await live.client.post(
-            "/v1/approvals/\(created.approvalID)/confirm",
+        let reply = try await live.client.send(
+            API.confirmApproval,
             ConfirmApprovalRequest(signature: sign(created.payload, with: laptopKey)),
+            parameters: [created.approvalID],
             token: phone.accessToken)
         #expect(reply.status == 401)
     }
@@ -142,19 +151,20 @@ struct ApprovalTests {
     @Test(arguments: Engine.all) func approvalsExpireAfterFiveMinutes(engine: Engine) async throws {
         let live = try TestServer(engine: engine)
         let (tokens, key, deviceID) = try await live.client.userWithDevice("alice")
-        let created = try await live.client.post(
-            "/v1/approvals", CreateApprovalRequest(deviceID: deviceID, action: transfer()),
+        let created = try await live.client.send(
+            API.createApproval, CreateApprovalRequest(deviceID: deviceID, action: transfer()),
             token: tokens.accessToken
         ).decode(ApprovalChallengeResponse.self)
         live.clock.advance(by: 301)
         let session = try await live.client.login("alice")
-        let reply = try await live.client.post(
-            "/v1/approvals/\(created.approvalID)/confirm",
-            ConfirmApprovalRequest(signature: sign(created.payload, with: key)), token: session.accessToken)
+        let reply = try await live.client.send(
+            API.confirmApproval,
+            ConfirmApprovalRequest(signature: sign(created.payload, with: key)),
+            parameters: [created.approvalID], token: session.accessToken)
         #expect(reply.status == 410)
         #expect(reply.problem?.code == .challengeExpired)
-        let status = try await live.client.get(
-            "/v1/approvals/\(created.approvalID)", token: session.accessToken)
+        let status = try await live.client.send(
+            API.approvalStatus, parameters: [created.approvalID], token: session.accessToken)
         #expect(try status.decode(ApprovalResponse.self).status == .expired)
     }
 
@@ -173,7 +183,7 @@ struct ApprovalTests {
         ]
         for body in bodies {
             let reply = try await live.client.send(
-                "POST", "/v1/approvals", body: Data(body.utf8), token: tokens.accessToken)
+                API.createApproval, raw: Data(body.utf8), token: tokens.accessToken)
             #expect(reply.status == 400, "\(body)")
         }
     }

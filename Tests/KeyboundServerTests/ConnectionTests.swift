@@ -72,7 +72,7 @@ struct ConnectionTests {
         #expect(sentBeforeCut < 15, "the slow request was never cut")
         #expect(healthz == 200)
         // Nothing of the trickled request was handled.
-        #expect(!live.logs.all.contains { $0.contains(#""route":"/v1/accounts""#) })
+        #expect(!live.logs.all.contains { $0.contains(#""route":"\#(API.createAccount.template)""#) })
     }
 
     /// A client that reads a large response a few bytes at a time: the connection is cut at the
@@ -130,7 +130,7 @@ struct ConnectionTests {
             "application/json-patch+json", "xapplication/json", "application/js on", "",
         ] {
             let reply = try await live.client.send(
-                "POST", "/v1/accounts", body: body, contentType: contentType)
+                API.createAccount, raw: body, contentType: contentType)
             #expect(reply.status == 415, "\(contentType ?? "no type")")
             #expect(reply.problem?.code == .unsupportedMediaType)
         }
@@ -138,7 +138,7 @@ struct ConnectionTests {
         try await live.client.createAccount("bob")
         let tokens = try await live.client.login("bob")
         let logout = try await live.client.send(
-            "DELETE", "/v1/sessions/current", body: Data("x".utf8), token: tokens.accessToken,
+            API.logout, raw: Data("x".utf8), token: tokens.accessToken,
             contentType: "text/plain")
         #expect(logout.status == 415)
         // Case and blanks around the media type do not matter, nor its parameters.
@@ -146,15 +146,16 @@ struct ConnectionTests {
             "Application/JSON; charset=utf-8", " application/json ", "APPLICATION/JSON\t;charset=UTF-8",
         ].enumerated() {
             let accepted = try await live.client.send(
-                "POST", "/v1/accounts",
-                body: CreateAccountRequest(username: try Username("carol\(index)"), password: Client.password)
+                API.createAccount,
+                raw: CreateAccountRequest(username: try Username("carol\(index)"), password: Client.password)
                     .jsonData,
                 contentType: contentType)
             #expect(accepted.status == 201, "\(contentType)")
         }
         // The in-process mode goes through the same check.
         let inProcess = await live.server.handle(
-            HTTPRequest(method: "POST", path: "/v1/accounts", body: body))
+            HTTPRequest(method: API.createAccount.method.rawValue, path: API.createAccount.path(), body: body)
+        )
         #expect(inProcess.status == 415)
     }
 
@@ -168,7 +169,7 @@ struct ConnectionTests {
         }
         #expect(withoutHost == 400)
         // `%3F` decodes to `?`, which is part of the path: no route matches.
-        let encoded = try await live.client.send("GET", "/healthz%3Fa=b", checkSpec: false)
+        let encoded = try await live.client.send("GET", API.health.path() + "%3Fa=b", checkSpec: false)
         #expect(encoded.status == 404)
     }
 
@@ -178,7 +179,7 @@ struct ConnectionTests {
         #expect(try await plain.client.send("GET", "/metrics", checkSpec: false).status == 404)
 
         let live = try TestServer { $0.metricsListen = ListenAddress(host: "127.0.0.1", port: 0) }
-        #expect(try await live.client.get("/healthz").status == 200)
+        #expect(try await live.client.send(API.health).status == 200)
         #expect(try await live.client.send("GET", "/metrics", checkSpec: false).status == 404)
         let metricsURL = try #require(live.server.metricsURL)
         #expect(metricsURL.path == "/metrics")
@@ -186,7 +187,9 @@ struct ConnectionTests {
         let scraper = Client(baseURL: try #require(URL(string: "/", relativeTo: metricsURL)?.absoluteURL))
         let metrics = try await scraper.send("GET", "metrics", checkSpec: false)
         #expect(metrics.status == 200)
-        #expect(metrics.text.contains(#"keybound_http_requests_total{route="/healthz",status="200"} 1"#))
+        #expect(
+            metrics.text.contains(
+                #"keybound_http_requests_total{route="\#(API.health.template)",status="200"} 1"#))
         // The metrics listener serves nothing else.
         #expect(try await scraper.send("GET", "healthz", checkSpec: false).status == 404)
     }

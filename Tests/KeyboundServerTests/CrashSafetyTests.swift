@@ -82,8 +82,8 @@ private actor CrashClient {
 
     private func step(_ client: Client, _ ledger: Locked<Ledger>) async throws {
         if !signedUp {
-            let reply = try await client.post(
-                "/v1/accounts",
+            let reply = try await client.send(
+                API.createAccount,
                 CreateAccountRequest(username: try Username(username), password: Client.password))
             if reply.status == 201 {
                 let userID = try reply.decode(CreateAccountResponse.self).userID
@@ -105,8 +105,8 @@ private actor CrashClient {
 
     private func passwordLogin(_ client: Client, _ ledger: Locked<Ledger>) async throws {
         ledger.withLock { $0.loginsSent += 1 }
-        let reply = try await client.post(
-            "/v1/sessions/password",
+        let reply = try await client.send(
+            API.passwordLogin,
             PasswordLoginRequest(username: try Username(username), password: Client.password, clientID: "app")
         )
         #expect(reply.status == 200, "\(reply.text)")
@@ -121,8 +121,8 @@ private actor CrashClient {
     private func refresh(_ client: Client, _ ledger: Locked<Ledger>) async throws {
         guard let old = tokens else { return }
         tokens = nil  // unknown until answered
-        let reply = try await client.post(
-            "/v1/sessions/refresh", RefreshRequest(refreshToken: old.refreshToken))
+        let reply = try await client.send(
+            API.refresh, RefreshRequest(refreshToken: old.refreshToken))
         #expect(reply.status == 200, "\(reply.text)")
         tokens = try reply.decode(TokenResponse.self)
         ledger.withLock { $0.rotatedRefreshTokens.append(old.refreshToken) }
@@ -135,8 +135,8 @@ private actor CrashClient {
         let key = try P256SigningKey()
         device = nil  // the new key replaces the old one whether or not we learn the outcome
         ledger.withLock { $0.bindsSent += 1 }
-        let reply = try await client.post(
-            "/v1/devices",
+        let reply = try await client.send(
+            API.bindDevice,
             BindDeviceRequest(
                 publicKey: key.publicKey.spkiDER, name: "Crash phone", keyProtection: .emulator),
             token: tokens.accessToken)
@@ -167,15 +167,16 @@ private actor CrashClient {
     private func approve(_ client: Client, _ ledger: Locked<Ledger>) async throws {
         guard let device, let tokens else { return try await bind(client, ledger) }
         ledger.withLock { $0.approvalsSent += 1 }
-        let created = try await client.post(
-            "/v1/approvals", CreateApprovalRequest(deviceID: device.id, action: transfer()),
+        let created = try await client.send(
+            API.createApproval, CreateApprovalRequest(deviceID: device.id, action: transfer()),
             token: tokens.accessToken)
         #expect(created.status == 201, "\(created.text)")
         let approval = try created.decode(ApprovalChallengeResponse.self)
         ledger.withLock { $0.approvals[approval.approvalID] = tokens.userID }
         let signature = try sign(approval.payload, with: device.key)
-        let confirmed = try await client.post(
-            "/v1/approvals/\(approval.approvalID)/confirm", ConfirmApprovalRequest(signature: signature),
+        let confirmed = try await client.send(
+            API.confirmApproval, ConfirmApprovalRequest(signature: signature),
+            parameters: [approval.approvalID],
             token: tokens.accessToken)
         #expect(confirmed.status == 200, "\(confirmed.text)")
         ledger.withLock {
@@ -451,14 +452,14 @@ struct CrashSafetyTests {
                 managers[confirmed.username] = try await client.login(confirmed.username, clientID: "check")
                     .accessToken
             }
-            let replay = try await client.post(
-                "/v1/approvals/\(confirmed.approvalID)/confirm",
-                ConfirmApprovalRequest(signature: confirmed.signature),
+            let replay = try await client.send(
+                API.confirmApproval,
+                ConfirmApprovalRequest(signature: confirmed.signature), parameters: [confirmed.approvalID],
                 token: managers[confirmed.username])
             #expect(replay.status == 409 && replay.problem?.code == .challengeUsed, "\(replay.text)")
         }
         for token in state.rotatedRefreshTokens {
-            let replay = try await client.post("/v1/sessions/refresh", RefreshRequest(refreshToken: token))
+            let replay = try await client.send(API.refresh, RefreshRequest(refreshToken: token))
             #expect(replay.status == 401, "\(replay.text)")
         }
         #expect(server.kill(SIGTERM) == 0)

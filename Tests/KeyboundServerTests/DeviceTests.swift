@@ -10,7 +10,7 @@ struct DeviceTests {
     @Test(arguments: Engine.all) func bindListAndLogInWithTheDeviceKey(engine: Engine) async throws {
         let live = try TestServer(engine: engine)
         let (tokens, key, deviceID) = try await live.client.userWithDevice("alice")
-        let list = try await live.client.get("/v1/devices", token: tokens.accessToken)
+        let list = try await live.client.send(API.listDevices, token: tokens.accessToken)
         let devices = try list.decode(DeviceListResponse.self).devices
         #expect(devices.map(\.deviceID) == [deviceID])
         #expect(devices.first?.status == .active)
@@ -29,7 +29,7 @@ struct DeviceTests {
             challengeID: challenge.challengeID, signature: sign(challenge.payload, with: key))
         #expect(login.status == 200, "\(login.text)")
         let session = try login.decode(TokenResponse.self)
-        let me = try await live.client.get("/v1/me", token: session.accessToken).decode(MeResponse.self)
+        let me = try await live.client.send(API.me, token: session.accessToken).decode(MeResponse.self)
         #expect(me.authMethod == .device)
         #expect(me.username == "alice")
     }
@@ -130,18 +130,19 @@ struct DeviceTests {
         ).decode(TokenResponse.self)
         // The device login replaced the password session of the same client; manage from the web.
         let tokens = try await live.client.login("alice", clientID: "web")
-        let approval = try await live.client.post(
-            "/v1/approvals", CreateApprovalRequest(deviceID: deviceID, action: transfer()),
+        let approval = try await live.client.send(
+            API.createApproval, CreateApprovalRequest(deviceID: deviceID, action: transfer()),
             token: tokens.accessToken
         ).decode(ApprovalChallengeResponse.self)
         let loginChallenge = try await live.client.challenge(deviceID)
 
-        let revoke = try await live.client.delete("/v1/devices/\(deviceID)", token: tokens.accessToken)
+        let revoke = try await live.client.send(
+            API.revokeDevice, parameters: [deviceID], token: tokens.accessToken)
         #expect(revoke.status == 204)
         // Its sessions are gone.
-        #expect(try await live.client.get("/v1/me", token: deviceSession.accessToken).status == 401)
+        #expect(try await live.client.send(API.me, token: deviceSession.accessToken).status == 401)
         // No new challenge, no login with an outstanding one.
-        let challenge = try await live.client.post("/v1/challenges", ChallengeRequest(deviceID: deviceID))
+        let challenge = try await live.client.send(API.createChallenge, ChallengeRequest(deviceID: deviceID))
         #expect(challenge.status == 403)
         #expect(challenge.problem?.code == .deviceRevoked)
         let login = try await live.client.deviceLogin(
@@ -149,19 +150,21 @@ struct DeviceTests {
         #expect(login.status == 403)
         #expect(login.problem?.code == .deviceRevoked)
         // No approval with an outstanding payload, no new approval.
-        let confirm = try await live.client.post(
-            "/v1/approvals/\(approval.approvalID)/confirm",
-            ConfirmApprovalRequest(signature: sign(approval.payload, with: key)), token: tokens.accessToken)
+        let confirm = try await live.client.send(
+            API.confirmApproval,
+            ConfirmApprovalRequest(signature: sign(approval.payload, with: key)),
+            parameters: [approval.approvalID], token: tokens.accessToken)
         #expect(confirm.status == 403)
         #expect(confirm.problem?.code == .deviceRevoked)
-        let create = try await live.client.post(
-            "/v1/approvals", CreateApprovalRequest(deviceID: deviceID, action: transfer()),
+        let create = try await live.client.send(
+            API.createApproval, CreateApprovalRequest(deviceID: deviceID, action: transfer()),
             token: tokens.accessToken)
         #expect(create.status == 403)
-        let list = try await live.client.get("/v1/devices", token: tokens.accessToken)
+        let list = try await live.client.send(API.listDevices, token: tokens.accessToken)
         #expect(try list.decode(DeviceListResponse.self).devices.first?.status == .revoked)
         #expect(
-            try await live.client.delete("/v1/devices/\(deviceID)", token: tokens.accessToken).status == 204)
+            try await live.client.send(API.revokeDevice, parameters: [deviceID], token: tokens.accessToken)
+                .status == 204)
     }
 
     @Test(arguments: Engine.all) func bindingNeedsARecentPasswordLogin(engine: Engine) async throws {
@@ -176,18 +179,18 @@ struct DeviceTests {
         let deviceSession = try await live.client.deviceLogin(
             challengeID: challenge.challengeID, signature: sign(challenge.payload, with: key)
         ).decode(TokenResponse.self)
-        let byDevice = try await live.client.post("/v1/devices", request, token: deviceSession.accessToken)
+        let byDevice = try await live.client.send(API.bindDevice, request, token: deviceSession.accessToken)
         #expect(byDevice.status == 403)
         #expect(byDevice.problem?.code == .stepUpRequired)
 
         // A password session older than 5 minutes is not either, even after a refresh.
         let tokens = try await live.client.login("alice", clientID: "web")
-        #expect(try await live.client.post("/v1/devices", request, token: tokens.accessToken).status == 201)
+        #expect(try await live.client.send(API.bindDevice, request, token: tokens.accessToken).status == 201)
         live.clock.advance(by: 301)
-        let refreshed = try await live.client.post(
-            "/v1/sessions/refresh", RefreshRequest(refreshToken: tokens.refreshToken)
+        let refreshed = try await live.client.send(
+            API.refresh, RefreshRequest(refreshToken: tokens.refreshToken)
         ).decode(TokenResponse.self)
-        let late = try await live.client.post("/v1/devices", request, token: refreshed.accessToken)
+        let late = try await live.client.send(API.bindDevice, request, token: refreshed.accessToken)
         #expect(late.status == 403)
         #expect(late.problem?.code == .stepUpRequired)
     }
@@ -197,14 +200,14 @@ struct DeviceTests {
         let live = try TestServer(engine: engine) { $0.stepUpWindow = 60 }
         let (_, key, deviceID) = try await live.client.userWithDevice("alice")
         let tokens = try await live.client.login("alice", clientID: "web")
-        let me = try await live.client.get("/v1/me", token: tokens.accessToken).decode(MeResponse.self)
+        let me = try await live.client.send(API.me, token: tokens.accessToken).decode(MeResponse.self)
         #expect(me.stepUpExpiresAt == me.authTime.addingTimeInterval(60))
         let request = BindDeviceRequest(
             publicKey: try P256SigningKey().publicKey.spkiDER, name: "Phone", keyProtection: .software)
         live.clock.advance(by: 59)
-        #expect(try await live.client.post("/v1/devices", request, token: tokens.accessToken).status == 201)
+        #expect(try await live.client.send(API.bindDevice, request, token: tokens.accessToken).status == 201)
         live.clock.advance(by: 1)
-        let late = try await live.client.post("/v1/devices", request, token: tokens.accessToken)
+        let late = try await live.client.send(API.bindDevice, request, token: tokens.accessToken)
         #expect(late.problem?.code == .stepUpRequired)
 
         // A device-key session never may: no end to state.
@@ -212,7 +215,7 @@ struct DeviceTests {
         let deviceSession = try await live.client.deviceLogin(
             challengeID: challenge.challengeID, signature: sign(challenge.payload, with: key)
         ).decode(TokenResponse.self)
-        let byDevice = try await live.client.get("/v1/me", token: deviceSession.accessToken)
+        let byDevice = try await live.client.send(API.me, token: deviceSession.accessToken)
         #expect(try byDevice.decode(MeResponse.self).stepUpExpiresAt == nil)
     }
 
@@ -221,17 +224,18 @@ struct DeviceTests {
         let live = try TestServer(engine: engine)
         let (tokens, oldKey, oldDevice) = try await live.client.userWithDevice("alice", clientID: "phone")
         let (_, newDevice) = try await live.client.bindDevice(tokens.accessToken)
-        let devices = try await live.client.get("/v1/devices", token: tokens.accessToken)
+        let devices = try await live.client.send(API.listDevices, token: tokens.accessToken)
             .decode(DeviceListResponse.self).devices
         #expect(devices.first { $0.deviceID == oldDevice }?.status == .revoked)
         #expect(devices.first { $0.deviceID == newDevice }?.status == .active)
         #expect(
-            try await live.client.post("/v1/challenges", ChallengeRequest(deviceID: oldDevice)).status == 403)
+            try await live.client.send(API.createChallenge, ChallengeRequest(deviceID: oldDevice)).status
+                == 403)
         _ = oldKey
         // A device of another client of the same user is untouched.
         let laptop = try await live.client.login("alice", clientID: "laptop")
         let (_, laptopDevice) = try await live.client.bindDevice(laptop.accessToken)
-        let all = try await live.client.get("/v1/devices", token: laptop.accessToken)
+        let all = try await live.client.send(API.listDevices, token: laptop.accessToken)
             .decode(DeviceListResponse.self).devices
         #expect(
             all.filter { $0.status == .active }.map(\.deviceID).sorted()
@@ -244,8 +248,8 @@ struct DeviceTests {
         let tokens = try await live.client.login("alice")
         let key = try P256SigningKey()
         for publicKey in [Data(), Data([0x30, 0x03, 0x02, 0x01, 0x00]), key.publicKey.x963Representation] {
-            let reply = try await live.client.post(
-                "/v1/devices",
+            let reply = try await live.client.send(
+                API.bindDevice,
                 BindDeviceRequest(publicKey: publicKey, name: "Phone", keyProtection: .software),
                 token: tokens.accessToken)
             #expect(reply.status == 400)
@@ -261,8 +265,8 @@ struct DeviceTests {
         let tokens = try await live.client.login("alice")
         let name = String(repeating: "e\u{301}", count: 32) + "e"
         #expect(name.count == 33 && name.unicodeScalars.count == 65)
-        let reply = try await live.client.post(
-            "/v1/devices",
+        let reply = try await live.client.send(
+            API.bindDevice,
             BindDeviceRequest(
                 publicKey: try P256SigningKey().publicKey.spkiDER, name: name, keyProtection: .software),
             token: tokens.accessToken)
@@ -275,9 +279,10 @@ struct DeviceTests {
         let (_, _, aliceDevice) = try await live.client.userWithDevice("alice")
         let (bob, _, _) = try await live.client.userWithDevice("bob")
         #expect(
-            try await live.client.delete("/v1/devices/\(aliceDevice)", token: bob.accessToken).status == 404)
-        let approval = try await live.client.post(
-            "/v1/approvals", CreateApprovalRequest(deviceID: aliceDevice, action: transfer()),
+            try await live.client.send(API.revokeDevice, parameters: [aliceDevice], token: bob.accessToken)
+                .status == 404)
+        let approval = try await live.client.send(
+            API.createApproval, CreateApprovalRequest(deviceID: aliceDevice, action: transfer()),
             token: bob.accessToken)
         #expect(approval.status == 404)
     }
@@ -295,11 +300,11 @@ struct SnakeCaseValueTests {
         func bind(_ protection: String) async throws -> Reply {
             let body = #"{"public_key":"\#(key)","name":"Phone","key_protection":"\#(protection)"}"#
             return try await live.client.send(
-                "POST", "/v1/devices", body: Data(body.utf8), token: tokens.accessToken)
+                API.bindDevice, raw: Data(body.utf8), token: tokens.accessToken)
         }
         #expect(try await bind("secureEnclave").problem?.code == .invalidRequest)
         #expect(try await bind("secure_enclave").status == 201)
-        let list = try await live.client.get("/v1/devices", token: tokens.accessToken)
+        let list = try await live.client.send(API.listDevices, token: tokens.accessToken)
         #expect(list.text.contains(#""key_protection":"secure_enclave""#))
         #expect(try list.decode(DeviceListResponse.self).devices.map(\.keyProtection) == [.secureEnclave])
     }

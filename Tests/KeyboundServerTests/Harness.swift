@@ -218,6 +218,9 @@ struct Client: Sendable {
     /// A client that hands each request to `server` in process.
     init(inProcess server: Server) { route = .inProcess(server) }
 
+    /// Sends `method` `path` as they are: for the requests that name no route on purpose (a
+    /// method a path does not take, a path that is none); a route's requests go through the
+    /// endpoint overloads below.
     @discardableResult
     func send(
         _ method: String, _ path: String, body: Data? = nil, token: String? = nil,
@@ -250,18 +253,43 @@ struct Client: Sendable {
         return reply
     }
 
-    func post(
-        _ path: String, _ message: some WireMessage, token: String? = nil, headers: [String: String] = [:]
+    /// Sends `body` to `endpoint`: its method, and its path with `parameters` (and `query`).
+    @discardableResult
+    func send<Request, Response>(
+        _ endpoint: Endpoint<Request, Response>, _ body: Request, parameters: [String] = [],
+        query: String? = nil, token: String? = nil, headers: [String: String] = [:],
+        sourceLocation: SourceLocation = #_sourceLocation
     ) async throws -> Reply {
-        try await send("POST", path, body: message.jsonData, token: token, headers: headers)
+        try await send(
+            endpoint, raw: body.jsonData, parameters: parameters, query: query, token: token,
+            headers: headers, sourceLocation: sourceLocation)
     }
 
-    func get(_ path: String, token: String? = nil) async throws -> Reply {
-        try await send("GET", path, token: token)
+    /// Sends a request without a body to `endpoint`.
+    @discardableResult
+    func send<Response>(
+        _ endpoint: Endpoint<NoBody, Response>, parameters: [String] = [], query: String? = nil,
+        token: String? = nil, headers: [String: String] = [:],
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) async throws -> Reply {
+        try await send(
+            endpoint, raw: nil, parameters: parameters, query: query, token: token, headers: headers,
+            sourceLocation: sourceLocation)
     }
 
-    func delete(_ path: String, token: String? = nil) async throws -> Reply {
-        try await send("DELETE", path, token: token)
+    /// Sends `body` as it is (nil: none) to `endpoint`: for the bodies a test makes by hand, malformed
+    /// or shaped like a browser's on purpose.
+    @discardableResult
+    func send(
+        _ endpoint: some EndpointDescription, raw body: Data?, parameters: [String] = [],
+        query: String? = nil, token: String? = nil, contentType: String? = "application/json",
+        headers: [String: String] = [:], checkSpec: Bool = true,
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) async throws -> Reply {
+        try await send(
+            endpoint.method.rawValue, endpoint.path(parameters) + (query.map { "?" + $0 } ?? ""), body: body,
+            token: token, contentType: contentType, headers: headers, checkSpec: checkSpec,
+            sourceLocation: sourceLocation)
     }
 }
 
@@ -271,8 +299,8 @@ extension Client {
 
     @discardableResult
     func createAccount(_ username: String, password: String = Client.password) async throws -> String {
-        let reply = try await post(
-            "/v1/accounts", CreateAccountRequest(username: try Username(username), password: password))
+        let reply = try await send(
+            API.createAccount, CreateAccountRequest(username: try Username(username), password: password))
         #expect(reply.status == 201, "\(reply.text)")
         return try reply.decode(CreateAccountResponse.self).userID
     }
@@ -281,8 +309,8 @@ extension Client {
         async throws
         -> TokenResponse
     {
-        let reply = try await post(
-            "/v1/sessions/password",
+        let reply = try await send(
+            API.passwordLogin,
             PasswordLoginRequest(
                 username: try Username(username), password: password, clientID: try ClientID(clientID)))
         #expect(reply.status == 200, "\(reply.text)")
@@ -301,8 +329,8 @@ extension Client {
 
     func bindDevice(_ accessToken: String) async throws -> (P256SigningKey, String) {
         let key = try P256SigningKey()
-        let reply = try await post(
-            "/v1/devices",
+        let reply = try await send(
+            API.bindDevice,
             BindDeviceRequest(publicKey: key.publicKey.spkiDER, name: "Test phone", keyProtection: .emulator),
             token: accessToken)
         #expect(reply.status == 201, "\(reply.text)")
@@ -310,14 +338,65 @@ extension Client {
     }
 
     func challenge(_ deviceID: String) async throws -> ChallengeResponse {
-        let reply = try await post("/v1/challenges", ChallengeRequest(deviceID: deviceID))
+        let reply = try await send(API.createChallenge, ChallengeRequest(deviceID: deviceID))
         #expect(reply.status == 201, "\(reply.text)")
         return try reply.decode(ChallengeResponse.self)
     }
 
     func deviceLogin(challengeID: String, signature: Data) async throws -> Reply {
-        try await post(
-            "/v1/sessions/device", DeviceLoginRequest(challengeID: challengeID, signature: signature))
+        try await send(
+            API.deviceLogin, DeviceLoginRequest(challengeID: challengeID, signature: signature))
+    }
+}
+
+extension EndpointDescription {
+    /// ``Endpoint/path(_:)-([String])`` where the route's message types are not at hand (the
+    /// tests that send the same bytes to a list of routes).
+    func path(_ values: [String]) -> String {
+        Endpoint<NoBody, NoBody>(method, template, status: status).path(values)
+    }
+}
+
+/// A test's handle on an `Application` in process, without sockets: it sends requests straight to
+/// its router, each one saying its body is JSON.
+protocol InProcessApplicationHandle {
+    var application: Application { get }
+}
+
+extension InProcessApplicationHandle {
+    /// Sends `method` `path` as they are, as if from `address`.
+    func send(
+        _ method: String, _ path: String, _ body: Data = Data(), token: String? = nil,
+        from address: String = "127.0.0.1"
+    ) -> HTTPResponse {
+        var headers = ["Content-Type": "application/json"]
+        if let token { headers["Authorization"] = "Bearer \(token)" }
+        return application.handle(
+            HTTPRequest(method: method, path: path, headers: headers, body: body, clientAddress: address))
+    }
+
+    /// Sends `body` to `endpoint` (its path with `parameters`), as if from `address`.
+    func send<Request, Response>(
+        _ endpoint: Endpoint<Request, Response>, _ body: Request, parameters: [String] = [],
+        token: String? = nil, from address: String = "127.0.0.1"
+    ) -> HTTPResponse {
+        send(endpoint, raw: body.jsonData, parameters: parameters, token: token, from: address)
+    }
+
+    /// Sends a request without a body to `endpoint`, as if from `address`.
+    func send<Response>(
+        _ endpoint: Endpoint<NoBody, Response>, parameters: [String] = [], token: String? = nil,
+        from address: String = "127.0.0.1"
+    ) -> HTTPResponse {
+        send(endpoint, raw: Data(), parameters: parameters, token: token, from: address)
+    }
+
+    /// Sends `body` as it is to `endpoint`, as if from `address`.
+    func send(
+        _ endpoint: some EndpointDescription, raw body: Data, parameters: [String] = [],
+        token: String? = nil, from address: String = "127.0.0.1"
+    ) -> HTTPResponse {
+        send(endpoint.method.rawValue, endpoint.path(parameters), body, token: token, from: address)
     }
 }
 

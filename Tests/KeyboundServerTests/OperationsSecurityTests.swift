@@ -43,12 +43,12 @@ struct OperationsSecurityTests {
         let first = try app.refresh(login.refreshToken).decode(TokenResponse.self)
         app.clock.advance(by: 86_400 - 60)
         let last = try app.refresh(first.refreshToken).decode(TokenResponse.self)
-        #expect(app.send("GET", "/v1/me", token: last.accessToken).status == 200)
+        #expect(app.send(API.me, token: last.accessToken).status == 200)
 
         // Past the maximum age the access token (still within its 15 minutes) stops working, and
         // the refresh token (valid for 30 days) is refused; the session has ended.
         app.clock.advance(by: 61)
-        #expect(app.send("GET", "/v1/me", token: last.accessToken).status == 401)
+        #expect(app.send(API.me, token: last.accessToken).status == 401)
         let refused = app.refresh(last.refreshToken)
         #expect(refused.status == 401)
         #expect(refused.headers["Content-Type"] == Problem.mediaType)
@@ -76,29 +76,31 @@ struct OperationsSecurityTests {
                 try app.login("alice", clientID: "phone").accessToken)
             let phone = try app.deviceLogin(deviceID: phoneID, key: phoneKey)
             app.database.beforeNextWrite {
-                #expect(app.send("DELETE", "/v1/devices/\(phoneID)", token: web.accessToken).status == 204)
+                #expect(
+                    app.send(API.revokeDevice, parameters: [phoneID], token: web.accessToken).status == 204)
             }
             return phone.accessToken
         }
 
         // Log out.
         var token = try phoneSessionRevokedBeforeTheWrite()
-        #expect(app.send("DELETE", "/v1/sessions/current", token: token).status == 401)
+        #expect(app.send(API.logout, token: token).status == 401)
         #expect(try app.count("SELECT COUNT(*) FROM audit_events WHERE type = 'logout'") == 0)
 
         // Ask for an approval.
         token = try phoneSessionRevokedBeforeTheWrite()
         let create = CreateApprovalRequest(deviceID: tabletID, action: try transfer())
-        #expect(app.send("POST", "/v1/approvals", create, token: token).status == 401)
+        #expect(app.send(API.createApproval, create, token: token).status == 401)
         #expect(try app.count("SELECT COUNT(*) FROM approvals") == 0)
 
         // Confirm an approval, with a valid signature.
-        let approval = try app.send("POST", "/v1/approvals", create, token: web.accessToken)
+        let approval = try app.send(API.createApproval, create, token: web.accessToken)
             .decode(ApprovalChallengeResponse.self)
         token = try phoneSessionRevokedBeforeTheWrite()
         let confirm = ConfirmApprovalRequest(signature: try sign(approval.payload, with: tabletKey))
-        let path = "/v1/approvals/\(approval.approvalID)/confirm"
-        #expect(app.send("POST", path, confirm, token: token).status == 401)
+        #expect(
+            app.send(API.confirmApproval, confirm, parameters: [approval.approvalID], token: token).status
+                == 401)
         let status = try app.rows("SELECT status FROM approvals WHERE id = ?", [.text(approval.approvalID)])
         #expect(status == [[.text("pending")]])
 
@@ -107,12 +109,12 @@ struct OperationsSecurityTests {
         app.database.beforeNextWrite { _ = try? app.login("alice", clientID: "laptop") }
         let bind = BindDeviceRequest(
             publicKey: try P256SigningKey().publicKey.spkiDER, name: "Laptop", keyProtection: .emulator)
-        #expect(app.send("POST", "/v1/devices", bind, token: laptop.accessToken).status == 401)
+        #expect(app.send(API.bindDevice, bind, token: laptop.accessToken).status == 401)
         #expect(try app.count("SELECT COUNT(*) FROM devices WHERE client_id = 'laptop'") == 0)
 
         // Revoke another device.
         token = try phoneSessionRevokedBeforeTheWrite()
-        #expect(app.send("DELETE", "/v1/devices/\(tabletID)", token: token).status == 401)
+        #expect(app.send(API.revokeDevice, parameters: [tabletID], token: token).status == 401)
         let tablet = try app.rows("SELECT revoked_at FROM devices WHERE id = ?", [.text(tabletID)])
         #expect(tablet == [[.null]])
     }
@@ -129,11 +131,11 @@ struct OperationsSecurityTests {
         }
         try app.createAccount("alice")
         let ended = try app.login("alice", clientID: "phone")
-        #expect(app.send("DELETE", "/v1/sessions/current", token: ended.accessToken).status == 204)
+        #expect(app.send(API.logout, token: ended.accessToken).status == 204)
         let live = try app.login("alice", clientID: "web")
         let (_, deviceID) = try app.bindDevice(live.accessToken)
         let create = CreateApprovalRequest(deviceID: deviceID, action: try transfer())
-        #expect(app.send("POST", "/v1/approvals", create, token: live.accessToken).status == 201)
+        #expect(app.send(API.createApproval, create, token: live.accessToken).status == 201)
         func sessions(_ id: String) throws -> Int64 {
             try app.count("SELECT COUNT(*) FROM sessions WHERE id = '\(id)'")
         }
@@ -182,16 +184,18 @@ struct OperationsSecurityTests {
         let key = try P256SigningKey()
         let bind = BindDeviceRequest(
             publicKey: key.publicKey.spkiDER, name: "Third", keyProtection: .emulator)
-        let refused = try await client.post("/v1/devices", bind, token: third.accessToken)
+        let refused = try await client.send(API.bindDevice, bind, token: third.accessToken)
         #expect(refused.status == 409)
         #expect(refused.problem?.code == .deviceLimitReached)
 
         // A new key for a client replaces its device: allowed at the cap.
         _ = try await client.bindDevice(try await client.login("alice", clientID: "a").accessToken)
         // Revoked devices do not count.
-        #expect(try await client.delete("/v1/devices/\(deviceB)", token: third.accessToken).status == 204)
-        #expect(try await client.post("/v1/devices", bind, token: third.accessToken).status == 201)
-        let devices = try await client.get("/v1/devices", token: third.accessToken).decode(
+        #expect(
+            try await client.send(API.revokeDevice, parameters: [deviceB], token: third.accessToken).status
+                == 204)
+        #expect(try await client.send(API.bindDevice, bind, token: third.accessToken).status == 201)
+        let devices = try await client.send(API.listDevices, token: third.accessToken).decode(
             DeviceListResponse.self)
         #expect(devices.devices.filter { $0.status == .active }.count == 2)
     }
@@ -231,7 +235,7 @@ private final class SteppingDatabase: Database {
 }
 
 /// The application without sockets, on a manual clock, over a ``SteppingDatabase``.
-private final class SteppedApplication: Sendable {
+private final class SteppedApplication: InProcessApplicationHandle, Sendable {
     let directory: TemporaryDirectory
     let testDatabase: TestDatabase
     let clock = ManualClock()
@@ -251,39 +255,30 @@ private final class SteppedApplication: Sendable {
         application = try Application(configuration: configuration, database: database)
     }
 
-    func send(_ method: String, _ path: String, _ message: (any WireMessage)? = nil, token: String? = nil)
-        -> HTTPResponse
-    {
-        var headers = ["Content-Type": "application/json"]
-        if let token { headers["Authorization"] = "Bearer \(token)" }
-        return application.handle(
-            HTTPRequest(method: method, path: path, headers: headers, body: message?.jsonData ?? Data()))
-    }
-
     func createAccount(_ username: String) throws {
         let reply = send(
-            "POST", "/v1/accounts",
+            API.createAccount,
             CreateAccountRequest(username: try Username(username), password: Client.password))
         guard reply.status == 201 else { throw TestFailure("account: \(reply.status)") }
     }
 
     func login(_ username: String, clientID: String = "app-1") throws -> TokenResponse {
         try send(
-            "POST", "/v1/sessions/password",
+            API.passwordLogin,
             PasswordLoginRequest(
                 username: try Username(username), password: Client.password, clientID: try ClientID(clientID))
         ).decode(TokenResponse.self)
     }
 
     func refresh(_ refreshToken: String) -> HTTPResponse {
-        send("POST", "/v1/sessions/refresh", RefreshRequest(refreshToken: refreshToken))
+        send(API.refresh, RefreshRequest(refreshToken: refreshToken))
     }
 
     func bindDevice(_ accessToken: String) throws -> (P256SigningKey, String) {
         let key = try P256SigningKey()
         let request = BindDeviceRequest(
             publicKey: key.publicKey.spkiDER, name: "Phone", keyProtection: .emulator)
-        let deviceID = try send("POST", "/v1/devices", request, token: accessToken).decode(
+        let deviceID = try send(API.bindDevice, request, token: accessToken).decode(
             BindDeviceResponse.self
         )
         .deviceID
@@ -291,11 +286,11 @@ private final class SteppedApplication: Sendable {
     }
 
     func deviceLogin(deviceID: String, key: P256SigningKey) throws -> TokenResponse {
-        let challenge = try send("POST", "/v1/challenges", ChallengeRequest(deviceID: deviceID))
+        let challenge = try send(API.createChallenge, ChallengeRequest(deviceID: deviceID))
             .decode(ChallengeResponse.self)
         let request = DeviceLoginRequest(
             challengeID: challenge.challengeID, signature: try sign(challenge.payload, with: key))
-        return try send("POST", "/v1/sessions/device", request).decode(TokenResponse.self)
+        return try send(API.deviceLogin, request).decode(TokenResponse.self)
     }
 
     func rows(_ sql: String, _ parameters: [SQLValue] = []) throws -> [[SQLValue]] {

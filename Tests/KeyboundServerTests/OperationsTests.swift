@@ -11,25 +11,28 @@ struct OperationsTests {
         let live = try TestServer(engine: engine) {
             $0.metricsListen = ListenAddress(host: "127.0.0.1", port: 0)
         }
-        let health = try await live.client.get("/healthz")
+        let health = try await live.client.send(API.health)
         #expect(health.status == 200)
         #expect(health.text == #"{"status":"ok"}"#)
         try await live.client.createAccount("alice")
         _ = try await live.client.login("alice")
-        _ = try await live.client.post(
-            "/v1/sessions/password",
+        _ = try await live.client.send(
+            API.passwordLogin,
             PasswordLoginRequest(username: "alice", password: "wrong password", clientID: "c"))
         let metricsURL = try #require(live.server.metricsURL)
         let scraper = Client(baseURL: try #require(URL(string: "/", relativeTo: metricsURL)?.absoluteURL))
         let metrics = try await scraper.send("GET", "metrics", checkSpec: false)
         #expect(metrics.status == 200)
-        #expect(metrics.text.contains(#"keybound_http_requests_total{route="/healthz",status="200"} 1"#))
         #expect(
             metrics.text.contains(
-                #"keybound_http_request_duration_seconds_bucket{route="/v1/accounts",le="+Inf"} 1"#))
+                #"keybound_http_requests_total{route="\#(API.health.template)",status="200"} 1"#))
+        #expect(
+            metrics.text.contains(
+                #"keybound_http_request_duration_seconds_bucket{route="\#(API.createAccount.template)",le="+Inf"} 1"#
+            ))
         #expect(metrics.text.contains(#"keybound_logins_total{method="password",outcome="success"} 1"#))
         #expect(metrics.text.contains(#"keybound_logins_total{method="password",outcome="failure"} 1"#))
-        let spec = try await live.client.get("/openapi.yaml")
+        let spec = try await live.client.send("GET", "/openapi.yaml")
         #expect(spec.status == 200)
         #expect(spec.text == OpenAPIDocument.yaml)
     }
@@ -45,8 +48,8 @@ struct OperationsTests {
         let login = app.login("alice", Client.password)
         #expect(login.status == 200)
         let tokens = try TokenResponse(jsonData: login.body)
-        let refresh = app.post(
-            "/v1/sessions/refresh", RefreshRequest(refreshToken: tokens.refreshToken).jsonData)
+        let refresh = app.send(
+            API.refresh, RefreshRequest(refreshToken: tokens.refreshToken))
         #expect(refresh.status == 200)
         #expect(try app.count("SELECT COUNT(*) FROM tokens WHERE kind = 'refresh'") == 2)
         let metrics = app.application.metrics.render()
@@ -125,21 +128,21 @@ struct OperationsTests {
         )
         .decode(TokenResponse.self)
         let tokens = try await live.client.login("alice", clientID: "web")
-        let approval = try await live.client.post(
-            "/v1/approvals", CreateApprovalRequest(deviceID: deviceID, action: transfer()),
+        let approval = try await live.client.send(
+            API.createApproval, CreateApprovalRequest(deviceID: deviceID, action: transfer()),
             token: tokens.accessToken
         ).decode(ApprovalChallengeResponse.self)
         let approvalSignature = try sign(approval.payload, with: key)
-        _ = try await live.client.post(
-            "/v1/approvals/\(approval.approvalID)/confirm",
-            ConfirmApprovalRequest(signature: approvalSignature),
+        _ = try await live.client.send(
+            API.confirmApproval,
+            ConfirmApprovalRequest(signature: approvalSignature), parameters: [approval.approvalID],
             token: tokens.accessToken)
-        _ = try await live.client.post(
-            "/v1/sessions/password",
+        _ = try await live.client.send(
+            API.passwordLogin,
             PasswordLoginRequest(username: "alice", password: "wrong password", clientID: "c"))
-        _ = try await live.client.delete("/v1/devices/\(deviceID)", token: tokens.accessToken)
+        _ = try await live.client.send(API.revokeDevice, parameters: [deviceID], token: tokens.accessToken)
 
-        let audit = try await live.client.get("/v1/audit", token: tokens.accessToken)
+        let audit = try await live.client.send(API.audit, token: tokens.accessToken)
         let events = try audit.decode(AuditListResponse.self).events
         let types = Set(events.map(\.type))
         for expected: AuditEventType in [
@@ -186,14 +189,14 @@ struct OperationsTests {
         #expect((test.server.port == nil) == (transport == .inProcess))
         try await test.client.createAccount("alice")
         let tokens = try await test.client.login("alice")
-        let me = try await test.client.get("/v1/me", token: tokens.accessToken)
+        let me = try await test.client.send(API.me, token: tokens.accessToken)
         #expect(me.status == 200)
         #expect(me.header("Cache-Control") == "no-store")
         #expect(try me.decode(MeResponse.self).username == "alice")
-        let big = try await test.client.send("POST", "/v1/accounts", body: Data(count: 70_000))
+        let big = try await test.client.send(API.createAccount, raw: Data(count: 70_000))
         #expect(big.status == 413)
         #expect(big.problem?.code == .bodyTooLarge)
-        let audit = try await test.client.get("/v1/audit?limit=2", token: tokens.accessToken)
+        let audit = try await test.client.send(API.audit, query: "limit=2", token: tokens.accessToken)
         #expect(
             Set(try audit.decode(AuditListResponse.self).events.map(\.type)) == [.accountCreated, .login])
         let unknown = try await test.client.send("GET", "/v1/nothing", checkSpec: false)
@@ -272,7 +275,7 @@ struct OperationsTests {
         // URLSession on Linux rejects bracketed hosts; curl -g does not.
         guard FileManager.default.isExecutableFile(atPath: "/usr/bin/curl") else { return }
         let curl = try runTool(
-            "/usr/bin/curl", ["-sg", "--max-time", "10", baseURL.absoluteString + "/healthz"])
+            "/usr/bin/curl", ["-sg", "--max-time", "10", baseURL.absoluteString + API.health.path()])
         #expect(curl.1 == #"{"status":"ok"}"#)
     }
 }

@@ -83,10 +83,10 @@ struct PasskeyChallengeTests {
         let live = try TestServer()
         let alice = try PasskeyTests.authenticator(for: live)
         _ = try await live.client.passkeySignUp("alice", alice)
-        let known = try await live.client.post(
-            "/v1/webauthn/login/options", PasskeyLoginOptionsRequest(username: "alice"))
-        let unknown = try await live.client.post(
-            "/v1/webauthn/login/options", PasskeyLoginOptionsRequest(username: "zelda"))
+        let known = try await live.client.send(
+            API.passkeyLoginOptions, PasskeyLoginOptionsRequest(username: "alice"))
+        let unknown = try await live.client.send(
+            API.passkeyLoginOptions, PasskeyLoginOptionsRequest(username: "zelda"))
         #expect(known.status == 200 && unknown.status == 200)
         #expect(
             !known.text.contains("allowCredentials")
@@ -129,8 +129,8 @@ struct PasskeyChallengeTests {
         let login = try await live.client.loginOptions()
         try await expectProblem(
             live.client.send(
-                "POST", "/v1/webauthn/register/verify",
-                body: try PasskeyTests.authenticator(for: live).registration(challenge: login.challenge)),
+                API.passkeyRegistrationVerify,
+                raw: try PasskeyTests.authenticator(for: live).registration(challenge: login.challenge)),
             400, .challengeMismatch)
         let late = try await live.client.loginOptions(username: "alice")
         live.clock.advance(by: 301)

@@ -33,7 +33,7 @@ struct PasskeyTests {
         let signUpTokens = try #require(signUp.tokens)
         #expect(signUp.username == "alice" && signUp.format == "packed" && signUp.algorithm == -7)
         #expect(signUp.credentialID == first.credentialId)
-        let me = try await live.client.get("/v1/me", token: signUpTokens.accessToken).decode(MeResponse.self)
+        let me = try await live.client.send(API.me, token: signUpTokens.accessToken).decode(MeResponse.self)
         #expect(me.authMethod == .passkey && me.username == "alice" && me.userID == signUpTokens.userID)
 
         // A discoverable sign-in: no username; the passkey names its user by its user handle.
@@ -55,29 +55,29 @@ struct PasskeyTests {
         #expect(creation.excludeCredentials.map(\.id) == [first.credentialId])
         #expect(creation.userID == Self.userHandle(signUpTokens.userID) && creation.userName == "alice")
         let added = try await live.client.send(
-            "POST", "/v1/webauthn/register/verify", body: second.registration(challenge: creation.challenge),
+            API.passkeyRegistrationVerify, raw: second.registration(challenge: creation.challenge),
             token: session.tokens.accessToken)
         #expect(added.status == 200, "\(added.text)")
         #expect(try added.decode(PasskeyRegistrationResult.self).tokens == nil)
 
-        let list = try await live.client.get("/v1/passkeys", token: session.tokens.accessToken)
+        let list = try await live.client.send(API.listPasskeys, token: session.tokens.accessToken)
             .decode(PasskeyListResponse.self).passkeys
         #expect(list.map(\.credentialID) == [first.credentialId, second.credentialId])
         #expect(list.allSatisfy { $0.algorithm == -7 && $0.attestationFormat == "packed" && !$0.attested })
         #expect(list[0].lastUsedAt != nil && list[1].lastUsedAt == nil)
 
         // Removing the first passkey ends the sessions it opened, and only those.
-        let removed = try await live.client.delete(
-            "/v1/passkeys/\(list[0].passkeyID)", token: session.tokens.accessToken)
+        let removed = try await live.client.send(
+            API.removePasskey, parameters: [list[0].passkeyID], token: session.tokens.accessToken)
         #expect(removed.status == 204)
-        #expect(try await live.client.get("/v1/me", token: session.tokens.accessToken).status == 401)
-        #expect(try await live.client.get("/v1/me", token: signUpTokens.accessToken).status == 401)
+        #expect(try await live.client.send(API.me, token: session.tokens.accessToken).status == 401)
+        #expect(try await live.client.send(API.me, token: signUpTokens.accessToken).status == 401)
         let secondLogin = try await live.client.passkeyLogin(
             second.assertion(
                 challenge: try await live.client.loginOptions(username: "alice").challenge, signCount: 0))
         #expect(secondLogin.status == 200, "\(secondLogin.text)")
         let token = try secondLogin.decode(PasskeyLoginResult.self).tokens.accessToken
-        let remaining = try await live.client.get("/v1/passkeys", token: token).decode(
+        let remaining = try await live.client.send(API.listPasskeys, token: token).decode(
             PasskeyListResponse.self)
         #expect(remaining.passkeys.map(\.credentialID) == [second.credentialId])
         // The removed passkey signs in no more.
@@ -88,14 +88,14 @@ struct PasskeyTests {
         #expect(gone.status == 401 && gone.problem?.code == .unknownCredential)
 
         // The account has no password: its last passkey stays, and no password signs in.
-        let last = try await live.client.delete(
-            "/v1/passkeys/\(remaining.passkeys[0].passkeyID)", token: token)
+        let last = try await live.client.send(
+            API.removePasskey, parameters: [remaining.passkeys[0].passkeyID], token: token)
         #expect(last.status == 409 && last.problem?.code == .lastPasskey)
-        let password = try await live.client.post(
-            "/v1/sessions/password", PasswordLoginRequest(username: "alice", password: "", clientID: "c"))
+        let password = try await live.client.send(
+            API.passwordLogin, PasswordLoginRequest(username: "alice", password: "", clientID: "c"))
         #expect(password.status == 401 && password.problem?.code == .invalidCredentials)
 
-        let audit = try await live.client.get("/v1/audit", token: token).decode(AuditListResponse.self).events
+        let audit = try await live.client.send(API.audit, token: token).decode(AuditListResponse.self).events
         #expect(audit.filter { $0.type == .passkeyRegistered }.count == 2)
         #expect(audit.contains { $0.type == .accountCreated && $0.method == .passkey })
         #expect(audit.contains { $0.type == .passkeyRemoved })
@@ -198,22 +198,22 @@ struct PasskeyTests {
         phishing.origin = "https://evil.example"
         try await expectProblem(
             client.send(
-                "POST", "/v1/webauthn/register/verify",
-                body: phishing.registration(
+                API.passkeyRegistrationVerify,
+                raw: phishing.registration(
                     challenge: try await client.registrationOptions(.init(username: "alice")).challenge)),
             400, .originNotAllowed)
         var otherRP = alice
         otherRP.rpId = "evil.example"
         try await expectProblem(
             client.send(
-                "POST", "/v1/webauthn/register/verify",
-                body: otherRP.registration(
+                API.passkeyRegistrationVerify,
+                raw: otherRP.registration(
                     challenge: try await client.registrationOptions(.init(username: "alice")).challenge)),
             400, .rpIDMismatch)
         try await expectProblem(
             client.send(
-                "POST", "/v1/webauthn/register/verify",
-                body: alice.registration(
+                API.passkeyRegistrationVerify,
+                raw: alice.registration(
                     challenge: try await client.registrationOptions(.init(username: "alice")).challenge,
                     flags: [.userPresent])),
             400, .userVerificationMissing)
@@ -221,13 +221,12 @@ struct PasskeyTests {
         let options = try await client.registrationOptions(.init(username: "alice"))
         try await expectProblem(
             client.send(
-                "POST", "/v1/webauthn/register/verify",
-                body: alice.registration(challenge: options.challenge, flags: [.userPresent])),
+                API.passkeyRegistrationVerify,
+                raw: alice.registration(challenge: options.challenge, flags: [.userPresent])),
             400, .userVerificationMissing)
         try await expectProblem(
             client.send(
-                "POST", "/v1/webauthn/register/verify", body: alice.registration(challenge: options.challenge)
-            ),
+                API.passkeyRegistrationVerify, raw: alice.registration(challenge: options.challenge)),
             409, .challengeUsed)
         // Nothing was created by the refusals.
         #expect(try await client.passkeySignUp("alice", alice).username == "alice")
@@ -240,8 +239,8 @@ struct PasskeyTests {
             .init(username: nil), token: bobTokens.accessToken)
         try await expectProblem(
             client.send(
-                "POST", "/v1/webauthn/register/verify",
-                body: other.registration(challenge: creation.challenge)),
+                API.passkeyRegistrationVerify,
+                raw: other.registration(challenge: creation.challenge)),
             401, .tokenInvalid)
     }
 
@@ -262,7 +261,7 @@ struct PasskeyTests {
         #expect(winners.count == 1)
         #expect(replies.filter { $0.status == 409 && $0.problem?.code == .challengeUsed }.count == 15)
         let token = try #require(try winners.first?.decode(PasskeyLoginResult.self)).tokens.accessToken
-        let logins = try await client.get("/v1/audit", token: token).decode(AuditListResponse.self).events
+        let logins = try await client.send(API.audit, token: token).decode(AuditListResponse.self).events
             .filter { $0.type == .login }
         #expect(logins.count == 2)  // the sign-up's session and the one winner
     }
@@ -275,8 +274,8 @@ struct PasskeyTests {
         let options = try await live.client.registrationOptions(.init(username: "bob"))
         try await expectProblem(
             live.client.send(
-                "POST", "/v1/webauthn/register/verify",
-                body: shared.registration(challenge: options.challenge)),
+                API.passkeyRegistrationVerify,
+                raw: shared.registration(challenge: options.challenge)),
             409, .credentialExists)
         // Bob's sign-up was rolled back whole: the name is still free.
         #expect(
@@ -333,34 +332,34 @@ struct PasskeyTests {
         let closed = try TestServer(.live, engine: engine) { $0.registration = .closed }
         try await expectProblem(
             closed.client.send(
-                "POST", "/v1/webauthn/register/options",
-                body: PasskeyRegistrationOptionsRequest(username: "a").jsonData),
+                API.passkeyRegistrationOptions,
+                PasskeyRegistrationOptionsRequest(username: "a")),
             403, .registrationClosed)
 
         let limited = try TestServer(.live, engine: engine) { $0.signupLimit = 2 }
         _ = try await limited.client.passkeySignUp("alice", try Self.authenticator(for: limited))
         try await expectProblem(
             limited.client.send(
-                "POST", "/v1/webauthn/register/options",
-                body: PasskeyRegistrationOptionsRequest(username: "alice").jsonData),
+                API.passkeyRegistrationOptions,
+                PasskeyRegistrationOptionsRequest(username: "alice")),
             409, .usernameTaken)
         let third = try await limited.client.send(
-            "POST", "/v1/webauthn/register/options",
-            body: PasskeyRegistrationOptionsRequest(username: "carol").jsonData)
+            API.passkeyRegistrationOptions,
+            PasskeyRegistrationOptionsRequest(username: "carol"))
         #expect(third.status == 429 && third.header("Retry-After") != nil)
         // Password sign-ups share the address's limit.
-        let password = try await limited.client.post(
-            "/v1/accounts", CreateAccountRequest(username: "dave", password: Client.password))
+        let password = try await limited.client.send(
+            API.createAccount, CreateAccountRequest(username: "dave", password: Client.password))
         #expect(password.status == 429)
 
         let open = try TestServer(engine: engine)
         try await expectProblem(
-            open.client.send("POST", "/v1/webauthn/register/options", body: Data("{}".utf8)), 400,
+            open.client.send(API.passkeyRegistrationOptions, raw: Data("{}".utf8)), 400,
             .invalidRequest)
         try await expectProblem(
             open.client.send(
-                "POST", "/v1/webauthn/register/options",
-                body: PasskeyRegistrationOptionsRequest(username: "eve", displayName: "").jsonData),
+                API.passkeyRegistrationOptions,
+                PasskeyRegistrationOptionsRequest(username: "eve", displayName: "")),
             400, .invalidRequest)
     }
 
@@ -377,14 +376,14 @@ struct PasskeyTests {
         // not 400, so that a schema-valid body is never refused as malformed).
         try await expectProblem(
             live.client.send(
-                "POST", "/v1/webauthn/register/options",
-                body: PasskeyRegistrationOptionsRequest(username: "bob").jsonData,
+                API.passkeyRegistrationOptions,
+                PasskeyRegistrationOptionsRequest(username: "bob"),
                 token: tokens.accessToken),
             403, .usernameMismatch)
         // A password account gains a passkey, then signs in with it.
         let passkey = try Self.authenticator(for: live)
         let added = try await live.client.send(
-            "POST", "/v1/webauthn/register/verify", body: passkey.registration(challenge: fresh.challenge),
+            API.passkeyRegistrationVerify, raw: passkey.registration(challenge: fresh.challenge),
             token: tokens.accessToken)
         #expect(added.status == 200, "\(added.text)")
         let login = try await live.client.passkeyLogin(
@@ -395,8 +394,8 @@ struct PasskeyTests {
         live.clock.advance(by: 6 * 60)
         try await expectProblem(
             live.client.send(
-                "POST", "/v1/webauthn/register/options",
-                body: PasskeyRegistrationOptionsRequest(username: nil).jsonData,
+                API.passkeyRegistrationOptions,
+                PasskeyRegistrationOptionsRequest(username: nil),
                 token: try login.decode(PasskeyLoginResult.self).tokens.accessToken),
             403, .stepUpRequired)
     }
@@ -417,8 +416,8 @@ struct PasskeyTests {
         let passkey = try Self.authenticator(for: live)
         try await expectProblem(
             live.client.send(
-                "POST", "/v1/webauthn/register/verify",
-                body: passkey.registration(challenge: options.challenge),
+                API.passkeyRegistrationVerify,
+                raw: passkey.registration(challenge: options.challenge),
                 token: tokens.accessToken),
             403, .stepUpRequired)
         // Nothing was stored: the passkey signs nobody in.
@@ -426,7 +425,7 @@ struct PasskeyTests {
             live.client.passkeyLogin(
                 passkey.assertion(challenge: try await live.client.loginOptions(username: "alice").challenge)),
             401, .unknownCredential)
-        let passkeys = try await live.client.get("/v1/passkeys", token: tokens.accessToken)
+        let passkeys = try await live.client.send(API.listPasskeys, token: tokens.accessToken)
             .decode(PasskeyListResponse.self).passkeys
         #expect(passkeys.isEmpty)
     }
@@ -442,7 +441,7 @@ struct PasskeyTests {
         let passkey = try Self.authenticator(for: live)
         let options = try await client.registrationOptions(.init(username: nil), token: password.accessToken)
         let added = try await client.send(
-            "POST", "/v1/webauthn/register/verify", body: passkey.registration(challenge: options.challenge),
+            API.passkeyRegistrationVerify, raw: passkey.registration(challenge: options.challenge),
             token: password.accessToken)
         #expect(added.status == 200, "\(added.text)")
         func signIn(_ count: UInt32) async throws -> Reply {
@@ -457,11 +456,11 @@ struct PasskeyTests {
         // A copy of the passkey answers with a count that did not rise.
         try await expectProblem(signIn(5), 401, .clonedAuthenticator)
         // The session it opened has ended (either copy may have opened it); the password's lives.
-        #expect(try await client.get("/v1/me", token: opened.accessToken).status == 401)
-        let refreshed = try await client.post(
-            "/v1/sessions/refresh", RefreshRequest(refreshToken: opened.refreshToken))
+        #expect(try await client.send(API.me, token: opened.accessToken).status == 401)
+        let refreshed = try await client.send(
+            API.refresh, RefreshRequest(refreshToken: opened.refreshToken))
         #expect(refreshed.status == 401)
-        #expect(try await client.get("/v1/me", token: password.accessToken).status == 200)
+        #expect(try await client.send(API.me, token: password.accessToken).status == 200)
         // Even with a count that rises, the passkey is suspended …
         try await expectProblem(signIn(6), 403, .passkeySuspended)
         // … until alice signs in another way (a sign-in from before the clone does not count).
@@ -471,7 +470,7 @@ struct PasskeyTests {
         #expect(again.status == 200, "\(again.text)")
         // And it stays usable: the suspension ended with that sign-in.
         #expect(try await signIn(8).status == 200)
-        let audit = try await client.get("/v1/audit", token: password.accessToken)
+        let audit = try await client.send(API.audit, token: password.accessToken)
             .decode(AuditListResponse.self).events
         #expect(audit.contains { $0.type == .passkeyCloned })
     }
@@ -547,8 +546,9 @@ struct PasskeyTests {
             bodies.append(try replacing("clientDataJSON", in: valid, with: Base64URL.encode(noise)))
         }
         for body in bodies {
-            for path in ["/v1/webauthn/register/verify", "/v1/webauthn/login/verify"] {
-                let reply = try await live.client.send("POST", path, body: body)
+            for endpoint: any EndpointDescription in [API.passkeyRegistrationVerify, API.passkeyLoginVerify] {
+                let path = endpoint.template
+                let reply = try await live.client.send(endpoint, raw: body)
                 #expect((400..<500).contains(reply.status), "\(path) \(reply.status) \(reply.text)")
                 #expect(reply.problem != nil, "\(path) \(reply.text)")
             }
@@ -558,7 +558,7 @@ struct PasskeyTests {
     @Test("GET / serves the sign-in page under a Content-Security-Policy without inline script")
     func signInPage() async throws {
         let live = try TestServer()
-        let page = try await live.client.get("/")
+        let page = try await live.client.send("GET", "/")
         #expect(page.status == 200)
         #expect(page.header("Content-Type") == "text/html; charset=utf-8")
         let policy = try #require(page.header("Content-Security-Policy"))
@@ -569,10 +569,10 @@ struct PasskeyTests {
         let scripts = page.text.components(separatedBy: "<script").dropFirst()
         #expect(scripts.count == 1 && scripts.allSatisfy { $0.hasPrefix(" src=\"/sign-in.js\"") })
         #expect(page.text.range(of: #"\son[a-z]+="#, options: .regularExpression) == nil)
-        let script = try await live.client.get("/sign-in.js")
+        let script = try await live.client.send("GET", "/sign-in.js")
         #expect(script.status == 200 && script.header("Content-Type") == "text/javascript; charset=utf-8")
         #expect(script.text.contains("parseCreationOptionsFromJSON") && script.text.contains("toJSON"))
-        let style = try await live.client.get("/sign-in.css")
+        let style = try await live.client.send("GET", "/sign-in.css")
         #expect(style.status == 200 && style.header("Content-Type") == "text/css; charset=utf-8")
         // What is served is the page's sources as they are now: the EmbedFiles plugin compiled
         // them in at build time.
@@ -599,8 +599,8 @@ struct PasskeyTests {
         let result = try await serve.client.passkeySignUp("alice", authenticator)
         let tokens = try #require(result.tokens)
         // --require-app-attest: a binding without an attestation is refused.
-        let bind = try await serve.client.post(
-            "/v1/devices",
+        let bind = try await serve.client.send(
+            API.bindDevice,
             BindDeviceRequest(
                 publicKey: try P256SigningKey().publicKey.spkiDER, name: "Phone", keyProtection: .emulator),
             token: tokens.accessToken)
@@ -650,14 +650,14 @@ extension Client {
     func registrationOptions(_ request: PasskeyRegistrationOptionsRequest, token: String? = nil) async throws
         -> PasskeyCreationOptions
     {
-        let reply = try await post("/v1/webauthn/register/options", request, token: token)
+        let reply = try await send(API.passkeyRegistrationOptions, request, token: token)
         #expect(reply.status == 200, "\(reply.text)")
         return try reply.decode(PasskeyCreationOptions.self)
     }
 
     func loginOptions(username: Username? = nil) async throws -> PasskeyRequestOptions {
-        let reply = try await post(
-            "/v1/webauthn/login/options", PasskeyLoginOptionsRequest(username: username))
+        let reply = try await send(
+            API.passkeyLoginOptions, PasskeyLoginOptionsRequest(username: username))
         #expect(reply.status == 200, "\(reply.text)")
         return try reply.decode(PasskeyRequestOptions.self)
     }
@@ -671,13 +671,13 @@ extension Client {
         #expect(options.rpID == authenticator.rpId && options.userName == username)
         #expect(options.algorithms == [-7, -8, -257])
         let reply = try await send(
-            "POST", "/v1/webauthn/register/verify",
-            body: authenticator.registration(challenge: options.challenge))
+            API.passkeyRegistrationVerify,
+            raw: authenticator.registration(challenge: options.challenge))
         #expect(reply.status == 200, "\(reply.text)")
         return try reply.decode(PasskeyRegistrationResult.self)
     }
 
     func passkeyLogin(_ body: Data) async throws -> Reply {
-        try await send("POST", "/v1/webauthn/login/verify", body: body)
+        try await send(API.passkeyLoginVerify, raw: body)
     }
 }

@@ -291,7 +291,7 @@ struct PostgresTests {
         async let second = shared.serve()
         async let third = shared.serve()
         let servers = try await [first, second, third]
-        for server in servers { #expect(try await server.client.get("/healthz").status == 200) }
+        for server in servers { #expect(try await server.client.send(API.health).status == 200) }
         let recorded = try shared.sql(
             "SELECT COUNT(*), COUNT(DISTINCT version), MAX(version) FROM schema_migrations")
         #expect(recorded == "\(Migrations.all.count)|\(Migrations.all.count)|\(Migrations.newest)")
@@ -343,22 +343,22 @@ struct PostgresTests {
         try await a.client.createAccount("alice")
         let first = try await b.client.login("alice")
 
-        let rotated = try await a.client.post(
-            "/v1/sessions/refresh", RefreshRequest(refreshToken: first.refreshToken))
+        let rotated = try await a.client.send(
+            API.refresh, RefreshRequest(refreshToken: first.refreshToken))
         #expect(rotated.status == 200)
         let second = try rotated.decode(TokenResponse.self)
-        #expect(try await c.client.get("/v1/me", token: second.accessToken).status == 200)
+        #expect(try await c.client.send(API.me, token: second.accessToken).status == 200)
 
         // The old token on B: dead, and presenting it is reuse, which ends the whole family.
-        let reused = try await b.client.post(
-            "/v1/sessions/refresh", RefreshRequest(refreshToken: first.refreshToken))
+        let reused = try await b.client.send(
+            API.refresh, RefreshRequest(refreshToken: first.refreshToken))
         #expect(reused.status == 401)
         #expect(reused.problem?.code == .tokenInvalid)
         // On C, the newest tokens of the family are dead too.
-        let newest = try await c.client.post(
-            "/v1/sessions/refresh", RefreshRequest(refreshToken: second.refreshToken))
+        let newest = try await c.client.send(
+            API.refresh, RefreshRequest(refreshToken: second.refreshToken))
         #expect(newest.status == 401)
-        #expect(try await c.client.get("/v1/me", token: second.accessToken).status == 401)
+        #expect(try await c.client.send(API.me, token: second.accessToken).status == 401)
         #expect(
             try shared.sql("SELECT revoke_reason FROM sessions WHERE id = '\(first.sessionID)'")
                 == "refresh_reuse")
@@ -371,12 +371,12 @@ struct PostgresTests {
         let wrong = PasswordLoginRequest(username: "alice", password: "wrong password", clientID: "c")
         // Five failures (the default limit for one account from one address), spread over A, B, C.
         for server in [a, b, c, a, b] {
-            #expect(try await server.client.post("/v1/sessions/password", wrong).status == 401)
+            #expect(try await server.client.send(API.passwordLogin, wrong).status == 401)
         }
         // Every server now refuses this address on the account, even the right password.
         let right = PasswordLoginRequest(username: "alice", password: Client.password, clientID: "c")
         for server in [c, a, b] {
-            let refused = try await server.client.post("/v1/sessions/password", right)
+            let refused = try await server.client.send(API.passwordLogin, right)
             #expect(refused.status == 429)
             #expect(refused.header("Retry-After") != nil)
         }
@@ -386,8 +386,8 @@ struct PostgresTests {
         let shared = try SharedDatabase()
         let (a, b, c) = try await (shared.serve(), shared.serve(), shared.serve())
         let (tokens, key, deviceID) = try await a.client.userWithDevice("alice")
-        let created = try await b.client.post(
-            "/v1/approvals", CreateApprovalRequest(deviceID: deviceID, action: transfer()),
+        let created = try await b.client.send(
+            API.createApproval, CreateApprovalRequest(deviceID: deviceID, action: transfer()),
             token: tokens.accessToken)
         let approval = try created.decode(ApprovalChallengeResponse.self)
         let confirm = ConfirmApprovalRequest(signature: try sign(approval.payload, with: key))
@@ -395,15 +395,17 @@ struct PostgresTests {
             for index in 0..<12 {
                 let client = [a, b, c][index % 3].client
                 group.addTask {
-                    try await client.post(
-                        "/v1/approvals/\(approval.approvalID)/confirm", confirm, token: tokens.accessToken)
+                    try await client.send(
+                        API.confirmApproval, confirm, parameters: [approval.approvalID],
+                        token: tokens.accessToken)
                 }
             }
             return try await group.reduce(into: []) { $0.append($1) }
         }
         #expect(replies.filter { $0.status == 200 }.count == 1)
         #expect(replies.filter { $0.status == 409 && $0.problem?.code == .challengeUsed }.count == 11)
-        let status = try await c.client.get("/v1/approvals/\(approval.approvalID)", token: tokens.accessToken)
+        let status = try await c.client.send(
+            API.approvalStatus, parameters: [approval.approvalID], token: tokens.accessToken)
         #expect(try status.decode(ApprovalResponse.self).status == .approved)
     }
 
@@ -431,14 +433,14 @@ struct PostgresTests {
         try await load.waitFor("503s while stopped") { state in
             state.replies.dropFirst(stopped).filter { $0.status == 503 }.count >= 8
         }
-        let health = try await client.get("/healthz")
+        let health = try await client.send(API.health)
         #expect(health.status == 503)
         #expect(health.problem?.code == .unavailable)
 
         try cluster.start()
         let restarted = await load.snapshot().acknowledged.count
         try await load.waitFor("successes after the restart") { $0.acknowledged.count >= restarted + 10 }
-        #expect(try await client.get("/healthz").status == 200)
+        #expect(try await client.send(API.health).status == 200)
         await load.stop()
         try await workers.value
 
@@ -507,8 +509,8 @@ private actor AccountLoad {
         while running {
             index += 1
             let username = "load-\(worker)-\(index)"
-            let reply = try await client.post(
-                "/v1/accounts",
+            let reply = try await client.send(
+                API.createAccount,
                 CreateAccountRequest(username: try Username(username), password: Client.password))
             state.replies.append(reply)
             if reply.status == 201 { state.acknowledged.append(username) }

@@ -88,13 +88,13 @@ struct ProcessTests {
             for _ in 0..<8 {
                 group.addTask {
                     while let challenge = try? await client.send(
-                        "POST", "/v1/challenges", body: ChallengeRequest(deviceID: deviceID).jsonData,
+                        API.createChallenge, raw: ChallengeRequest(deviceID: deviceID).jsonData,
                         checkSpec: false),
                         challenge.status == 201,
                         let issued = try? ChallengeResponse(jsonData: challenge.body),
                         let login = try? await client.send(
-                            "POST", "/v1/sessions/device",
-                            body: DeviceLoginRequest(
+                            API.deviceLogin,
+                            raw: DeviceLoginRequest(
                                 challengeID: issued.challengeID,
                                 signature: try sign(issued.payload, with: key)
                             ).jsonData, checkSpec: false),
@@ -135,11 +135,11 @@ struct ProcessTests {
         let second = try await ServeProcess(
             arguments: ["--server-id", "durable"], environment: ["KEYBOUND_DB": "sqlite:" + path])
         let again = try await second.client.login("alice")
-        let devices = try await second.client.get("/v1/devices", token: again.accessToken)
+        let devices = try await second.client.send(API.listDevices, token: again.accessToken)
             .decode(DeviceListResponse.self).devices
         #expect(devices.map(\.deviceID) == [deviceID])
         // The earlier sessions were replaced by the new login of the same client.
-        #expect(try await second.client.get("/v1/me", token: tokens.accessToken).status == 401)
+        #expect(try await second.client.send(API.me, token: tokens.accessToken).status == 401)
         #expect(second.kill(SIGTERM) == 0, "\(second.logTail)")
     }
 
@@ -246,7 +246,7 @@ struct TLSTests {
         let baseURL = try #require(live.server.baseURL)
         #expect(baseURL.scheme == "https")
         let curl = try runTool(
-            "/usr/bin/curl", ["-sk", "--max-time", "10", baseURL.absoluteString + "/healthz"])
+            "/usr/bin/curl", ["-sk", "--max-time", "10", baseURL.absoluteString + API.health.path()])
         #expect(curl.1 == #"{"status":"ok"}"#)
     }
 }

@@ -86,7 +86,7 @@ struct RaceTests {
         let tokens = try await live.client.login("alice")
         let client = live.client
         let replies = try await Self.together(Self.contenders, over: live) { client, _ in
-            try await client.post("/v1/sessions/refresh", RefreshRequest(refreshToken: tokens.refreshToken))
+            try await client.send(API.refresh, RefreshRequest(refreshToken: tokens.refreshToken))
         }
         let winners = replies.filter { $0.status == 200 }
         #expect(winners.count == 1)
@@ -96,10 +96,10 @@ struct RaceTests {
         let pair = try #require(try winners.first?.decode(TokenResponse.self))
         #expect(pair.sessionID == tokens.sessionID)
         // The family is over: the new pair, the old access token, the new refresh token.
-        #expect(try await client.get("/v1/me", token: pair.accessToken).status == 401)
-        #expect(try await client.get("/v1/me", token: tokens.accessToken).status == 401)
-        let again = try await client.post(
-            "/v1/sessions/refresh", RefreshRequest(refreshToken: pair.refreshToken))
+        #expect(try await client.send(API.me, token: pair.accessToken).status == 401)
+        #expect(try await client.send(API.me, token: tokens.accessToken).status == 401)
+        let again = try await client.send(
+            API.refresh, RefreshRequest(refreshToken: pair.refreshToken))
         #expect(again.status == 401)
         // One rotation: the session holds the login's pair and exactly one more.
         #expect(
@@ -112,7 +112,7 @@ struct RaceTests {
                 == 1)
         // The reuse is in the user's history (folded into one event or not, at least one).
         let fresh = try await client.login("alice", clientID: "web")
-        let audit = try await client.get("/v1/audit", token: fresh.accessToken).decode(AuditListResponse.self)
+        let audit = try await client.send(API.audit, token: fresh.accessToken).decode(AuditListResponse.self)
         #expect(audit.events.contains { $0.type == .refreshReuse })
     }
 
@@ -123,21 +123,22 @@ struct RaceTests {
         let (_, key, deviceID) = try await live.client.userWithDevice("alice")
         // The device's client is the one that asks; manage from the web session.
         let tokens = try await live.client.login("alice", clientID: "web")
-        let approval = try await live.client.post(
-            "/v1/approvals", CreateApprovalRequest(deviceID: deviceID, action: transfer()),
+        let approval = try await live.client.send(
+            API.createApproval, CreateApprovalRequest(deviceID: deviceID, action: transfer()),
             token: tokens.accessToken
         ).decode(ApprovalChallengeResponse.self)
         let confirmation = ConfirmApprovalRequest(signature: try sign(approval.payload, with: key))
         let replies = try await Self.together(Self.contenders, over: live) { client, _ in
-            try await client.post(
-                "/v1/approvals/\(approval.approvalID)/confirm", confirmation, token: tokens.accessToken)
+            try await client.send(
+                API.confirmApproval, confirmation, parameters: [approval.approvalID],
+                token: tokens.accessToken)
         }
         #expect(replies.filter { $0.status == 200 }.count == 1)
         #expect(
             replies.filter { $0.status == 409 && $0.problem?.code == .challengeUsed }.count
                 == Self.contenders - 1)
-        let status = try await live.client.get(
-            "/v1/approvals/\(approval.approvalID)", token: tokens.accessToken
+        let status = try await live.client.send(
+            API.approvalStatus, parameters: [approval.approvalID], token: tokens.accessToken
         )
         .decode(ApprovalResponse.self)
         #expect(status.status == .approved)
@@ -165,7 +166,8 @@ struct RaceTests {
             let replies = try await Self.together(Self.contenders + 1, over: live) { client, index in
                 // The revocation starts in the middle of the logins.
                 if index == Self.contenders / 2 {
-                    return try await client.delete("/v1/devices/\(deviceID)", token: manager.accessToken)
+                    return try await client.send(
+                        API.revokeDevice, parameters: [deviceID], token: manager.accessToken)
                 }
                 let (challengeID, signature) = logins[index < Self.contenders / 2 ? index : index - 1]
                 return try await client.deviceLogin(challengeID: challengeID, signature: signature)
@@ -183,9 +185,9 @@ struct RaceTests {
             // Acknowledged: every session the device opened is over, none of them still works…
             for reply in won {
                 let session = try reply.decode(TokenResponse.self)
-                #expect(try await client.get("/v1/me", token: session.accessToken).status == 401)
-                let refresh = try await client.post(
-                    "/v1/sessions/refresh", RefreshRequest(refreshToken: session.refreshToken))
+                #expect(try await client.send(API.me, token: session.accessToken).status == 401)
+                let refresh = try await client.send(
+                    API.refresh, RefreshRequest(refreshToken: session.refreshToken))
                 #expect(refresh.status == 401)
             }
             #expect(
@@ -197,7 +199,8 @@ struct RaceTests {
             let late = try await client.deviceLogin(challengeID: signed[0].0, signature: signed[0].1)
             #expect(late.status != 200)
             #expect(
-                try await client.post("/v1/challenges", ChallengeRequest(deviceID: deviceID)).status == 403)
+                try await client.send(API.createChallenge, ChallengeRequest(deviceID: deviceID)).status == 403
+            )
         }
         print(
             "device revocation races on \(engine), \(live.servers.count) instance(s): \(wonBefore) of \(6 * Self.contenders) logins won before the revocation"
@@ -220,8 +223,8 @@ struct RaceTests {
             let creation = try await client.registrationOptions(
                 PasskeyRegistrationOptionsRequest(username: nil), token: signUp.accessToken)
             let added = try await client.send(
-                "POST", "/v1/webauthn/register/verify",
-                body: second.registration(challenge: creation.challenge),
+                API.passkeyRegistrationVerify,
+                raw: second.registration(challenge: creation.challenge),
                 token: signUp.accessToken)
             #expect(added.status == 200, "\(added.text)")
             let manager = try await client.passkeyLogin(
@@ -229,7 +232,7 @@ struct RaceTests {
                     challenge: try await client.loginOptions(username: Username("bob\(round)")).challenge,
                     signCount: 0)
             ).decode(PasskeyLoginResult.self).tokens
-            let passkeys = try await client.get("/v1/passkeys", token: manager.accessToken)
+            let passkeys = try await client.send(API.listPasskeys, token: manager.accessToken)
                 .decode(PasskeyListResponse.self).passkeys
             let passkeyID = try #require(passkeys.first { $0.credentialID == first.credentialId }).passkeyID
 
@@ -243,7 +246,8 @@ struct RaceTests {
             let logins = bodies
             let replies = try await Self.together(Self.contenders + 1, over: live) { client, index in
                 if index == Self.contenders / 2 {
-                    return try await client.delete("/v1/passkeys/\(passkeyID)", token: manager.accessToken)
+                    return try await client.send(
+                        API.removePasskey, parameters: [passkeyID], token: manager.accessToken)
                 }
                 return try await client.passkeyLogin(logins[index < Self.contenders / 2 ? index : index - 1])
             }
@@ -258,7 +262,7 @@ struct RaceTests {
             #expect(neither.isEmpty, "\(Self.explain(neither, live))")
             for reply in won {
                 let session = try reply.decode(PasskeyLoginResult.self).tokens
-                #expect(try await client.get("/v1/me", token: session.accessToken).status == 401)
+                #expect(try await client.send(API.me, token: session.accessToken).status == 401)
             }
             #expect(
                 try Self.count(
@@ -271,7 +275,7 @@ struct RaceTests {
                     signCount: 0))
             #expect(late.status == 401)
             // The other passkey's session is untouched.
-            #expect(try await client.get("/v1/me", token: manager.accessToken).status == 200)
+            #expect(try await client.send(API.me, token: manager.accessToken).status == 200)
         }
         print(
             "passkey removal races on \(engine), \(live.servers.count) instance(s): \(wonBefore) of "

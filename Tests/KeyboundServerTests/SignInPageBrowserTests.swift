@@ -138,8 +138,8 @@
             guard let token = try await page.evaluate("sessionStorage.getItem('keybound.access')").text else {
                 throw Chromium.Failure("no access token in the page")
             }
-            let bound = try await live.client.post(
-                "/v1/devices",
+            let bound = try await live.client.send(
+                API.bindDevice,
                 BindDeviceRequest(
                     publicKey: try P256SigningKey().publicKey.spkiDER, name: "Alice's iPhone",
                     keyProtection: .secureEnclave),
@@ -155,7 +155,7 @@
 
             // Remove the first passkey (not the one this session came from, which the second
             // authenticator holds), then revoke the device.
-            let passkeys = try await live.client.get("/v1/passkeys", token: token).decode(
+            let passkeys = try await live.client.send(API.listPasskeys, token: token).decode(
                 PasskeyListResponse.self)
             let current = try await Self.credentialIDs(page, second)
             let firstPasskey = try #require(passkeys.passkeys.first { !current.contains($0.credentialID) })
@@ -169,7 +169,7 @@
                 try await page.evaluate(
                     "document.querySelector('#devices li').textContent.includes('revoked')")
                     == .bool(true))
-            let remaining = try await live.client.get("/v1/passkeys", token: token).decode(
+            let remaining = try await live.client.send(API.listPasskeys, token: token).decode(
                 PasskeyListResponse.self)
             #expect(remaining.passkeys.map(\.credentialID) == current)
 

@@ -82,8 +82,8 @@ struct ThrottlingTests {
         let live = try TestServer(engine: engine) { $0.trustedProxies = [loopback] }
         try await live.client.createAccount("alice")
         func attempt(_ username: String, _ password: String, from address: String) async throws -> Reply {
-            try await live.client.post(
-                "/v1/sessions/password",
+            try await live.client.send(
+                API.passwordLogin,
                 PasswordLoginRequest(username: try Username(username), password: password, clientID: "c"),
                 headers: ["X-Forwarded-For": "10.9.9.9, \(address)"])
         }
@@ -97,7 +97,7 @@ struct ThrottlingTests {
         #expect(try await attempt("ghost22", "wrong password", from: Self.owner).status == 401)
         #expect(try await attempt("alice", Client.password, from: Self.owner).status == 200)
         let token = try await live.client.login("alice", clientID: "audit").accessToken
-        let events = try await live.client.get("/v1/audit", token: token).decode(AuditListResponse.self)
+        let events = try await live.client.send(API.audit, token: token).decode(AuditListResponse.self)
             .events
         #expect(events.contains { $0.type == .login && $0.clientAddress == Self.owner })
     }
@@ -109,16 +109,16 @@ struct ThrottlingTests {
         let live = try TestServer(engine: engine) { $0.trustedProxies = [proxies] }
         try await live.client.createAccount("alice")
         for index in 1...20 {
-            let reply = try await live.client.post(
-                "/v1/sessions/password",
+            let reply = try await live.client.send(
+                API.passwordLogin,
                 PasswordLoginRequest(
                     username: try Username("ghost\(index)"), password: "wrong password", clientID: "c"),
                 headers: ["X-Forwarded-For": "192.0.2.\(index)", "Forwarded": "for=192.0.2.\(index)"])
             #expect(reply.status == 401)
         }
         // Every made-up client was loopback all along: it is blocked, whatever it claims.
-        let blocked = try await live.client.post(
-            "/v1/sessions/password",
+        let blocked = try await live.client.send(
+            API.passwordLogin,
             PasswordLoginRequest(username: "alice", password: Client.password, clientID: "c"),
             headers: ["X-Forwarded-For": "192.0.2.200"])
         #expect(blocked.status == 429)
@@ -225,14 +225,14 @@ struct ThrottlingTests {
         for address in ["192.0.2.1", "198.51.100.2", "203.0.113.3"] {
             let challenge = try await live.client.challenge(deviceID)
             #expect(
-                try await live.client.post(
-                    "/v1/sessions/device",
+                try await live.client.send(
+                    API.deviceLogin,
                     DeviceLoginRequest(challengeID: challenge.challengeID, signature: Data([1])),
                     headers: ["X-Forwarded-For": address]
                 ).status == 401)
             live.clock.advance(by: 10)
         }
-        let events = try await live.client.get("/v1/audit", token: tokens.accessToken).decode(
+        let events = try await live.client.send(API.audit, token: tokens.accessToken).decode(
             AuditListResponse.self
         )
         .events
@@ -298,8 +298,8 @@ struct ThrottlingTests {
         let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
             for index in 1...12 {
                 group.addTask {
-                    try await live.client.post(
-                        "/v1/accounts",
+                    try await live.client.send(
+                        API.createAccount,
                         CreateAccountRequest(
                             username: try Username("user\(index)"), password: Client.password)
                     ).status
@@ -313,8 +313,8 @@ struct ThrottlingTests {
 
     @Test(arguments: Engine.all) func closedRegistrationAnswers403(engine: Engine) async throws {
         let live = try TestServer(engine: engine) { $0.registration = .closed }
-        let reply = try await live.client.post(
-            "/v1/accounts", CreateAccountRequest(username: "alice", password: Client.password))
+        let reply = try await live.client.send(
+            API.createAccount, CreateAccountRequest(username: "alice", password: Client.password))
         #expect(reply.status == 403)
         #expect(reply.problem?.code == .registrationClosed)
         #expect(reply.header("Content-Type") == "application/problem+json")
@@ -337,12 +337,12 @@ struct ThrottlingTests {
             "--db", "sqlite:" + directory.path("flags.sqlite"), "--registration", "closed",
             "--address-failure-limit", "2", "--trusted-proxy", "127.0.0.1", "--trusted-proxy", "::1",
         ])
-        let signUp = try await serve.client.post(
-            "/v1/accounts", CreateAccountRequest(username: "alice", password: Client.password))
+        let signUp = try await serve.client.send(
+            API.createAccount, CreateAccountRequest(username: "alice", password: Client.password))
         #expect(signUp.problem?.code == .registrationClosed)
         func attempt(from address: String) async throws -> Int {
-            try await serve.client.post(
-                "/v1/sessions/password",
+            try await serve.client.send(
+                API.passwordLogin,
                 PasswordLoginRequest(username: "ghost", password: "wrong password", clientID: "c"),
                 headers: ["X-Forwarded-For": address]
             ).status
@@ -361,8 +361,8 @@ struct ThrottlingTests {
                 "--trusted-proxy", "127.0.0.1", "--trusted-proxy", "::1",
             ], environment: ["KEYBOUND_FORWARDED_HEADER": "forwarded"])
         func forwardedAttempt(_ headers: [String: String]) async throws -> Int {
-            try await forwarded.client.post(
-                "/v1/sessions/password",
+            try await forwarded.client.send(
+                API.passwordLogin,
                 PasswordLoginRequest(username: "ghost", password: "wrong password", clientID: "c"),
                 headers: headers
             ).status
@@ -419,7 +419,7 @@ struct ThrottlingTests {
         let client = Client(baseURL: try #require(server.baseURL))
         let tokens = try await client.login("alice")
         #expect(tokens.userID == userID)
-        let events = try await client.get("/v1/audit", token: tokens.accessToken).decode(
+        let events = try await client.send(API.audit, token: tokens.accessToken).decode(
             AuditListResponse.self
         ).events
         #expect(
@@ -454,23 +454,10 @@ func runKeybound(
 }
 
 extension InProcessApplication {
-    /// Sends one request through the router, as if from `address`.
-    func send(
-        _ method: String, _ path: String, _ body: Data = Data(), token: String? = nil,
-        from address: String = "127.0.0.1"
-    )
-        -> HTTPResponse
-    {
-        var headers = ["Content-Type": "application/json"]
-        if let token { headers["Authorization"] = "Bearer \(token)" }
-        return application.handle(
-            HTTPRequest(method: method, path: path, headers: headers, body: body, clientAddress: address))
-    }
-
     func signUp(_ username: Username, from address: String) -> HTTPResponse {
         send(
-            "POST", "/v1/accounts",
-            CreateAccountRequest(username: username, password: Client.password).jsonData, from: address)
+            API.createAccount,
+            CreateAccountRequest(username: username, password: Client.password), from: address)
     }
 
     /// Creates an account, logs in and binds a new software device key.
@@ -480,24 +467,23 @@ extension InProcessApplication {
         let tokens = try TokenResponse(jsonData: login.body)
         let key = try P256SigningKey()
         let bound = send(
-            "POST", "/v1/devices",
-            BindDeviceRequest(publicKey: key.publicKey.spkiDER, name: "Phone", keyProtection: .emulator)
-                .jsonData,
+            API.bindDevice,
+            BindDeviceRequest(publicKey: key.publicKey.spkiDER, name: "Phone", keyProtection: .emulator),
             token: tokens.accessToken)
         return (key, try BindDeviceResponse(jsonData: bound.body).deviceID)
     }
 
     func challenge(_ deviceID: String, from address: String = "127.0.0.1") throws -> ChallengeResponse {
         let reply = send(
-            "POST", "/v1/challenges", ChallengeRequest(deviceID: deviceID).jsonData, from: address)
+            API.createChallenge, ChallengeRequest(deviceID: deviceID), from: address)
         guard reply.status == 201 else { throw TestFailure("challenge: \(reply.status)") }
         return try ChallengeResponse(jsonData: reply.body)
     }
 
     func deviceLogin(_ challengeID: String, _ signature: Data, from address: String) -> HTTPResponse {
         send(
-            "POST", "/v1/sessions/device",
-            DeviceLoginRequest(challengeID: challengeID, signature: signature).jsonData,
+            API.deviceLogin,
+            DeviceLoginRequest(challengeID: challengeID, signature: signature),
             from: address)
     }
 }

@@ -429,7 +429,9 @@ struct BearerHeaderTests {
         let token = try TokenResponse(jsonData: app.login("alice", Client.password).body).accessToken
         func me(_ authorization: String) -> Int {
             app.application.handle(
-                HTTPRequest(method: "GET", path: "/v1/me", headers: ["Authorization": authorization])
+                HTTPRequest(
+                    method: API.me.method.rawValue, path: API.me.path(),
+                    headers: ["Authorization": authorization])
             ).status
         }
         for accepted in ["Bearer \(token)", "bearer \(token)", "BEARER  \(token)", "Bearer \(token) \t"] {

@@ -1,4 +1,5 @@
 import Foundation
+import KeyboundWire
 
 #if canImport(Glibc)
     import Glibc
@@ -175,6 +176,35 @@ public final class HTTPConnection {
             }
             try receiveMore()
         }
+    }
+}
+
+extension HTTPConnection {
+    /// Sends `body` to `endpoint` (its path with `parameters`) and waits for the response.
+    package func send<Request, Response>(
+        _ endpoint: Endpoint<Request, Response>, _ body: Request, parameters: [String] = [],
+        bearer: String? = nil, headers: [String: String] = [:]
+    ) throws -> HTTPResult {
+        try send(endpoint, raw: body.jsonData, parameters: parameters, bearer: bearer, headers: headers)
+    }
+
+    /// Sends a request without a body to `endpoint` and waits for the response.
+    package func send<Response>(
+        _ endpoint: Endpoint<NoBody, Response>, parameters: [String] = [], bearer: String? = nil,
+        headers: [String: String] = [:]
+    ) throws -> HTTPResult {
+        try send(endpoint, raw: nil, parameters: parameters, bearer: bearer, headers: headers)
+    }
+
+    /// Sends `body` as it is (nil: none) to `endpoint` and waits for the response: for a body
+    /// made once before a measurement.
+    package func send<Request, Response>(
+        _ endpoint: Endpoint<Request, Response>, raw body: Data?, parameters: [String] = [],
+        bearer: String? = nil, headers: [String: String] = [:]
+    ) throws -> HTTPResult {
+        // A path without parameters is its template: the load generator spends nothing on it.
+        let path = parameters.isEmpty ? endpoint.template : endpoint.path(parameters)
+        return try send(endpoint.method.rawValue, path, body: body, bearer: bearer, headers: headers)
     }
 }
 
