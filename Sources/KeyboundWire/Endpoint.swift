@@ -25,6 +25,29 @@ package protocol EndpointDescription: Sendable {
     var responseSchema: String? { get }
 }
 
+extension EndpointDescription {
+    /// The path with the template's parameters replaced by `values`, in their order.
+    /// - Precondition: exactly one value per parameter, each a valid path segment (the callers pass
+    ///   ids of the server's id grammar, which has no `/`).
+    package func path(_ values: String...) -> String { path(values) }
+
+    /// The path with the template's parameters replaced by `values`, in their order.
+    /// - Precondition: as for ``path(_:)-(String...)``.
+    package func path(_ values: [String]) -> String {
+        var remaining = values[...]
+        let segments = template.split(separator: "/", omittingEmptySubsequences: false).map { segment in
+            guard segment.hasPrefix("{") else { return String(segment) }
+            guard let value = remaining.popFirst() else {
+                preconditionFailure("\(template) needs more values")
+            }
+            precondition(!value.contains("/"), "a path parameter is one segment")
+            return value
+        }
+        precondition(remaining.isEmpty, "\(template) has fewer parameters than values")
+        return segments.joined(separator: "/")
+    }
+}
+
 /// One route of Server API v1, declared once (``API``): its method, path and success status, the
 /// message its request carries and the one it answers with. The server's router, the SDK's
 /// `KeyboundClient`, the tests and the bench all take the route from here, so none of them can
@@ -47,24 +70,6 @@ package struct Endpoint<Request: WireMessage, Response: WireMessage>: EndpointDe
 
     package var requestSchema: String? { Request.self == NoBody.self ? nil : Request.schemaName }
     package var responseSchema: String? { Response.self == NoBody.self ? nil : Response.schemaName }
-
-    /// The path with the template's parameters replaced by `values`, in their order.
-    /// - Precondition: one value per parameter, each a valid path segment (the callers pass ids
-    ///   of the server's id grammar, which has no `/`).
-    package func path(_ values: String...) -> String { path(values) }
-
-    /// The path with the template's parameters replaced by `values`, in their order.
-    /// - Precondition: as for ``path(_:)-(String...)``.
-    package func path(_ values: [String]) -> String {
-        var remaining = values[...]
-        let segments = template.split(separator: "/", omittingEmptySubsequences: false).map { segment in
-            guard segment.hasPrefix("{"), let value = remaining.popFirst() else { return String(segment) }
-            precondition(!value.contains("/"), "a path parameter is one segment")
-            return value
-        }
-        precondition(remaining.isEmpty, "\(template) has fewer parameters than values")
-        return segments.joined(separator: "/")
-    }
 }
 
 /// The body of a request that sends none, or of a success that answers none (204).

@@ -349,14 +349,6 @@ extension Client {
     }
 }
 
-extension EndpointDescription {
-    /// ``Endpoint/path(_:)-([String])`` where the route's message types are not at hand (the
-    /// tests that send the same bytes to a list of routes).
-    func path(_ values: [String]) -> String {
-        Endpoint<NoBody, NoBody>(method, template, status: status).path(values)
-    }
-}
-
 /// A test's handle on an `Application` in process, without sockets: it sends requests straight to
 /// its router, each one saying its body is JSON.
 protocol InProcessApplicationHandle {
