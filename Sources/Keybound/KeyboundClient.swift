@@ -90,7 +90,7 @@ public actor KeyboundClient {
     ///   (checked here, before anything is sent).
     public func createAccount(username: String, password: String) async throws -> String {
         let request = CreateAccountRequest(
-            username: try KeyboundError.validating { try Username(username) }, password: password)
+            username: try Self.username(username), password: password)
         let response: CreateAccountResponse = try await send(API.createAccount, request)
         return response.userID
     }
@@ -103,8 +103,7 @@ public actor KeyboundClient {
         -> Session
     {
         let request = PasswordLoginRequest(
-            username: try KeyboundError.validating { try Username(username) }, password: password,
-            clientID: try KeyboundError.validating { try ClientID(clientID) })
+            username: try Self.username(username), password: password, clientID: try Self.clientID(clientID))
         let tokens: TokenResponse = try await send(API.passwordLogin, request)
         return await adopt(tokens)
     }
@@ -222,8 +221,8 @@ public actor KeyboundClient {
         async throws -> PasskeyRegistrationRequest
     {
         let request = PasskeyRegistrationOptionsRequest(
-            username: try KeyboundError.validating { try Username(username) }, displayName: displayName,
-            clientID: try clientID.map { id in try KeyboundError.validating { try ClientID(id) } })
+            username: try Self.username(username), displayName: displayName,
+            clientID: try clientID.map(Self.clientID))
         let options: PasskeyCreationOptions = try await send(API.passkeyRegistrationOptions, request)
         return PasskeyRegistrationRequest(options)
     }
@@ -269,8 +268,7 @@ public actor KeyboundClient {
         -> PasskeyAssertionRequest
     {
         let request = PasskeyLoginOptionsRequest(
-            username: try username.map { name in try KeyboundError.validating { try Username(name) } },
-            clientID: try clientID.map { id in try KeyboundError.validating { try ClientID(id) } })
+            username: try username.map(Self.username), clientID: try clientID.map(Self.clientID))
         let options: PasskeyRequestOptions = try await send(API.passkeyLoginOptions, request)
         return PasskeyAssertionRequest(options)
     }
@@ -464,6 +462,18 @@ public actor KeyboundClient {
         return KeyboundError(
             .server, native: .httpStatus(status), message: problem?.detail ?? "HTTP \(status)",
             serverCode: code, retryAfter: seconds, recovery: recovery)
+    }
+
+    /// A username, checked before anything is sent.
+    /// - Throws: ``KeyboundError/invalidInput`` outside the grammar of ``Username``.
+    private static func username(_ text: String) throws -> Username {
+        try KeyboundError.validating { try Username(text) }
+    }
+
+    /// A client id, checked before anything is sent.
+    /// - Throws: ``KeyboundError/invalidInput`` outside the grammar of ``ClientID``.
+    private static func clientID(_ text: String) throws -> ClientID {
+        try KeyboundError.validating { try ClientID(text) }
     }
 
     /// A server id as a path segment: only what the server's id grammar allows ever goes there.

@@ -183,35 +183,34 @@ extension Application {
     }
 }
 
-/// A session's outstanding App Attest challenge.
-private struct AppAttestChallengeRecord: SQLRecord {
-    static let columns = "challenge, expires_at, used_at"
-    /// The 32 bytes, base64url.
+/// A session's outstanding App Attest challenge (the 32 bytes, base64url).
+private struct AppAttestChallengeRecord {
     let challenge: String
     let expiresAt: Date
     let usedAt: Date?
+}
+
+extension AppAttestChallengeRecord: SQLRecord {
+    static let columns = "challenge, expires_at, used_at"
 
     init(row: inout SQLRowReader) throws {
-        challenge = try row.text()
-        expiresAt = try row.date()
-        usedAt = try row.optionalDate()
+        self.init(challenge: try row.text(), expiresAt: try row.date(), usedAt: try row.optionalDate())
     }
 }
 
-/// An attested device's App Attest key and the counter of its last accepted assertion.
-private struct AppAttestKeyRecord: SQLRecord {
-    static let columns = "public_key, app_id, counter"
-    /// The P-256 point (X9.63).
+/// An attested device's App Attest key (its P-256 point, X9.63) and the counter of its last
+/// accepted assertion.
+private struct AppAttestKeyRecord {
     let publicKey: Data
     let appID: String
     let counter: Int64
+}
+
+extension AppAttestKeyRecord: SQLRecord {
+    static let columns = "public_key, app_id, counter"
 
     init(row: inout SQLRowReader) throws {
-        guard let point = Base64URL.decode(try row.text()) else {
-            throw DatabaseError.unexpectedType(column: 0)
-        }
-        publicKey = point
-        appID = try row.text()
-        counter = try row.integer()
+        guard let point = Base64URL.decode(try row.text()) else { throw DatabaseError.unexpectedType(column: 0) }
+        self.init(publicKey: point, appID: try row.text(), counter: try row.integer())
     }
 }

@@ -75,9 +75,9 @@ extension Application {
             guard let approval = try loadApproval(connection, id: approvalID, userID: caller.userID) else {
                 return .refused(.notFound)
             }
-            guard approval.status == ApprovalStatus.pending.rawValue else { return .refused(.challengeUsed) }
-            guard context.now < approval.expiresAt else { return .refused(.challengeExpired) }
-            guard let device = try loadDevice(connection, id: approval.deviceID),
+            guard approval.stored.status == .pending else { return .refused(.challengeUsed) }
+            guard context.now < approval.stored.expiresAt else { return .refused(.challengeExpired) }
+            guard let device = try loadDevice(connection, id: approval.stored.deviceID),
                 let payload = Base64URL.decode(approval.payload)
             else { return .refused(.notFound) }
             if let refusal = checkUsable(device) { return .refused(refusal) }
@@ -112,16 +112,14 @@ extension Application {
         let approvalID = context.parameter("id")
         guard Grammar.isIdentifier(approvalID) else { throw APIError.notFound }
         guard
-            let approval = try database.read({
-                try loadApproval($0, id: approvalID, userID: caller.userID)
+            let stored = try database.read({
+                try loadApproval($0, id: approvalID, userID: caller.userID)?.stored
             })
         else { throw APIError.notFound }
-        var status = ApprovalStatus(rawValue: approval.status) ?? .failed
-        if status == .pending, context.now >= approval.expiresAt { status = .expired }
-        let action = try ApprovalAction(json: JSON.parse(Data(approval.action.utf8)))
+        guard stored.status == .pending, context.now >= stored.expiresAt else { return stored }
         return ApprovalResponse(
-            approvalID: approvalID, status: status, deviceID: approval.deviceID, action: action,
-            createdAt: approval.createdAt, expiresAt: approval.expiresAt, decidedAt: approval.decidedAt)
+            approvalID: stored.approvalID, status: .expired, deviceID: stored.deviceID, action: stored.action,
+            createdAt: stored.createdAt, expiresAt: stored.expiresAt, decidedAt: stored.decidedAt)
     }
 
     /// The approval `id` of the user `userID`: another user's does not exist for them.
@@ -135,26 +133,28 @@ extension Application {
     }
 }
 
-/// An approval row.
-private struct ApprovalRecord: SQLRecord {
-    static let columns = "device_id, action, payload, status, created_at, expires_at, decided_at"
-    let deviceID: String
-    /// The action as JSON.
-    let action: String
-    /// The payload bytes the device signs, base64url.
+/// An approval row: the approval as stored (its status not yet turned `expired`) and the payload
+/// bytes the device signs (base64url).
+private struct ApprovalRecord {
+    let stored: ApprovalResponse
     let payload: String
-    let status: String
-    let createdAt: Date
-    let expiresAt: Date
-    let decidedAt: Date?
+}
+
+extension ApprovalRecord: SQLRecord {
+    static let columns = "id, status, device_id, action, created_at, expires_at, decided_at, payload"
 
     init(row: inout SQLRowReader) throws {
-        deviceID = try row.text()
-        action = try row.text()
-        payload = try row.text()
-        status = try row.text()
-        createdAt = try row.date()
-        expiresAt = try row.date()
-        decidedAt = try row.optionalDate()
+        self.init(stored: try ApprovalResponse(row: &row), payload: try row.text())
+    }
+}
+
+extension ApprovalResponse {
+    /// Reads `id, status, device_id, action, created_at, expires_at, decided_at`. A status this
+    /// server does not know reads as `failed`.
+    fileprivate init(row: inout SQLRowReader) throws {
+        self.init(
+            approvalID: try row.text(), status: ApprovalStatus(rawValue: try row.text()) ?? .failed,
+            deviceID: try row.text(), action: try ApprovalAction(json: JSON.parse(Data(try row.text().utf8))),
+            createdAt: try row.date(), expiresAt: try row.date(), decidedAt: try row.optionalDate())
     }
 }

@@ -3,9 +3,7 @@ import KeyboundCrypto
 import KeyboundWire
 
 /// A device row, as the device services need it.
-struct DeviceRecord: SQLRecord {
-    static let columns = "d.id, d.user_id, d.client_id, d.public_key, d.revoked_at, k.device_id"
-
+struct DeviceRecord {
     let id: String
     let userID: String
     let clientID: String
@@ -15,21 +13,22 @@ struct DeviceRecord: SQLRecord {
     /// Whether it was bound with an App Attest attestation (it has a row in `app_attest_keys`).
     let attested: Bool
 
-    init(row: inout SQLRowReader) throws {
-        id = try row.text()
-        userID = try row.text()
-        clientID = try row.text()
-        publicKey = try row.text()
-        revoked = try row.optionalInteger() != nil
-        attested = try row.optionalText() != nil
-    }
-
     /// Whether `signature` (DER) verifies over the exact payload bytes the server issued.
     func signatureIsValid(_ signature: Data, over payload: Data) -> Bool {
         guard let key = DeviceKeys.key(publicKey),
             let parsed = try? P256Signature(derRepresentation: signature)
         else { return false }
         return key.isValidSignature(parsed, for: payload)
+    }
+}
+
+extension DeviceRecord: SQLRecord {
+    static let columns = "d.id, d.user_id, d.client_id, d.public_key, d.revoked_at, k.device_id"
+
+    init(row: inout SQLRowReader) throws {
+        self.init(
+            id: try row.text(), userID: try row.text(), clientID: try row.text(), publicKey: try row.text(),
+            revoked: try row.optionalInteger() != nil, attested: try row.optionalText() != nil)
     }
 }
 

@@ -12,56 +12,51 @@ struct Caller {
     let authTime: Date
 }
 
-/// An access token with its session, as ``Application/authenticate(_:)`` checks it.
-private struct AccessTokenRecord: SQLRecord {
-    static let columns = """
-        t.expires_at, s.id, s.user_id, s.client_id, s.device_id, s.auth_method, s.auth_time, s.revoked_at,
-            u.username, s.created_at, d.revoked_at
-        """
-    let expiresAt: Date
-    let sessionID: String
-    let userID: String
-    let clientID: String
-    let deviceID: String?
-    let authMethod: String
-    let authTime: Date
-    let sessionRevokedAt: Date?
-    let username: String
-    let sessionCreatedAt: Date
-    let deviceRevokedAt: Date?
+extension Caller: SQLRecord {
+    static let columns = "s.id, s.user_id, u.username, s.client_id, s.device_id, s.auth_method, s.auth_time"
 
     init(row: inout SQLRowReader) throws {
-        expiresAt = try row.date()
-        sessionID = try row.text()
-        userID = try row.text()
-        clientID = try row.text()
-        deviceID = try row.optionalText()
-        authMethod = try row.text()
-        authTime = try row.date()
-        sessionRevokedAt = try row.optionalDate()
-        username = try row.text()
-        sessionCreatedAt = try row.date()
-        deviceRevokedAt = try row.optionalDate()
+        self.init(
+            sessionID: try row.text(), userID: try row.text(), username: try row.text(), clientID: try row.text(),
+            deviceID: try row.optionalText(), authMethod: try row.vocabulary(), authTime: try row.date())
     }
 }
 
-/// A refresh token with its session, as ``Application/refresh(_:_:)`` rotates it.
-private struct RefreshTokenRecord: SQLRecord {
-    static let columns = "t.expires_at, t.used_at, s.id, s.user_id, s.revoked_at, s.created_at"
+/// An access token with its session, as ``Application/authenticate(_:)`` checks it.
+private struct AccessTokenRecord {
+    let expiresAt: Date
+    let sessionRevokedAt: Date?
+    let sessionCreatedAt: Date
+    let deviceRevokedAt: Date?
+    let caller: Caller
+}
+
+extension AccessTokenRecord: SQLRecord {
+    static let columns = "t.expires_at, s.revoked_at, s.created_at, d.revoked_at, \(Caller.columns)"
+
+    init(row: inout SQLRowReader) throws {
+        self.init(
+            expiresAt: try row.date(), sessionRevokedAt: try row.optionalDate(), sessionCreatedAt: try row.date(),
+            deviceRevokedAt: try row.optionalDate(), caller: try Caller(row: &row))
+    }
+}
+
+/// A refresh token of a live session, as ``Application/refresh(_:_:)`` rotates it.
+private struct RefreshTokenRecord {
     let expiresAt: Date
     let usedAt: Date?
     let sessionID: String
     let userID: String
-    let sessionRevokedAt: Date?
     let sessionCreatedAt: Date
+}
+
+extension RefreshTokenRecord: SQLRecord {
+    static let columns = "t.expires_at, t.used_at, s.id, s.user_id, s.created_at"
 
     init(row: inout SQLRowReader) throws {
-        expiresAt = try row.date()
-        usedAt = try row.optionalDate()
-        sessionID = try row.text()
-        userID = try row.text()
-        sessionRevokedAt = try row.optionalDate()
-        sessionCreatedAt = try row.date()
+        self.init(
+            expiresAt: try row.date(), usedAt: try row.optionalDate(), sessionID: try row.text(),
+            userID: try row.text(), sessionCreatedAt: try row.date())
     }
 }
 
@@ -169,12 +164,9 @@ extension Application {
             WHERE t.hash = ? AND t.kind = 'access'
             """, [.text(hash)])
         guard let row, row.expiresAt > context.now, row.sessionRevokedAt == nil, row.deviceRevokedAt == nil,
-            context.now < sessionEnd(createdAt: row.sessionCreatedAt),
-            let method = AuthMethod(rawValue: row.authMethod)
+            context.now < sessionEnd(createdAt: row.sessionCreatedAt)
         else { throw APIError.tokenInvalid }
-        return Caller(
-            sessionID: row.sessionID, userID: row.userID, username: row.username, clientID: row.clientID,
-            deviceID: row.deviceID, authMethod: method, authTime: row.authTime)
+        return row.caller
     }
 
     /// The hash of the token in `Authorization: Bearer <token>` (the scheme in any case, then one
@@ -222,12 +214,11 @@ extension Application {
                     RefreshTokenRecord.self,
                     """
                     SELECT \(RefreshTokenRecord.columns) FROM tokens t JOIN sessions s ON s.id = t.session_id
-                    WHERE t.hash = ? AND t.kind = 'refresh'
+                    WHERE t.hash = ? AND t.kind = 'refresh' AND s.revoked_at IS NULL
                     """, [.text(hash)])
             else { return .refused(.tokenInvalid) }
             let sessionID = row.sessionID
             let userID = row.userID
-            guard row.sessionRevokedAt == nil else { return .refused(.tokenInvalid) }
             if row.usedAt != nil {
                 // Reuse of a rotated refresh token: someone else has a copy. End the whole family.
                 try revokeSessions(

@@ -20,25 +20,20 @@ enum ThrottleScope {
 
 /// One row of `throttles`: consecutive (or windowed) failures, the end of the current block
 /// (``unblocked`` or past: none), and when it was last counted.
-struct ThrottleRow: Equatable, SQLRecord {
-    static let columns = "failures, blocked_until, updated_at"
+struct ThrottleRow: Equatable {
     /// The end of no block: the database's 0.
     static let unblocked = Date(milliseconds: 0)
 
     let failures: Int64
     let blockedUntil: Date
     let updatedAt: Date
+}
 
-    init(failures: Int64, blockedUntil: Date, updatedAt: Date) {
-        self.failures = failures
-        self.blockedUntil = blockedUntil
-        self.updatedAt = updatedAt
-    }
+extension ThrottleRow: SQLRecord {
+    static let columns = "failures, blocked_until, updated_at"
 
     init(row: inout SQLRowReader) throws {
-        failures = try row.integer()
-        blockedUntil = try row.date()
-        updatedAt = try row.date()
+        self.init(failures: try row.integer(), blockedUntil: try row.date(), updatedAt: try row.date())
     }
 }
 

@@ -55,6 +55,13 @@ struct SQLRowReader {
     mutating func optionalInteger() throws -> Int64? { try next { try $0.optionalInteger($1) } }
     /// The next column as a flag: 0 is false, anything else true.
     mutating func bool() throws -> Bool { try integer() != 0 }
+    /// The next column as a value of a closed vocabulary (an enumeration of the wire).
+    /// - Throws: ``DatabaseError/unexpectedType(column:)`` for a value outside it.
+    mutating func vocabulary<Value: RawRepresentable<String>>() throws -> Value {
+        let at = column
+        guard let value = Value(rawValue: try text()) else { throw DatabaseError.unexpectedType(column: at) }
+        return value
+    }
     /// The next column as a time (milliseconds since 1970).
     mutating func date() throws -> Date { Date(milliseconds: try integer()) }
     /// The next column as a time, or nil for NULL.
