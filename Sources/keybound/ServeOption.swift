@@ -27,6 +27,7 @@ struct ServeOption: Sendable {
     /// The environment variable: `KEYBOUND_` and the name in capitals (`KEYBOUND_MAX_DEVICES`).
     var variable: String { Self.variable(name) }
 
+    /// The environment variable of the option named `name`.
     static func variable(_ name: String) -> String {
         "KEYBOUND_" + name.uppercased().replacingOccurrences(of: "-", with: "_")
     }
