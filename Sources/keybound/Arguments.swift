@@ -18,28 +18,23 @@ struct Option {
     /// One line for `--help`.
     let summary: String
     /// Whether the command needs it (parsing refuses the command line without it).
-    let isRequired: Bool
+    var isRequired = false
     /// The environment variable that sets it when the flag is absent (`KEYBOUND_DB`), if any.
     var variable: String?
-    /// The default as help shows it, if the option has one worth stating.
-    var defaultText: String?
+    /// What help shows under the summary: the values it takes and its default
+    /// (`60-86400, default 900`), if it says more than the summary.
+    var detail: String?
 
     /// An option that takes a value: `--name VALUE`.
-    /// - Parameters:
-    ///   - variable: the environment variable that sets it when the flag is absent.
-    ///   - defaultText: the default, for help.
-    static func value(
-        _ name: String, _ placeholder: String, _ summary: String, required: Bool = false,
-        variable: String? = nil, default defaultText: String? = nil
-    ) -> Option {
-        Option(
-            name: name, value: placeholder, summary: summary, isRequired: required, variable: variable,
-            defaultText: defaultText)
+    static func value(_ name: String, _ placeholder: String, _ summary: String, required: Bool = false)
+        -> Option
+    {
+        Option(name: name, value: placeholder, summary: summary, isRequired: required)
     }
 
-    /// A boolean option: `--name` (or its environment variable set to 1, true or yes).
-    static func flag(_ name: String, _ summary: String, variable: String? = nil) -> Option {
-        Option(name: name, value: nil, summary: summary, isRequired: false, variable: variable)
+    /// A boolean option: `--name`.
+    static func flag(_ name: String, _ summary: String) -> Option {
+        Option(name: name, value: nil, summary: summary)
     }
 
     /// `--help`, which every command has.
@@ -51,22 +46,26 @@ struct Option {
     /// How a command's synopsis shows it: optional ones in brackets.
     var usage: String { isRequired ? synopsis : "[\(synopsis)]" }
 
-    /// The options' help lines, aligned in columns: synopsis, summary, and (when any option has
-    /// one) the environment variable with the default.
+    /// The options' help, aligned in columns: synopsis, summary and (when any option has one)
+    /// environment variable, with the detail on a line of its own under the summary.
     static func help(_ options: [Option], indent: Int = 2) -> String {
-        let withVariables = options.contains { $0.variable != nil }
-        return columns(
-            options.map { option in
-                var row = [option.synopsis, option.summary]
-                if withVariables {
-                    row.append(
-                        [option.variable, option.defaultText.map { "(\($0))" }].compactMap { $0 }
-                            .joined(separator: " "))
-                }
-                return row
-            }, indent: indent)
+        helpEntries(options, indent: indent).joined(separator: "\n")
+    }
+
+    /// ``help(_:indent:)`` of each option apart (one or two lines each), for help in sections.
+    static func helpEntries(_ options: [Option], indent: Int = 2) -> [String] {
+        let lines = columns(options.map { [$0.synopsis, $0.summary, $0.variable ?? ""] }, indent: indent)
+            .split(separator: "\n", omittingEmptySubsequences: false)
+        let summaryColumn = indent + (options.map(\.synopsis.count).max() ?? 0) + columnGap
+        return zip(options, lines).map { option, line in
+            guard let detail = option.detail else { return String(line) }
+            return line + "\n" + String(repeating: " ", count: summaryColumn) + detail
+        }
     }
 }
+
+/// The spaces between two columns of help.
+let columnGap = 3
 
 /// Rows of columns, every column but the last aligned (help text is generated, never
 /// hand-aligned). Empty trailing cells add no spacing.
@@ -80,7 +79,7 @@ func columns(_ rows: [[String]], indent: Int) -> String {
         return margin
             + cells.enumerated().map { column, cell in
                 column == cells.count - 1
-                    ? cell : cell + String(repeating: " ", count: widths[column] - cell.count + 3)
+                    ? cell : cell + String(repeating: " ", count: widths[column] - cell.count + columnGap)
             }.joined()
     }.joined(separator: "\n")
 }

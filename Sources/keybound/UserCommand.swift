@@ -6,9 +6,7 @@ import KeyboundWire
 enum UserCommand {
     /// The options: the one table that parsing and help both use.
     static let options: [Option] = [
-        .value(
-            "db", "URL", "sqlite:PATH or postgres://USER@HOST:PORT/DB", variable: "KEYBOUND_DB",
-            default: "sqlite:keybound.sqlite"),
+        ServeCommand.database.option(defaults: Configuration()),
         .flag("unattested", "devices: only those bound without App Attest"),
         .flag("json", "print one JSON object: {\"ok\":true,…} or {\"ok\":false,\"error\":{…}}"),
         .help,
