@@ -210,7 +210,9 @@ extension AppAttestKeyRecord: SQLRecord {
     static let columns = "public_key, app_id, counter"
 
     init(row: inout SQLRowReader) throws {
-        guard let point = Base64URL.decode(try row.text()) else { throw DatabaseError.unexpectedType(column: 0) }
+        guard let point = Base64URL.decode(try row.text()) else {
+            throw DatabaseError.unexpectedType(column: 0)
+        }
         self.init(publicKey: point, appID: try row.text(), counter: try row.integer())
     }
 }

@@ -17,7 +17,8 @@ extension Caller: SQLRecord {
 
     init(row: inout SQLRowReader) throws {
         self.init(
-            sessionID: try row.text(), userID: try row.text(), username: try row.text(), clientID: try row.text(),
+            sessionID: try row.text(), userID: try row.text(), username: try row.text(),
+            clientID: try row.text(),
             deviceID: try row.optionalText(), authMethod: try row.vocabulary(), authTime: try row.date())
     }
 }
@@ -36,7 +37,8 @@ extension AccessTokenRecord: SQLRecord {
 
     init(row: inout SQLRowReader) throws {
         self.init(
-            expiresAt: try row.date(), sessionRevokedAt: try row.optionalDate(), sessionCreatedAt: try row.date(),
+            expiresAt: try row.date(), sessionRevokedAt: try row.optionalDate(),
+            sessionCreatedAt: try row.date(),
             deviceRevokedAt: try row.optionalDate(), caller: try Caller(row: &row))
     }
 }
