@@ -141,11 +141,7 @@ extension Application {
         _ assertion: Data?, device: DeviceRecord, clientData: Data, _ connection: any SQLConnection,
         _ context: RequestContext
     ) throws -> APIError? {
-        guard
-            let key = try connection.queryOne(
-                AppAttestKeyRecord.self,
-                "SELECT \(AppAttestKeyRecord.columns) FROM app_attest_keys WHERE device_id = ?",
-                [.text(device.id)])
+        guard let key = device.appAttestKey
         else {
             // 401, not 400: the body is well-formed (no schema can tie it to how the device was
             // bound); there is just no App Attest key to check the assertion against.
@@ -198,21 +194,26 @@ extension AppAttestChallengeRecord: SQLRecord {
     }
 }
 
-/// An attested device's App Attest key (its P-256 point, X9.63) and the counter of its last
-/// accepted assertion.
-private struct AppAttestKeyRecord {
+/// An attested device's App Attest key: its P-256 point (X9.63), the App ID it was attested for,
+/// and the counter of its last accepted assertion.
+struct AppAttestKey {
     let publicKey: Data
     let appID: String
     let counter: Int64
+
 }
 
-extension AppAttestKeyRecord: SQLRecord {
-    static let columns = "public_key, app_id, counter"
+extension AppAttestKey {
+    /// Its columns in a device query that LEFT JOINs `app_attest_keys k`.
+    static let columns = "k.public_key, k.app_id, k.counter"
 
-    init(row: inout SQLRowReader) throws {
-        guard let point = Base64URL.decode(try row.text()) else {
-            throw DatabaseError.unexpectedType(column: 0)
-        }
-        self.init(publicKey: point, appID: try row.text(), counter: try row.integer())
+    /// Reads ``columns``: nil when the device has no App Attest key (they are NULL).
+    init?(row: inout SQLRowReader) throws {
+        let (point, appID, counter) = (
+            try row.optionalText(), try row.optionalText(), try row.optionalInteger()
+        )
+        guard let point, let appID, let counter else { return nil }
+        guard let publicKey = Base64URL.decode(point) else { throw DatabaseError.unexpectedType(column: 0) }
+        self.init(publicKey: publicKey, appID: appID, counter: counter)
     }
 }

@@ -99,7 +99,7 @@ extension Application {
                 return .refused(.deviceRevoked)
             }
             if let refusal = try checkAppAttestAssertion(
-                request.appAttestAssertion, device: device, clientData: payload.bytes, connection, context)
+                request.appAttestAssertion, device: current, clientData: payload.bytes, connection, context)
             {
                 return .refused(refusal)
             }

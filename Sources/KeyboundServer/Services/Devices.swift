@@ -2,7 +2,8 @@ import Foundation
 import KeyboundCrypto
 import KeyboundWire
 
-/// A device row, as the device services need it.
+/// A device row, as the device services need it, with its App Attest key if it was bound with
+/// an attestation (its row in `app_attest_keys`).
 struct DeviceRecord {
     let id: String
     let userID: String
@@ -10,8 +11,10 @@ struct DeviceRecord {
     /// The public key as stored: base64url of its SubjectPublicKeyInfo DER.
     let publicKey: String
     let revoked: Bool
-    /// Whether it was bound with an App Attest attestation (it has a row in `app_attest_keys`).
-    let attested: Bool
+    let appAttestKey: AppAttestKey?
+
+    /// Whether an App Attest attestation vouched for its binding.
+    var attested: Bool { appAttestKey != nil }
 
     /// Whether `signature` (DER) verifies over the exact payload bytes the server issued.
     func signatureIsValid(_ signature: Data, over payload: Data) -> Bool {
@@ -23,12 +26,12 @@ struct DeviceRecord {
 }
 
 extension DeviceRecord: SQLRecord {
-    static let columns = "d.id, d.user_id, d.client_id, d.public_key, d.revoked_at, k.device_id"
+    static let columns = "d.id, d.user_id, d.client_id, d.public_key, d.revoked_at, \(AppAttestKey.columns)"
 
     init(row: inout SQLRowReader) throws {
         self.init(
             id: try row.text(), userID: try row.text(), clientID: try row.text(), publicKey: try row.text(),
-            revoked: try row.optionalInteger() != nil, attested: try row.optionalText() != nil)
+            revoked: try row.optionalDate() != nil, appAttestKey: try AppAttestKey(row: &row))
     }
 }
 

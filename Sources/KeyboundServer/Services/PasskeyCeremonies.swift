@@ -153,7 +153,7 @@ struct PasskeyRecord: SQLRecord {
     let userID: String
     /// The owner's username.
     let username: String
-    let credentialID: Data
+    /// The credential (its id, public key, sign count, owner's user handle, backup eligibility).
     let record: CredentialRecord
     /// When a cloned authenticator was detected, until the user signs in another way.
     let cloneDetectedAt: Date?
@@ -166,7 +166,6 @@ struct PasskeyRecord: SQLRecord {
         guard let credentialID = Base64URL.decode(try row.text()),
             let coseKey = Base64URL.decode(try row.text())
         else { throw DatabaseError.unexpectedType(column: 2) }
-        self.credentialID = credentialID
         record = CredentialRecord(
             id: credentialID, publicKey: try CredentialPublicKey(coseKey: coseKey),
             signCount: UInt32(clamping: try row.integer()), userHandle: Data(userID.utf8),

@@ -107,7 +107,7 @@ extension Application {
                     passkeyID: passkey.id)
                 return .done(
                     PasskeyLoginResult(
-                        username: passkey.username, credentialID: passkey.credentialID,
+                        username: passkey.username, credentialID: passkey.record.id,
                         signCount: Int(verified.signCount), tokens: tokens))
             }
         }.get()

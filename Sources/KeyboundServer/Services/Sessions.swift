@@ -12,17 +12,6 @@ struct Caller {
     let authTime: Date
 }
 
-extension Caller: SQLRecord {
-    static let columns = "s.id, s.user_id, u.username, s.client_id, s.device_id, s.auth_method, s.auth_time"
-
-    init(row: inout SQLRowReader) throws {
-        self.init(
-            sessionID: try row.text(), userID: try row.text(), username: try row.text(),
-            clientID: try row.text(),
-            deviceID: try row.optionalText(), authMethod: try row.vocabulary(), authTime: try row.date())
-    }
-}
-
 /// An access token with its session, as ``Application/authenticate(_:)`` checks it.
 private struct AccessTokenRecord {
     let expiresAt: Date
@@ -33,13 +22,21 @@ private struct AccessTokenRecord {
 }
 
 extension AccessTokenRecord: SQLRecord {
-    static let columns = "t.expires_at, s.revoked_at, s.created_at, d.revoked_at, \(Caller.columns)"
+    static let columns = """
+        t.expires_at, s.revoked_at, s.created_at, d.revoked_at,
+            s.id, s.user_id, u.username, s.client_id, s.device_id, s.auth_method, s.auth_time
+        """
 
     init(row: inout SQLRowReader) throws {
+        let (expiresAt, revokedAt, createdAt, deviceRevokedAt) =
+            (try row.date(), try row.optionalDate(), try row.date(), try row.optionalDate())
+        let caller = Caller(
+            sessionID: try row.text(), userID: try row.text(), username: try row.text(),
+            clientID: try row.text(),
+            deviceID: try row.optionalText(), authMethod: try row.vocabulary(), authTime: try row.date())
         self.init(
-            expiresAt: try row.date(), sessionRevokedAt: try row.optionalDate(),
-            sessionCreatedAt: try row.date(),
-            deviceRevokedAt: try row.optionalDate(), caller: try Caller(row: &row))
+            expiresAt: expiresAt, sessionRevokedAt: revokedAt, sessionCreatedAt: createdAt,
+            deviceRevokedAt: deviceRevokedAt, caller: caller)
     }
 }
 
