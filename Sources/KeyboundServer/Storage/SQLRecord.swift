@@ -40,19 +40,26 @@ struct SQLRowReader {
     /// Whether every column of the row was read.
     var isAtEnd: Bool { column == row.values.count }
 
-    private mutating func next<T>(_ read: (SQLRow, Int) throws -> T) throws -> T {
-        defer { column += 1 }
-        return try read(row, column)
-    }
-
     /// The next column's text.
-    mutating func text() throws -> String { try next { try $0.text($1) } }
+    mutating func text() throws -> String {
+        defer { column += 1 }
+        return try row.text(column)
+    }
     /// The next column's text, or nil for NULL.
-    mutating func optionalText() throws -> String? { try next { try $0.optionalText($1) } }
+    mutating func optionalText() throws -> String? {
+        defer { column += 1 }
+        return try row.optionalText(column)
+    }
     /// The next column's integer.
-    mutating func integer() throws -> Int64 { try next { try $0.integer($1) } }
+    mutating func integer() throws -> Int64 {
+        defer { column += 1 }
+        return try row.integer(column)
+    }
     /// The next column's integer, or nil for NULL.
-    mutating func optionalInteger() throws -> Int64? { try next { try $0.optionalInteger($1) } }
+    mutating func optionalInteger() throws -> Int64? {
+        defer { column += 1 }
+        return try row.optionalInteger(column)
+    }
     /// The next column as a flag: 0 is false, anything else true.
     mutating func bool() throws -> Bool { try integer() != 0 }
     /// The next column as a value of a closed vocabulary (an enumeration of the wire).
@@ -75,18 +82,25 @@ extension SQLConnection {
     func query<Record: SQLRecord>(_ type: Record.Type, _ sql: String, _ parameters: [SQLValue]) throws
         -> [Record]
     {
-        try query(sql, parameters).map { row in
-            var reader = SQLRowReader(row)
-            let record = try Record(row: &reader)
-            guard reader.isAtEnd else { throw DatabaseError.unexpectedType(column: reader.column) }
-            return record
-        }
+        try query(sql, parameters).map(Record.read)
     }
 
-    /// Runs a statement and returns its first row as `type`, if any.
+    /// Runs a statement and returns its first row as `type`, if any (the others are not read).
     func queryOne<Record: SQLRecord>(_ type: Record.Type, _ sql: String, _ parameters: [SQLValue])
         throws -> Record?
     {
-        try query(type, sql, parameters).first
+        try query(sql, parameters).first.map(Record.read)
+    }
+}
+
+extension SQLRecord {
+    /// Reads a whole row.
+    /// - Throws: ``DatabaseError/unexpectedType(column:)`` when the row does not have exactly the
+    ///   columns the type reads.
+    fileprivate static func read(_ row: SQLRow) throws -> Self {
+        var reader = SQLRowReader(row)
+        let record = try Self(row: &reader)
+        guard reader.isAtEnd else { throw DatabaseError.unexpectedType(column: reader.column) }
+        return record
     }
 }
