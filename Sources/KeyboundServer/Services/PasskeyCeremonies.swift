@@ -1,5 +1,4 @@
 import Foundation
-import KeyboundCrypto
 import KeyboundWebAuthn
 import KeyboundWire
 
@@ -13,7 +12,6 @@ import KeyboundWire
 // their challenges, and the stored passkey.
 
 extension Application {
-
     /// The RP ID: configured, or the host of the first origin, or `localhost`.
     var relyingPartyID: String {
         if let configured = configuration.relyingPartyID { return configured }

@@ -1,10 +1,8 @@
 import Foundation
-import KeyboundCrypto
 import KeyboundWebAuthn
 import KeyboundWire
 
 extension Application {
-
     /// `POST /v1/webauthn/login/options`. Reads and writes nothing: the ceremony lives in its
     /// challenge (``PasskeyChallenge``). Every Keybound passkey is discoverable, so the options
     /// never list credentials (`allowCredentials`): they would tell anyone which usernames have

@@ -1,10 +1,8 @@
 import Foundation
-import KeyboundCrypto
 import KeyboundWebAuthn
 import KeyboundWire
 
 extension Application {
-
     /// `POST /v1/webauthn/register/options`. Without a bearer token: a sign-up, under the same
     /// rules as `POST /v1/accounts` (registration open, the address's sign-up limit, a free
     /// username). With one: another passkey for the caller, who must have authenticated with a
