@@ -575,10 +575,31 @@ struct PasskeyTests {
         let style = try await live.client.send("GET", "/sign-in.css")
         #expect(style.status == 200 && style.header("Content-Type") == "text/css; charset=utf-8")
         // What is served is the page's sources as they are now: the EmbedFiles plugin compiled
-        // them in at build time.
+        // them in at build time. The script comes after the routes it calls, from their
+        // declarations.
         for (reply, file) in [(page, "index.html"), (script, "sign-in.js"), (style, "sign-in.css")] {
             let source = Repository.file("Sources/KeyboundServer/Resources/sign-in/" + file)
-            #expect(reply.text == (try String(contentsOf: source, encoding: .utf8)), "\(file)")
+            let text = try String(contentsOf: source, encoding: .utf8)
+            #expect(file == "sign-in.js" ? reply.text.hasSuffix(text) : reply.text == text, "\(file)")
+        }
+        let prelude = try #require(script.text.components(separatedBy: "\n").dropFirst().first)
+        #expect(prelude.hasPrefix("const ROUTES = {") && prelude.hasSuffix("};"))
+        let routes = try JSON.parse(Data(prelude.dropFirst("const ROUTES = ".count).dropLast().utf8))
+        for (name, route) in SignInPage.routes {
+            #expect(
+                OpenAPISpec.member(routes, name)
+                    == .object([
+                        JSONMember("method", .string(route.method.rawValue)),
+                        JSONMember("path", .string(route.template)),
+                    ]), "\(name)")
+        }
+        // Every route the script calls is one it was given: no path of its own.
+        let source = try String(
+            contentsOf: Repository.file("Sources/KeyboundServer/Resources/sign-in/sign-in.js"),
+            encoding: .utf8)
+        #expect(!source.contains("\"/v1/"))
+        for name in source.matches(of: /ROUTES\.([a-zA-Z]+)/).map({ String($0.output.1) }) {
+            #expect(SignInPage.routes.contains { $0.name == name }, "ROUTES.\(name)")
         }
     }
 

@@ -1,4 +1,5 @@
 import Foundation
+import KeyboundWire
 
 /// The sign-in page (`GET /`): passkey sign-up and sign-in, and the signed-in user's passkeys and
 /// devices, in plain HTML, JavaScript and CSS (``SignInPageFiles``) that talk to this server's API.
@@ -31,9 +32,36 @@ enum SignInPage {
 
     /// `GET /`: the page.
     static let html = File(path: "/", text: SignInPageFiles.html, contentType: "text/html; charset=utf-8")
-    /// Its script.
+    /// Its script: `ROUTES`, the API routes it calls as the server declares them (``API``), then
+    /// sign-in.js.
     static let script = File(
-        path: "/sign-in.js", text: SignInPageFiles.script, contentType: "text/javascript; charset=utf-8")
+        path: "/sign-in.js", text: routesScript + SignInPageFiles.script,
+        contentType: "text/javascript; charset=utf-8")
+
+    /// The routes the page calls, by the name its script uses.
+    static let routes: [(name: String, route: any EndpointDescription)] = [
+        ("listDevices", API.listDevices), ("revokeDevice", API.revokeDevice), ("me", API.me),
+        ("listPasskeys", API.listPasskeys), ("removePasskey", API.removePasskey), ("logout", API.logout),
+        ("refresh", API.refresh), ("passkeyLoginOptions", API.passkeyLoginOptions),
+        ("passkeyLoginVerify", API.passkeyLoginVerify),
+        ("passkeyRegistrationOptions", API.passkeyRegistrationOptions),
+        ("passkeyRegistrationVerify", API.passkeyRegistrationVerify),
+    ]
+
+    /// `const ROUTES = {"me": {"method": "GET", "path": "/v1/me"}, …};` and a line that says where
+    /// it comes from.
+    private static var routesScript: String {
+        let members = routes.map { entry in
+            JSONMember(
+                entry.name,
+                .object([
+                    JSONMember("method", .string(entry.route.method.rawValue)),
+                    JSONMember("path", .string(entry.route.template)),
+                ]))
+        }
+        return "// The API routes this page calls, as the server declares them.\n"
+            + "const ROUTES = \(String(decoding: JSON.serialize(.object(members)), as: UTF8.self));\n\n"
+    }
     /// Its style sheet.
     static let style = File(
         path: "/sign-in.css", text: SignInPageFiles.style, contentType: "text/css; charset=utf-8")

@@ -100,7 +100,11 @@ function clientID() {
   return id;
 }
 
-async function call(method, path, body, retried) {
+// ROUTES (method and path of each API route this page calls) comes first in this script: the
+// server writes it from its route declarations, so the page cannot call a path the server lacks.
+async function call(route, body, id, retried) {
+  const method = route.method;
+  const path = id === undefined ? route.path : route.path.replace("{id}", encodeURIComponent(id));
   const headers = {};
   if (body !== undefined) headers["Content-Type"] = "application/json";
   if (session.access) headers.Authorization = "Bearer " + session.access;
@@ -109,14 +113,14 @@ async function call(method, path, body, retried) {
   const parsed = text ? JSON.parse(text) : null;
   if (reply.status === 401 && session.refresh && !retried && parsed && parsed.code === "token_invalid") {
     // The access token lives 15 minutes: rotate it once, then try again.
-    const refreshed = await fetch("/v1/sessions/refresh", {
-      method: "POST",
+    const refreshed = await fetch(ROUTES.refresh.path, {
+      method: ROUTES.refresh.method,
       headers: { "Content-Type": "application/json" },
       body: JSON.stringify({ refresh_token: session.refresh }),
     });
     if (refreshed.ok) {
       session.save(await refreshed.json());
-      return call(method, path, body, true);
+      return call(route, body, id, true);
     }
     session.clear();
   }
@@ -170,9 +174,9 @@ function removeButton(label, onClick) {
 
 async function showSignedIn() {
   const [me, passkeys, devices] = await Promise.all([
-    call("GET", "/v1/me"),
-    call("GET", "/v1/passkeys"),
-    call("GET", "/v1/devices"),
+    call(ROUTES.me),
+    call(ROUTES.listPasskeys),
+    call(ROUTES.listDevices),
   ]);
   element("who").textContent = me.username;
   element("how").textContent = `by ${me.auth_method} · ${when(me.auth_time)}`;
@@ -244,9 +248,9 @@ async function act(action) {
 async function signUp() {
   const username = element("username").value.trim();
   if (!username) throw new Error("Choose a username to create an account.");
-  const options = await call("POST", "/v1/webauthn/register/options", { username, client_id: clientID() });
+  const options = await call(ROUTES.passkeyRegistrationOptions, { username, client_id: clientID() });
   const credential = await navigator.credentials.create({ publicKey: creationOptions(options.publicKey) });
-  const result = await call("POST", "/v1/webauthn/register/verify", credentialJSON(credential));
+  const result = await call(ROUTES.passkeyRegistrationVerify, credentialJSON(credential));
   session.save(result);
   return `Welcome, ${result.username}. Your passkey is ready.`;
 }
@@ -255,33 +259,33 @@ async function signIn() {
   const username = element("username").value.trim();
   const body = { client_id: clientID() };
   if (username) body.username = username;
-  const options = await call("POST", "/v1/webauthn/login/options", body);
+  const options = await call(ROUTES.passkeyLoginOptions, body);
   const credential = await navigator.credentials.get({ publicKey: requestOptions(options.publicKey) });
-  const result = await call("POST", "/v1/webauthn/login/verify", credentialJSON(credential));
+  const result = await call(ROUTES.passkeyLoginVerify, credentialJSON(credential));
   session.save(result);
   return `Signed in as ${result.username}.`;
 }
 
 async function addPasskey() {
-  const options = await call("POST", "/v1/webauthn/register/options", {});
+  const options = await call(ROUTES.passkeyRegistrationOptions, {});
   const credential = await navigator.credentials.create({ publicKey: creationOptions(options.publicKey) });
-  await call("POST", "/v1/webauthn/register/verify", credentialJSON(credential));
+  await call(ROUTES.passkeyRegistrationVerify, credentialJSON(credential));
   return "Passkey added.";
 }
 
 async function removePasskey(id) {
-  await call("DELETE", "/v1/passkeys/" + encodeURIComponent(id));
+  await call(ROUTES.removePasskey, undefined, id);
   return "Passkey removed.";
 }
 
 async function revokeDevice(id) {
-  await call("DELETE", "/v1/devices/" + encodeURIComponent(id));
+  await call(ROUTES.revokeDevice, undefined, id);
   return "Device revoked.";
 }
 
 async function signOut() {
   try {
-    await call("DELETE", "/v1/sessions/current");
+    await call(ROUTES.logout);
   } finally {
     session.clear();
   }
