@@ -46,14 +46,18 @@ let package = Package(
         // WebAuthn and App Attest verification: CBOR, COSE keys, attestation, the RP ceremonies.
         // OpenSSL on every platform: X.509 chains, RSA and Ed25519 have no CryptoKit twin.
         .target(name: "KeyboundWebAuthn", dependencies: ["KeyboundCrypto", "KeyboundWire", "COpenSSL"]),
+        // Offline verification of what Keybound signs (ES256 JWS: access tokens, later receipts)
+        // against the issuer's JWK Set, for a team's Swift backends: no server, no C database.
+        .target(name: "KeyboundVerifier", dependencies: ["KeyboundCrypto", "KeyboundWire"]),
         // The backend: HTTP, routes, services, storage. Resources/ holds the sign-in page's
         // sources, which the EmbedFiles plugin compiles in as Swift at build time, with
         // docs/openapi.yaml (one binary, no bundle).
         .target(
             name: "KeyboundServer",
             dependencies: [
-                "KeyboundWire", "KeyboundCrypto", "KeyboundWebAuthn", "CSodium", "CSQLite", "CMicroHTTPD",
-                "CLibPQ",
+                "KeyboundWire", "KeyboundCrypto", "KeyboundWebAuthn", "KeyboundVerifier", "CSodium",
+                "CSQLite",
+                "CMicroHTTPD", "CLibPQ",
             ],
             exclude: ["Resources"],
             plugins: ["EmbedFiles"]),
@@ -87,6 +91,9 @@ let package = Package(
                 "KeyboundTestSupport",
             ]),
         .testTarget(name: "KeyboundWireTests", dependencies: ["KeyboundWire"]),
+        .testTarget(
+            name: "KeyboundVerifierTests",
+            dependencies: ["KeyboundVerifier", "KeyboundCrypto", "KeyboundWire"]),
         .testTarget(
             name: "KeyboundWebAuthnTests",
             dependencies: ["KeyboundWebAuthn", "KeyboundCrypto", "KeyboundWire", "KeyboundTestSupport"],

@@ -67,6 +67,33 @@ CREATE TABLE devices (
 );
 CREATE INDEX devices_by_user ON devices (user_id);
 
+CREATE TABLE oauth_clients (
+    id TEXT PRIMARY KEY,
+    name TEXT NOT NULL,
+    secret_hash TEXT,
+    jwks TEXT,
+    redirect_uris TEXT NOT NULL,
+    scopes TEXT NOT NULL,
+    dpop_required BIGINT NOT NULL,
+    created_at BIGINT NOT NULL
+);
+
+CREATE TABLE oauth_codes (
+    hash TEXT PRIMARY KEY,
+    client_id TEXT NOT NULL,
+    redirect_uri TEXT NOT NULL,
+    user_id TEXT NOT NULL,
+    auth_method TEXT NOT NULL,
+    auth_time BIGINT NOT NULL,
+    scope TEXT NOT NULL,
+    nonce TEXT,
+    code_challenge TEXT NOT NULL,
+    expires_at BIGINT NOT NULL,
+    used_at BIGINT,
+    session_id TEXT
+);
+CREATE INDEX oauth_codes_by_expiry ON oauth_codes (expires_at);
+
 CREATE TABLE passkeys (
     id TEXT PRIMARY KEY,
     user_id TEXT NOT NULL,
@@ -108,6 +135,8 @@ CREATE TABLE sessions (
     revoked_at BIGINT,
     revoke_reason TEXT,
     passkey_id TEXT,
+    scope TEXT,
+    dpop_jkt TEXT,
     FOREIGN KEY (user_id) REFERENCES users (id)
 );
 CREATE INDEX sessions_by_created_at ON sessions (created_at);
@@ -116,6 +145,14 @@ CREATE INDEX sessions_by_passkey ON sessions (passkey_id);
 CREATE INDEX sessions_by_revoked_at ON sessions (revoked_at);
 CREATE INDEX sessions_by_user ON sessions (user_id);
 CREATE INDEX sessions_live_by_user ON sessions (user_id, client_id) WHERE revoked_at IS NULL;
+
+CREATE TABLE signing_keys (
+    kid TEXT PRIMARY KEY,
+    public_jwk TEXT NOT NULL,
+    private_key TEXT NOT NULL,
+    created_at BIGINT NOT NULL,
+    signs_from BIGINT NOT NULL
+);
 
 CREATE TABLE throttles (
     scope TEXT PRIMARY KEY,

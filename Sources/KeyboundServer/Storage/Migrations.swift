@@ -242,6 +242,57 @@ package enum Migrations {
                 "UPDATE audit_events SET last_client_address = client_address",
             ]
         ),
+        (
+            9,
+            [
+                // OAuth 2.0 and OpenID Connect (docs/oauth.md): the clients operators register,
+                // the keys tokens are signed with (shared by every instance; the private key
+                // sealed when KEYBOUND_KEY_ENCRYPTION_KEY is set), and authorization codes, each
+                // single use, found by its SHA-256.
+                """
+                CREATE TABLE oauth_clients (
+                    id TEXT PRIMARY KEY,
+                    name TEXT NOT NULL,
+                    secret_hash TEXT,
+                    jwks TEXT,
+                    redirect_uris TEXT NOT NULL,
+                    scopes TEXT NOT NULL,
+                    dpop_required BIGINT NOT NULL,
+                    created_at BIGINT NOT NULL
+                )
+                """,
+                """
+                CREATE TABLE signing_keys (
+                    kid TEXT PRIMARY KEY,
+                    public_jwk TEXT NOT NULL,
+                    private_key TEXT NOT NULL,
+                    created_at BIGINT NOT NULL,
+                    signs_from BIGINT NOT NULL
+                )
+                """,
+                """
+                CREATE TABLE oauth_codes (
+                    hash TEXT PRIMARY KEY,
+                    client_id TEXT NOT NULL,
+                    redirect_uri TEXT NOT NULL,
+                    user_id TEXT NOT NULL,
+                    auth_method TEXT NOT NULL,
+                    auth_time BIGINT NOT NULL,
+                    scope TEXT NOT NULL,
+                    nonce TEXT,
+                    code_challenge TEXT NOT NULL,
+                    expires_at BIGINT NOT NULL,
+                    used_at BIGINT,
+                    session_id TEXT
+                )
+                """,
+                "CREATE INDEX oauth_codes_by_expiry ON oauth_codes (expires_at)",
+                // A session an OAuth client holds has its granted scope (NULL: a /v1 session);
+                // a session bound to a DPoP key (RFC 9449) has the key's thumbprint.
+                "ALTER TABLE sessions ADD COLUMN scope TEXT",
+                "ALTER TABLE sessions ADD COLUMN dpop_jkt TEXT",
+            ]
+        ),
     ]
 
     /// The newest version: the highest, wherever it stands in ``all``.
