@@ -169,6 +169,23 @@ public struct Configuration: Sendable {
     /// put their own test CA here.
     public var appAttestRoots: [Certificate] = [.appleAppAttestationRootCA]
 
+    // MARK: OAuth 2.0 and OpenID Connect (docs/oauth.md)
+
+    /// The issuer: this server's public URL (`https://login.example.com`; `http://localhost…` and
+    /// `http://127.0.0.1…` for development), the same on every instance. nil (the default) turns
+    /// the OAuth 2.0 / OpenID Connect provider off: its routes answer 404.
+    public var issuer: String?
+    /// How long a key made by `keybound keys rotate` is published before it signs, in seconds
+    /// (10 minutes): clients that cache the JWK Set learn it before they see a token it signed.
+    public var keyPublishDelay: Int = 600
+    /// Seals the private signing keys in the database (AES-256-GCM) when set (32 bytes;
+    /// `keybound serve` takes it from `KEYBOUND_KEY_ENCRYPTION_KEY`, base64url or base64). nil:
+    /// they are stored as they are, like the rest of the database.
+    public var keyEncryptionKey: Data?
+    /// Android apps that may use this server's passkeys, `PACKAGE:SHA256_CERT_FINGERPRINT`
+    /// (`/.well-known/assetlinks.json`).
+    public var androidApps: [String] = []
+
     /// Where the JSON-lines log goes (standard error).
     public var log: LogSink = .standardError
     /// The clock (tests inject one that moves only when they say).

@@ -81,9 +81,14 @@ extension Application {
 
     /// Opens a session: ends the user's previous session from the same client (or all of the
     /// user's sessions with `--single-session`), then issues tokens.
+    /// - Parameters:
+    ///   - authTime: when the user authenticated, if not now (an OAuth code exchange).
+    ///   - scope: an OAuth client's granted scope; nil for a /v1 session.
+    ///   - dpopJKT: the DPoP key the session is bound to (RFC 9449), if any.
     func openSession(
         _ connection: any SQLConnection, _ context: RequestContext, userID: String, clientID: String,
-        method: AuthMethod, deviceID: String?
+        method: AuthMethod, deviceID: String?, authTime: Date? = nil, scope: String? = nil,
+        dpopJKT: String? = nil
     ) throws -> TokenResponse {
         if configuration.singleSession {
             try revokeSessions(
@@ -96,7 +101,7 @@ extension Application {
         let sessionID = SecureRandomBytes.timeOrderedIdentifier("ses", milliseconds: context.now.milliseconds)
         try Rows.insertSession(
             connection, id: sessionID, userID: userID, clientID: clientID, deviceID: deviceID, method: method,
-            createdAt: context.now)
+            createdAt: context.now, authTime: authTime, scope: scope, dpopJKT: dpopJKT)
         try audit(
             connection, context, .login, method: AuditMethod(method), userID: userID, deviceID: deviceID,
             sessionID: sessionID)

@@ -39,20 +39,25 @@ package enum Rows {
             ])
     }
 
-    /// Inserts a live session that was authenticated at `createdAt`.
+    /// Inserts a live session.
+    /// - Parameters:
+    ///   - authTime: when the user authenticated (default `createdAt`: a login; an OAuth code
+    ///     exchange opens its session with the time of the sign-in behind the code).
+    ///   - scope: the scope an OAuth client was granted; nil for a /v1 session.
+    ///   - dpopJKT: the thumbprint of the DPoP key the session is bound to (RFC 9449), if any.
     package static func insertSession(
         _ connection: any SQLConnection, id: String, userID: String, clientID: String, deviceID: String?,
-        method: AuthMethod, createdAt: Date
+        method: AuthMethod, createdAt: Date, authTime: Date? = nil, scope: String? = nil, dpopJKT: String? = nil
     ) throws {
         try connection.execute(
             """
             INSERT INTO sessions (id, user_id, client_id, device_id, auth_method, auth_time, created_at,
-                revoked_at, revoke_reason)
-            VALUES (?, ?, ?, ?, ?, ?, ?, NULL, NULL)
+                revoked_at, revoke_reason, scope, dpop_jkt)
+            VALUES (?, ?, ?, ?, ?, ?, ?, NULL, NULL, ?, ?)
             """,
             [
                 .text(id), .text(userID), .text(clientID), deviceID.sql, .text(method.rawValue),
-                .date(createdAt), .date(createdAt),
+                .date(authTime ?? createdAt), .date(createdAt), scope.sql, dpopJKT.sql,
             ])
     }
 
