@@ -1,4 +1,5 @@
 import Foundation
+import KeyboundCrypto
 import KeyboundWire
 
 /// The request pipeline shared by the live server and the in-process test mode: routing,
@@ -10,6 +11,8 @@ final class Application: Sendable {
     /// The HMAC key of login challenges, shared through the database (``LoginChallenge``).
     let challengeKey: Data
     let metrics = Metrics()
+    /// The issuer's private signing keys, opened, by kid (``SigningKeyRecord``).
+    let signingKeyCache = Locked<[String: P256SigningKey]>([:])
     let logger: Logger
     /// The port the API listener is bound to, set when the server starts: the default passkey
     /// origin (``Configuration/origins``) names it.
@@ -65,10 +68,12 @@ final class Application: Sendable {
                 synchronous: configuration.sqliteSynchronous, password: configuration.databasePassword)
         self.database = CommittedEffects(base: storage)
         try Self.checkPasskeySettings(configuration)
+        try Self.checkOAuthSettings(configuration)
         try Migrations.apply(to: self.database)
         challengeKey = try ServerSecrets.read(ServerSecrets.loginChallengeKey, from: self.database)
         hasher = try PasswordHasher(
             parameters: configuration.argon2, concurrency: configuration.hashingConcurrency)
+        try prepareSigningKeys()
     }
 
     /// Handles one request that arrived on `listener`. Never throws: every failure becomes a
@@ -105,7 +110,7 @@ final class Application: Sendable {
                 let detail = "The body is larger than \(configuration.bodyLimit) bytes."
                 return (route.pattern, APIError(413, .bodyTooLarge, detail).response)
             }
-            if !request.body.isEmpty, !request.hasJSONContentType {
+            if !request.body.isEmpty, !route.speaksOAuth, !request.hasJSONContentType {
                 let detail = "A request body must be sent as Content-Type: application/json."
                 return (route.pattern, APIError(415, .unsupportedMediaType, detail).response)
             }

@@ -27,6 +27,10 @@ public struct ServerError: Error, Sendable, CustomStringConvertible {
         public static let accountRefused = Kind(description: "accountRefused")
         /// An operator named a user that does not exist.
         public static let userNotFound = Kind(description: "userNotFound")
+        /// An OAuth client an operator tried to register breaks the rules.
+        public static let clientRefused = Kind(description: "clientRefused")
+        /// An operator named an OAuth client that does not exist.
+        public static let clientNotFound = Kind(description: "clientNotFound")
     }
 
     /// Which failure it is.
@@ -48,6 +52,8 @@ public struct ServerError: Error, Sendable, CustomStringConvertible {
                 .schemaTooNew,
                 "the database schema is version \(version), newer than this server knows "
                     + "(\(Migrations.newest)): run the Keybound that migrated it")
+        case let error as SigningKeyError:
+            ServerError(.invalidConfiguration, error.description)
         case DatabaseError.unsupportedURL:
             ServerError(.invalidConfiguration, "\(error)")
         case let error as DatabaseError:

@@ -66,7 +66,8 @@ public struct JWKS: Sendable, Hashable {
         }
     }
 
-    init(_ keySet: JWKSet) { self.keySet = keySet }
+    /// A set already read, as the issuer itself holds it.
+    package init(_ keySet: JWKSet) { self.keySet = keySet }
 
     /// The key ids of the set, in its order.
     public var keyIDs: [String] { keySet.keys.compactMap(\.kid) }

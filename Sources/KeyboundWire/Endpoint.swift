@@ -86,8 +86,8 @@ package enum API {
     /// Every route, in path order.
     package static let all: [any EndpointDescription] = [
         health, createAccount, createAppAttestChallenge, createApproval, approvalStatus, confirmApproval,
-        audit,
-        createChallenge, listDevices, bindDevice, revokeDevice, me, listPasskeys, removePasskey, logout,
+        audit, createChallenge, listDevices, bindDevice, revokeDevice, me, oauthAuthorize, listPasskeys,
+        removePasskey, logout,
         deviceLogin, passwordLogin, refresh, passkeyLoginOptions, passkeyLoginVerify,
         passkeyRegistrationOptions, passkeyRegistrationVerify,
     ]
@@ -122,6 +122,10 @@ package enum API {
     package static let revokeDevice = Endpoint<NoBody, NoBody>(.delete, "/v1/devices/{id}", status: 204)
     /// The caller's session.
     package static let me = Endpoint<NoBody, MeResponse>(.get, "/v1/me")
+    /// Completes an OAuth authorization request for the caller (docs/oauth.md): the sign-in
+    /// page calls it, and so can a native app holding a session.
+    package static let oauthAuthorize = Endpoint<OAuthAuthorizeRequest, OAuthAuthorizeResponse>(
+        .post, "/v1/oauth/authorize")
     /// The caller's passkeys.
     package static let listPasskeys = Endpoint<NoBody, PasskeyListResponse>(.get, "/v1/passkeys")
     /// Removes one of the caller's passkeys.

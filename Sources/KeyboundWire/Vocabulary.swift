@@ -115,13 +115,17 @@ public struct AuditEventType: OpenVocabulary {
     public static let passkeyThrottled = AuditEventType(rawValue: "passkey_throttled")
     /// An App Attest attestation or assertion was refused (method `app_attest`, folded).
     public static let appAttestFailed = AuditEventType(rawValue: "app_attest_failed")
+    /// The user let an OAuth client sign them in: a code was issued (`POST /v1/oauth/authorize`).
+    public static let oauthAuthorized = AuditEventType(rawValue: "oauth_authorized")
+    /// An authorization code was presented a second time: what its first use issued was revoked.
+    public static let oauthCodeReuse = AuditEventType(rawValue: "oauth_code_reuse")
 
     /// Every type this version writes, in the order of docs/openapi.yaml.
     public static let known: [AuditEventType] = [
         .accountCreated, .login, .loginFailed, .lockout, .accountCeiling, .addressLockout, .logout,
         .refreshReuse, .deviceBound, .deviceRevoked, .deviceThrottled, .approvalCreated, .approvalConfirmed,
         .approvalFailed, .passkeyRegistered, .passkeyRemoved, .passkeyCloned, .passkeyThrottled,
-        .appAttestFailed,
+        .appAttestFailed, .oauthAuthorized, .oauthCodeReuse,
     ]
 }
 

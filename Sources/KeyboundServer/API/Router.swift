@@ -41,6 +41,9 @@ struct Route: Sendable {
     /// database in this process, such a request is answered on the HTTP thread that read it
     /// (``Application/answersAtOnce(_:)``). Only for patterns without parameters.
     let answersAtOnce: Bool
+    /// Whether the route speaks OAuth's encodings (``OAuthParameters``): its body is form-encoded
+    /// rather than JSON, and its errors are ``OAuthError``s.
+    let speaksOAuth: Bool
     /// The pattern's segments, split once: a literal, or the name of a `{parameter}`.
     fileprivate let segments: [Segment]
 
@@ -51,17 +54,34 @@ struct Route: Sendable {
 
     /// A route that answers with bytes of its own (a page, the OpenAPI document, metrics).
     init(
-        method: String, pattern: String, answersAtOnce: Bool = false,
+        method: String, pattern: String, answersAtOnce: Bool = false, speaksOAuth: Bool = false,
         handler: @escaping @Sendable (Application, RequestContext) throws -> HTTPResponse
     ) {
         precondition(!answersAtOnce || !pattern.contains("{"), "answered at once: a literal path only")
         self.method = method
         self.pattern = pattern
         self.answersAtOnce = answersAtOnce
+        self.speaksOAuth = speaksOAuth
         self.handler = handler
         segments = pattern.split(separator: "/", omittingEmptySubsequences: false).map { segment in
             segment.hasPrefix("{") && segment.hasSuffix("}")
                 ? .parameter(String(segment.dropFirst().dropLast())) : .literal(segment)
+        }
+    }
+
+    /// A route of the OAuth provider (docs/oauth.md): its ``OAuthError``s are answered as OAuth
+    /// says; anything else as every route answers it (404 when no issuer is configured).
+    init(
+        oauth method: String, _ path: String, answersAtOnce: Bool = false,
+        _ handler: @escaping @Sendable (Application) -> (RequestContext) throws -> HTTPResponse
+    ) {
+        self.init(method: method, pattern: path, answersAtOnce: answersAtOnce, speaksOAuth: true) {
+            application, context in
+            do {
+                return try handler(application)(context)
+            } catch let error as OAuthError {
+                return error.response
+            }
         }
     }
 

@@ -3,15 +3,27 @@ import KeyboundWire
 
 extension Application {
     /// The route table of the API listener, in path order: Server API v1 (each route declared
-    /// in KeyboundWire's ``API``, docs/openapi.yaml), the sign-in page and the OpenAPI document.
+    /// in KeyboundWire's ``API``, docs/openapi.yaml), the OAuth 2.0 / OpenID Connect provider
+    /// (``OAuthPaths``, docs/oauth.md), the sign-in page and the OpenAPI document.
     /// Routes marked `answersAtOnce` only read (``Route/answersAtOnce``); issuing a login
     /// challenge, for a device or a passkey, writes nothing (``LoginChallenge``,
     /// ``PasskeyChallenge``).
     static let routes: [Route] = [
         Route(SignInPage.html),
+        Route(oauth: "GET", OAuthPaths.appleAppSiteAssociation, answersAtOnce: true, Application.appleAppSiteAssociation),
+        Route(oauth: "GET", OAuthPaths.assetLinks, answersAtOnce: true, Application.assetLinks),
+        Route(oauth: "GET", OAuthPaths.authorizationServer, answersAtOnce: true, Application.providerMetadataDocument),
+        Route(oauth: "GET", OAuthPaths.openIDConfiguration, answersAtOnce: true, Application.providerMetadataDocument),
         Route(API.health, answersAtOnce: true, Application.health),
         Route(method: "GET", pattern: "/openapi.yaml", answersAtOnce: true) { _, _ in OpenAPIDocument.response
         },
+        Route(oauth: "GET", OAuthPaths.authorize, answersAtOnce: true, Application.authorizationPage),
+        Route(oauth: "POST", OAuthPaths.introspect, Application.introspect),
+        Route(oauth: "GET", OAuthPaths.jwks, answersAtOnce: true, Application.jwksDocument),
+        Route(oauth: "POST", OAuthPaths.revoke, Application.revoke),
+        Route(oauth: "POST", OAuthPaths.token, Application.token),
+        Route(oauth: "GET", OAuthPaths.userinfo, Application.userinfo),
+        Route(oauth: "POST", OAuthPaths.userinfo, Application.userinfo),
         Route(SignInPage.style),
         Route(SignInPage.script),
         Route(API.createAccount, location: { _ in API.me.template }, Application.createAccount),
@@ -27,6 +39,7 @@ extension Application {
         Route(API.bindDevice, location: { API.revokeDevice.path($0.deviceID) }, Application.bindDevice),
         Route(API.revokeDevice, Application.revokeDevice),
         Route(API.me, answersAtOnce: true, Application.me),
+        Route(API.oauthAuthorize, Application.completeAuthorization),
         Route(API.listPasskeys, Application.listPasskeys),
         Route(API.removePasskey, Application.removePasskey),
         Route(API.logout, Application.logout),

@@ -30,6 +30,27 @@ enum SignInPage {
         }
     }
 
+    /// A page that tells the user why a sign-in link cannot be followed (an OAuth request whose
+    /// client or redirect URI is unknown: it is never redirected, RFC 6749 §4.1.2.1).
+    static func errorPage(status: Int, title: String, detail: String) -> HTTPResponse {
+        func escape(_ text: String) -> String {
+            text.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "<", with: "&lt;")
+                .replacingOccurrences(of: ">", with: "&gt;").replacingOccurrences(of: "\"", with: "&quot;")
+                .replacingOccurrences(of: "'", with: "&#39;")
+        }
+        let html = """
+            <!doctype html>
+            <html lang="en"><head><meta charset="utf-8"><title>\(escape(title))</title>
+            <link rel="stylesheet" href="\(style.path)"></head>
+            <body><main><h1>\(escape(title))</h1><p>\(escape(detail))</p></main></body></html>
+
+            """
+        var response = File(path: "", text: html, contentType: "text/html; charset=utf-8").response
+        response.status = status
+        response.headers["Cache-Control"] = "no-store"
+        return response
+    }
+
     /// `GET /`: the page.
     static let html = File(path: "/", text: SignInPageFiles.html, contentType: "text/html; charset=utf-8")
     /// Its script: `ROUTES`, the API routes it calls as the server declares them (``API``), then

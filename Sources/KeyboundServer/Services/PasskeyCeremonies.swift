@@ -25,9 +25,12 @@ extension Application {
         return ["\(configuration.tlsKeyPath == nil ? "http" : "https")://localhost:\(port)"]
     }
 
+    /// The relying party: the web origins, and the Android apps of ``Configuration/androidApps``,
+    /// whose ceremonies carry their signing certificate's hash as origin.
     var relyingParty: RelyingParty {
         RelyingParty(
-            id: relyingPartyID, origins: Set(passkeyOrigins),
+            id: relyingPartyID,
+            origins: Set(passkeyOrigins + configuration.androidApps.compactMap { AndroidApp($0)?.passkeyOrigin }),
             requiresUserVerification: configuration.passkeyUserVerification)
     }
 

@@ -40,22 +40,40 @@ extension AccessTokenRecord: SQLRecord {
     }
 }
 
-/// A refresh token of a live session, as ``Application/refresh(_:_:)`` rotates it.
-private struct RefreshTokenRecord {
+/// A refresh token of a live session, as ``Application/rotateRefreshToken(_:_:of:then:)`` rotates it.
+struct RefreshTokenRecord {
     let expiresAt: Date
     let usedAt: Date?
     let sessionID: String
     let userID: String
     let sessionCreatedAt: Date
+    let clientID: String
+    /// The session's OAuth scope; nil for a /v1 session.
+    let scope: String?
 }
 
 extension RefreshTokenRecord: SQLRecord {
-    static let columns = "t.expires_at, t.used_at, s.id, s.user_id, s.created_at"
+    static let columns = "t.expires_at, t.used_at, s.id, s.user_id, s.created_at, s.client_id, s.scope"
 
     init(row: inout SQLRowReader) throws {
         self.init(
             expiresAt: try row.date(), usedAt: try row.optionalDate(), sessionID: try row.text(),
-            userID: try row.text(), sessionCreatedAt: try row.date())
+            userID: try row.text(), sessionCreatedAt: try row.date(), clientID: try row.text(),
+            scope: try row.optionalText())
+    }
+}
+
+/// Whose refresh tokens a rotation accepts: /v1 sessions', or one OAuth client's.
+enum RefreshTokenHolder {
+    case api
+    case oauthClient(String)
+
+    /// The condition on `sessions s`, and its parameters.
+    var condition: (sql: String, parameters: [SQLValue]) {
+        switch self {
+        case .api: ("s.scope IS NULL", [])
+        case .oauthClient(let id): ("s.scope IS NOT NULL AND s.client_id = ?", [.text(id)])
+        }
     }
 }
 
@@ -199,52 +217,56 @@ extension Application {
     /// whole session (RFC 9700 §4.14.2), and so does the session's maximum age.
     func refresh(_ context: RequestContext, _ body: RequestBody<RefreshRequest>) throws -> TokenResponse {
         let request = try body.decode()
-        guard (16...128).contains(request.refreshToken.utf8.count) else { throw APIError.tokenInvalid }
+        return try rotateRefreshToken(request.refreshToken, context, of: .api) { connection, row in
+            try issueTokens(connection, sessionID: row.sessionID, userID: row.userID, now: context.now)
+        }
+    }
+
+    /// Rotates a refresh token of a live session of `holder`: marks it used and runs `issue` in the
+    /// same transaction. A rotated token presented again is a copy in someone else's hands: the
+    /// whole session ends (RFC 9700 §4.14.2), and so it does past its maximum age.
+    /// - Throws: ``APIError/tokenInvalid`` for a token that rotates nothing (unknown, expired,
+    ///   used, another holder's, its session ended); what ends a session is committed first.
+    func rotateRefreshToken<T>(
+        _ token: String, _ context: RequestContext, of holder: RefreshTokenHolder,
+        then issue: (any SQLConnection, RefreshTokenRecord) throws -> T
+    ) throws -> T {
+        guard (16...128).contains(token.utf8.count) else { throw APIError.tokenInvalid }
         // Looked up by SHA-256(token), which keeps the lookup timing-safe (see `authenticate`).
-        let hash = TokenHash.of(request.refreshToken)
+        let hash = TokenHash.of(token)
+        let (holderCondition, holderParameters) = holder.condition
+        let query = """
+            SELECT \(RefreshTokenRecord.columns) FROM tokens t JOIN sessions s ON s.id = t.session_id
+            WHERE t.hash = ? AND t.kind = 'refresh' AND s.revoked_at IS NULL AND \(holderCondition)
+            """
         // A token that is not stored, or whose session has ended, changes nothing: refused after
         // a read, so random tokens cost no write transaction. The write checks everything again.
-        let known = try database.read { connection in
-            try connection.queryOne(
-                """
-                SELECT 1 FROM tokens t JOIN sessions s ON s.id = t.session_id
-                WHERE t.hash = ? AND t.kind = 'refresh' AND s.revoked_at IS NULL
-                """, [.text(hash)]) != nil
-        }
-        guard known else { throw APIError.tokenInvalid }
-        return try database.write { connection -> WriteOutcome<TokenResponse> in
-            guard
-                let row = try connection.queryOne(
-                    RefreshTokenRecord.self,
-                    """
-                    SELECT \(RefreshTokenRecord.columns) FROM tokens t JOIN sessions s ON s.id = t.session_id
-                    WHERE t.hash = ? AND t.kind = 'refresh' AND s.revoked_at IS NULL
-                    """, [.text(hash)])
+        guard try database.read({ try $0.queryOne(RefreshTokenRecord.self, query, [.text(hash)] + holderParameters) })
+            != nil
+        else { throw APIError.tokenInvalid }
+        return try database.write { connection -> WriteOutcome<T> in
+            guard let row = try connection.queryOne(RefreshTokenRecord.self, query, [.text(hash)] + holderParameters)
             else { return .refused(.tokenInvalid) }
-            let sessionID = row.sessionID
-            let userID = row.userID
             if row.usedAt != nil {
                 // Reuse of a rotated refresh token: someone else has a copy. End the whole family.
                 try revokeSessions(
-                    connection, where: "id = ?", [.text(sessionID)], reason: "refresh_reuse", now: context.now
-                )
-                try audit(connection, context, .refreshReuse, userID: userID, sessionID: sessionID)
+                    connection, where: "id = ?", [.text(row.sessionID)], reason: "refresh_reuse", now: context.now)
+                try audit(connection, context, .refreshReuse, userID: row.userID, sessionID: row.sessionID)
                 metrics.recordLogin(method: "refresh", outcome: "reuse")
                 return .refused(.tokenInvalid)
             }
             guard context.now < sessionEnd(createdAt: row.sessionCreatedAt) else {
                 // The absolute lifetime is over: end the family (committed with the refusal).
                 try revokeSessions(
-                    connection, where: "id = ?", [.text(sessionID)], reason: "max_age", now: context.now)
+                    connection, where: "id = ?", [.text(row.sessionID)], reason: "max_age", now: context.now)
                 return .refused(.tokenInvalid)
             }
             guard row.expiresAt > context.now else { return .refused(.tokenInvalid) }
             let changed = try connection.execute(
-                "UPDATE tokens SET used_at = ? WHERE hash = ? AND used_at IS NULL",
-                [.date(context.now), .text(hash)])
+                "UPDATE tokens SET used_at = ? WHERE hash = ? AND used_at IS NULL", [.date(context.now), .text(hash)])
             guard changed == 1 else { return .refused(.tokenInvalid) }
             metrics.recordLogin(method: "refresh", outcome: "success")
-            return .done(try issueTokens(connection, sessionID: sessionID, userID: userID, now: context.now))
+            return .done(try issue(connection, row))
         }.get()
     }
 

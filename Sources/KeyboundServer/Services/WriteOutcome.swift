@@ -1,7 +1,7 @@
 /// What a write transaction decides when it may refuse the request: `done`, with its value, or
-/// `refused`, with the problem to answer once the transaction has committed what it wrote on the
-/// way (a failure counted, a refusal audited, a challenge used up). An error thrown inside the
-/// transaction instead rolls all of it back.
+/// a refusal, the error to answer with once the transaction has committed what it wrote on the
+/// way (a failure counted, a refusal audited, a challenge used up, a leaked code's session
+/// ended). An error thrown inside the transaction instead rolls all of it back.
 ///
 /// ```swift
 /// let tokens = try database.write { connection -> WriteOutcome<TokenResponse> in
@@ -15,15 +15,21 @@
 enum WriteOutcome<Value> {
     /// The write did what was asked.
     case done(Value)
-    /// The write refused; what it wrote is committed all the same.
-    case refused(APIError)
+    /// The write refused with this error (an ``APIError`` or, at the OAuth endpoints, an
+    /// ``OAuthError``); what it wrote is committed all the same.
+    case refusal(any Error)
+
+    /// Refuses with a problem of the API.
+    static func refused(_ error: APIError) -> WriteOutcome { .refusal(error) }
+    /// Refuses with an OAuth error.
+    static func refused(_ error: OAuthError) -> WriteOutcome { .refusal(error) }
 
     /// The value, once the transaction has committed.
     /// - Throws: the refusal.
     func get() throws -> Value {
         switch self {
         case .done(let value): value
-        case .refused(let error): throw error
+        case .refusal(let error): throw error
         }
     }
 }

@@ -1,0 +1,168 @@
+import Foundation
+import KeyboundVerifier
+import KeyboundWire
+
+// What the issued tokens open: UserInfo (OpenID Connect Core §5.3), introspection (RFC 7662)
+// and revocation (RFC 7009). All three see a revoked session at once: an access token names its
+// session (`sid`), and the session is looked up.
+
+/// A session as introspection reports it.
+private struct IntrospectedSession {
+    let userID: String
+    let username: String
+    let clientID: String
+    let scope: String?
+    let createdAt: Date
+    let revokedAt: Date?
+    let dpopJKT: String?
+}
+
+extension IntrospectedSession: SQLRecord {
+    static let columns = "s.user_id, u.username, s.client_id, s.scope, s.created_at, s.revoked_at, s.dpop_jkt"
+
+    init(row: inout SQLRowReader) throws {
+        self.init(
+            userID: try row.text(), username: try row.text(), clientID: try row.text(), scope: try row.optionalText(),
+            createdAt: try row.date(), revokedAt: try row.optionalDate(), dpopJKT: try row.optionalText())
+    }
+}
+
+/// A stored (opaque) token with its session.
+private struct StoredToken {
+    let kind: String
+    let expiresAt: Date
+    let usedAt: Date?
+    let sessionID: String
+}
+
+extension StoredToken: SQLRecord {
+    static let columns = "t.kind, t.expires_at, t.used_at, t.session_id"
+
+    init(row: inout SQLRowReader) throws {
+        self.init(kind: try row.text(), expiresAt: try row.date(), usedAt: try row.optionalDate(), sessionID: try row.text())
+    }
+}
+
+extension Application {
+    /// The issuer's published keys, as verifiers see them.
+    func publishedKeySet(at now: Date) throws -> JWKSet {
+        JWKSet(keys: try publishedSigningKeys(at: now).map(\.publicJWK))
+    }
+
+    /// Verifies an access token this server issued and finds its live session.
+    /// - Returns: the token's claims and its session; nil when the token is not one of ours,
+    ///   is expired, or its session has ended.
+    private func liveAccessToken(_ token: String, issuer: String, at now: Date) throws
+        -> (claims: AccessToken, session: IntrospectedSession)?
+    {
+        guard let claims = try? AccessTokenVerifier(
+            issuer: issuer, audience: issuer, keys: JWKS(publishedKeySet(at: now)), leeway: 0
+        ).verify(token, at: now), let sessionID = claims.sessionID,
+            let session = try liveSession(sessionID, at: now)
+        else { return nil }
+        return (claims, session)
+    }
+
+    private func liveSession(_ id: String, at now: Date) throws -> IntrospectedSession? {
+        guard Grammar.isIdentifier(id),
+            let session = try database.read({
+                try $0.queryOne(
+                    IntrospectedSession.self,
+                    "SELECT \(IntrospectedSession.columns) FROM sessions s JOIN users u ON u.id = s.user_id WHERE s.id = ?",
+                    [.text(id)])
+            }), session.revokedAt == nil, now < sessionEnd(createdAt: session.createdAt)
+        else { return nil }
+        return session
+    }
+
+    /// `GET` or `POST /oauth/userinfo`: `sub` and `preferred_username` for an access token with
+    /// the `openid` scope.
+    func userinfo(_ context: RequestContext) throws -> HTTPResponse {
+        guard let issuer = configuration.issuer else { throw APIError.notFound }
+        guard let header = context.request.headers["authorization"], header.lowercased().hasPrefix("bearer "),
+            let found = try liveAccessToken(
+                String(header.dropFirst(7)).trimmingCharacters(in: .whitespaces), issuer: issuer, at: context.now)
+        else { throw OAuthError.invalidToken("the access token is missing, unknown, expired or revoked") }
+        guard found.claims.scopes.contains("openid") else { throw OAuthError.insufficientScope("openid") }
+        return .oauthJSON(
+            200,
+            .object([
+                JSONMember("sub", .string(found.claims.subject)),
+                JSONMember("preferred_username", .string(found.session.username)),
+            ]))
+    }
+
+    /// `POST /oauth/introspect` (RFC 7662), for confidential clients: any token Keybound issued —
+    /// an OAuth access token (JWT), an OAuth refresh token, a /v1 access or refresh token — is
+    /// `active` with its claims while it is unexpired and its session lives; anything else is
+    /// just `{"active": false}`.
+    func introspect(_ context: RequestContext) throws -> HTTPResponse {
+        guard let issuer = configuration.issuer else { throw APIError.notFound }
+        let parameters = try OAuthParameters(body: context.request)
+        let client = try authenticateClient(parameters, context)
+        guard client.isConfidential else { throw OAuthError.unauthorizedClient("introspection is for confidential clients") }
+        guard let token = parameters["token"] else { throw OAuthError.invalidRequest("token is missing") }
+        let inactive = JSONValue.object([JSONMember("active", .bool(false))])
+        if let (claims, session) = try liveAccessToken(token, issuer: issuer, at: context.now) {
+            return .oauthJSON(
+                200,
+                activeToken(
+                    session, type: claims.boundKeyThumbprint == nil ? "Bearer" : "DPoP", scope: claims.scopes.joined(separator: " "),
+                    issuedAt: claims.issuedAt, expiresAt: claims.expiresAt, issuer: issuer))
+        }
+        guard (16...128).contains(token.utf8.count),
+            let stored = try database.read({
+                try $0.queryOne(
+                    StoredToken.self, "SELECT \(StoredToken.columns) FROM tokens t WHERE t.hash = ?",
+                    [.text(TokenHash.of(token))])
+            }), stored.usedAt == nil, context.now < stored.expiresAt,
+            let session = try liveSession(stored.sessionID, at: context.now)
+        else { return .oauthJSON(200, inactive) }
+        let type = stored.kind == TokenKind.refresh.rawValue ? "refresh_token" : session.dpopJKT == nil ? "Bearer" : "DPoP"
+        return .oauthJSON(
+            200, activeToken(session, type: type, scope: session.scope, issuedAt: nil, expiresAt: stored.expiresAt, issuer: issuer))
+    }
+
+    private func activeToken(
+        _ session: IntrospectedSession, type: String, scope: String?, issuedAt: Date?, expiresAt: Date, issuer: String
+    ) -> JSONValue {
+        var members = [
+            JSONMember("active", .bool(true)), JSONMember("sub", .string(session.userID)),
+            JSONMember("username", .string(session.username)), JSONMember("client_id", .string(session.clientID)),
+        ]
+        if let scope { members.append(JSONMember("scope", .string(scope))) }
+        members.append(JSONMember("exp", .integer(Int(expiresAt.milliseconds / 1000))))
+        if let issuedAt { members.append(JSONMember("iat", .integer(Int(issuedAt.milliseconds / 1000)))) }
+        members += [JSONMember("iss", .string(issuer)), JSONMember("token_type", .string(type))]
+        if let jkt = session.dpopJKT { members.append(JSONMember("cnf", .object([JSONMember("jkt", .string(jkt))]))) }
+        return .object(members)
+    }
+
+    /// `POST /oauth/revoke` (RFC 7009): a refresh token ends its session (the whole family), an
+    /// access token its session. A token that is unknown, or the requesting client's not, changes
+    /// nothing and is answered 200 all the same (§2.2: the client need not know).
+    func revoke(_ context: RequestContext) throws -> HTTPResponse {
+        guard let issuer = configuration.issuer else { throw APIError.notFound }
+        let parameters = try OAuthParameters(body: context.request)
+        let client = try authenticateClient(parameters, context)
+        guard let token = parameters["token"] else { throw OAuthError.invalidRequest("token is missing") }
+        var sessionID: String?
+        if let (claims, _) = try liveAccessToken(token, issuer: issuer, at: context.now), claims.clientID == client.id {
+            sessionID = claims.sessionID
+        } else if (16...128).contains(token.utf8.count),
+            let stored = try database.read({
+                try $0.queryOne(
+                    StoredToken.self, "SELECT \(StoredToken.columns) FROM tokens t WHERE t.hash = ?",
+                    [.text(TokenHash.of(token))])
+            }), try liveSession(stored.sessionID, at: context.now)?.clientID == client.id
+        {
+            sessionID = stored.sessionID
+        }
+        if let sessionID {
+            try database.write { connection in
+                try revokeSessions(connection, where: "id = ?", [.text(sessionID)], reason: "revoked", now: context.now)
+            }
+        }
+        return HTTPResponse(status: 200, headers: ["Cache-Control": "no-store"])
+    }
+}

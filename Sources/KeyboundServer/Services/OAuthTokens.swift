@@ -1,0 +1,259 @@
+import Foundation
+import KeyboundCrypto
+import KeyboundWire
+
+// The token endpoint (RFC 6749 §3.2, §4.1.3, §6) and the tokens it issues: RFC 9068 JWT access
+// tokens, OpenID Connect ID tokens, and refresh tokens that rotate like /v1's.
+
+/// An authorization code as stored: found by its SHA-256, used once.
+private struct AuthorizationCodeRecord {
+    let clientID: String
+    let redirectURI: String
+    let userID: String
+    let authMethod: AuthMethod
+    let authTime: Date
+    let scope: String
+    let nonce: String?
+    let codeChallenge: String
+    let expiresAt: Date
+    let usedAt: Date?
+    /// The session its exchange opened.
+    let sessionID: String?
+}
+
+extension AuthorizationCodeRecord: SQLRecord {
+    static let columns = """
+        client_id, redirect_uri, user_id, auth_method, auth_time, scope, nonce, code_challenge, expires_at, used_at,
+            session_id
+        """
+
+    init(row: inout SQLRowReader) throws {
+        self.init(
+            clientID: try row.text(), redirectURI: try row.text(), userID: try row.text(),
+            authMethod: try row.vocabulary(), authTime: try row.date(), scope: try row.text(),
+            nonce: try row.optionalText(), codeChallenge: try row.text(), expiresAt: try row.date(),
+            usedAt: try row.optionalDate(), sessionID: try row.optionalText())
+    }
+}
+
+/// What the tokens of a session say about the user and their sign-in.
+struct TokenSubject {
+    let userID: String
+    let sessionID: String
+    let clientID: String
+    let scopes: [String]
+    let authMethod: AuthMethod
+    let authTime: Date
+    /// The DPoP key the tokens are bound to, if any.
+    let dpopJKT: String?
+
+    /// `amr` (RFC 8176): a password is `pwd`, a device key `hwk` (hardware-secured, used after
+    /// the device verified its user), a passkey with user verification `user`.
+    var authenticationMethods: [String] {
+        switch authMethod {
+        case .password: ["pwd"]
+        case .device: ["hwk"]
+        case .passkey: ["user"]
+        }
+    }
+}
+
+extension Application {
+    /// `POST /oauth/token`: `authorization_code` (with PKCE) and `refresh_token`.
+    func token(_ context: RequestContext) throws -> HTTPResponse {
+        guard let issuer = configuration.issuer else { throw APIError.notFound }
+        let parameters = try OAuthParameters(body: context.request)
+        let client = try authenticateClient(parameters, context)
+        let dpopJKT: String? = nil
+        if client.dpopRequired && dpopJKT == nil {
+            throw OAuthError(status: 400, error: "invalid_dpop_proof", description: "this client's tokens must be DPoP-bound")
+        }
+        let answer: JSONValue
+        switch parameters["grant_type"] {
+        case "authorization_code":
+            answer = try exchangeCode(parameters, client: client, dpopJKT: dpopJKT, issuer: issuer, context)
+        case "refresh_token":
+            answer = try refreshOAuthTokens(parameters, client: client, issuer: issuer, context)
+        case nil: throw OAuthError.invalidRequest("grant_type is missing")
+        case let other?: throw OAuthError.unsupportedGrantType("grant_type \(other) is not supported")
+        }
+        return .oauthJSON(200, answer)
+    }
+
+    /// The `authorization_code` grant: the code, single use, 60 s, bound to the client, its
+    /// redirect URI and the PKCE verifier. A second use ends what the first opened (RFC 6749
+    /// §4.1.2, RFC 9700 §4.5).
+    private func exchangeCode(
+        _ parameters: OAuthParameters, client: OAuthClient, dpopJKT: String?, issuer: String, _ context: RequestContext
+    ) throws -> JSONValue {
+        guard let code = parameters["code"], (16...128).contains(code.utf8.count) else {
+            throw OAuthError.invalidRequest("code is missing")
+        }
+        guard let verifier = parameters["code_verifier"] else { throw OAuthError.invalidRequest("code_verifier is missing") }
+        // RFC 7636 §4.1: 43 to 128 unreserved characters.
+        guard (43...128).contains(verifier.utf8.count),
+            verifier.utf8.allSatisfy({ Grammar.isAlphanumeric($0) || Array("-._~".utf8).contains($0) })
+        else { throw OAuthError.invalidGrant("the code_verifier is not a PKCE verifier") }
+        let hash = TokenHash.of(code)
+        let query = "SELECT \(AuthorizationCodeRecord.columns) FROM oauth_codes WHERE hash = ?"
+        // Refused from a read when the code was never issued: random codes cost no write.
+        guard let first = try database.read({ try $0.queryOne(AuthorizationCodeRecord.self, query, [.text(hash)]) }),
+            first.clientID == client.id
+        else { throw OAuthError.invalidGrant("unknown code") }
+        let (subject, tokens) = try database.write { connection -> WriteOutcome<(TokenSubject, OAuthTokenSet)> in
+            guard let row = try connection.queryOne(AuthorizationCodeRecord.self, query, [.text(hash)]) else {
+                return .refused(OAuthError.invalidGrant("unknown code"))
+            }
+            if row.usedAt != nil {
+                // A second use: the code leaked. End the session its first use opened.
+                if let sessionID = row.sessionID {
+                    try revokeSessions(
+                        connection, where: "id = ?", [.text(sessionID)], reason: "code_reuse", now: context.now)
+                }
+                try audit(connection, context, .oauthCodeReuse, userID: row.userID, sessionID: row.sessionID)
+                return .refused(OAuthError.invalidGrant("this code was used before: what it issued is revoked"))
+            }
+            guard context.now < row.expiresAt else { return .refused(OAuthError.invalidGrant("the code has expired")) }
+            guard parameters["redirect_uri"] == row.redirectURI else {
+                return .refused(OAuthError.invalidGrant("redirect_uri is not the one of the authorization request"))
+            }
+            guard Base64URL.encode(Digest.sha256(Data(verifier.utf8))) == row.codeChallenge else {
+                return .refused(OAuthError.invalidGrant("the code_verifier does not match the code_challenge"))
+            }
+            try connection.execute("UPDATE oauth_codes SET used_at = ? WHERE hash = ?", [.date(context.now), .text(hash)])
+            let tokens = try openSession(
+                connection, context, userID: row.userID, clientID: client.id, method: row.authMethod, deviceID: nil,
+                authTime: row.authTime, scope: row.scope, dpopJKT: dpopJKT)
+            try connection.execute(
+                "UPDATE oauth_codes SET session_id = ? WHERE hash = ?", [.text(tokens.sessionID), .text(hash)])
+            let subject = TokenSubject(
+                userID: row.userID, sessionID: tokens.sessionID, clientID: client.id,
+                scopes: row.scope.split(separator: " ").map(String.init), authMethod: row.authMethod,
+                authTime: row.authTime, dpopJKT: dpopJKT)
+            return .done((subject, OAuthTokenSet(refreshToken: tokens.refreshToken, nonce: row.nonce)))
+        }.get()
+        return try tokenResponse(subject, tokens, issuer: issuer, at: context.now)
+    }
+
+    /// The `refresh_token` grant: rotates the client's refresh token like /v1 does, reuse
+    /// included; the new access token has the session's scope, or the narrower one asked for.
+    private func refreshOAuthTokens(
+        _ parameters: OAuthParameters, client: OAuthClient, issuer: String, _ context: RequestContext
+    ) throws -> JSONValue {
+        guard let token = parameters["refresh_token"] else { throw OAuthError.invalidRequest("refresh_token is missing") }
+        let rotated: (TokenSubject, OAuthTokenSet)
+        do {
+            rotated = try rotateRefreshToken(token, context, of: .oauthClient(client.id)) { connection, row in
+                guard
+                    let session = try connection.queryOne(
+                        OAuthSessionRecord.self, "SELECT \(OAuthSessionRecord.columns) FROM sessions s WHERE s.id = ?",
+                        [.text(row.sessionID)])
+                else { throw APIError.tokenInvalid }
+                let tokens = try issueTokens(connection, sessionID: row.sessionID, userID: row.userID, now: context.now)
+                let subject = TokenSubject(
+                    userID: row.userID, sessionID: row.sessionID, clientID: client.id, scopes: session.scopes,
+                    authMethod: session.authMethod, authTime: session.authTime, dpopJKT: session.dpopJKT)
+                return (subject, OAuthTokenSet(refreshToken: tokens.refreshToken, nonce: nil))
+            }
+        } catch let error as APIError where error.code == .tokenInvalid {
+            throw OAuthError.invalidGrant("the refresh token is unknown, expired, used or revoked")
+        }
+        var (subject, tokens) = rotated
+        if let asked = parameters["scope"] {
+            let narrowed = asked.split(separator: " ").map(String.init)
+            guard Set(narrowed).isSubset(of: subject.scopes) else {
+                throw OAuthError.invalidScope("a refresh may narrow the scope, not widen it")
+            }
+            subject = TokenSubject(
+                userID: subject.userID, sessionID: subject.sessionID, clientID: subject.clientID, scopes: narrowed,
+                authMethod: subject.authMethod, authTime: subject.authTime, dpopJKT: subject.dpopJKT)
+        }
+        tokens.refreshToken = subject.scopes.contains("offline_access") ? tokens.refreshToken : nil
+        return try tokenResponse(subject, tokens, issuer: issuer, at: context.now)
+    }
+
+    /// The token response (RFC 6749 §5.1, OpenID Connect Core §3.1.3.3): a JWT access token, the
+    /// refresh token when `offline_access` was granted, an ID token when `openid` was.
+    private func tokenResponse(_ subject: TokenSubject, _ tokens: OAuthTokenSet, issuer: String, at now: Date) throws
+        -> JSONValue
+    {
+        let accessToken = try accessToken(subject, issuer: issuer, at: now)
+        var members = [
+            JSONMember("access_token", .string(accessToken)),
+            JSONMember("token_type", .string(subject.dpopJKT == nil ? "Bearer" : "DPoP")),
+            JSONMember("expires_in", .integer(configuration.accessTokenLifetime)),
+        ]
+        if subject.scopes.contains("offline_access"), let refresh = tokens.refreshToken {
+            members.append(JSONMember("refresh_token", .string(refresh)))
+        }
+        if subject.scopes.contains("openid") {
+            members.append(
+                JSONMember(
+                    "id_token", .string(try idToken(subject, accessToken: accessToken, nonce: tokens.nonce, issuer: issuer, at: now))))
+        }
+        members.append(JSONMember("scope", .string(subject.scopes.joined(separator: " "))))
+        return .object(members)
+    }
+
+    /// An RFC 9068 access token: `typ: at+jwt`; `aud` the issuer (the resource Keybound
+    /// guards); `sid` the session, so introspection sees its revocation; `cnf.jkt` when bound.
+    func accessToken(_ subject: TokenSubject, issuer: String, at now: Date) throws -> String {
+        let issued = now.milliseconds / 1000
+        var claims = [
+            JSONMember("iss", .string(issuer)), JSONMember("sub", .string(subject.userID)),
+            JSONMember("aud", .string(issuer)), JSONMember("client_id", .string(subject.clientID)),
+            JSONMember("scope", .string(subject.scopes.joined(separator: " "))),
+            JSONMember("exp", .integer(Int(issued) + configuration.accessTokenLifetime)),
+            JSONMember("iat", .integer(Int(issued))),
+            JSONMember("jti", .string(SecureRandomBytes.identifier("at"))),
+            JSONMember("auth_time", .integer(Int(subject.authTime.milliseconds / 1000))),
+            JSONMember("amr", .array(subject.authenticationMethods.map { .string($0) })),
+            JSONMember("sid", .string(subject.sessionID)),
+        ]
+        if let jkt = subject.dpopJKT { claims.append(JSONMember("cnf", .object([JSONMember("jkt", .string(jkt))]))) }
+        return try signJWT(type: "at+jwt", claims: .object(claims), at: now)
+    }
+
+    /// An OpenID Connect ID token (Core §2, §3.1.3.6): `aud` the client, `at_hash` the left
+    /// half of SHA-256 of the access token.
+    private func idToken(_ subject: TokenSubject, accessToken: String, nonce: String?, issuer: String, at now: Date)
+        throws -> String
+    {
+        let issued = Int(now.milliseconds / 1000)
+        var claims = [
+            JSONMember("iss", .string(issuer)), JSONMember("sub", .string(subject.userID)),
+            JSONMember("aud", .string(subject.clientID)),
+            JSONMember("exp", .integer(issued + configuration.accessTokenLifetime)), JSONMember("iat", .integer(issued)),
+            JSONMember("auth_time", .integer(Int(subject.authTime.milliseconds / 1000))),
+            JSONMember("amr", .array(subject.authenticationMethods.map { .string($0) })),
+            JSONMember("at_hash", .string(Base64URL.encode(Digest.sha256(Data(accessToken.utf8)).prefix(16)))),
+            JSONMember("sid", .string(subject.sessionID)),
+        ]
+        if let nonce { claims.append(JSONMember("nonce", .string(nonce))) }
+        return try signJWT(type: "JWT", claims: .object(claims), at: now)
+    }
+}
+
+/// The refresh token and nonce that go with a token response.
+struct OAuthTokenSet {
+    var refreshToken: String?
+    let nonce: String?
+}
+
+/// What the tokens of an OAuth session say, read from the session.
+struct OAuthSessionRecord {
+    let scopes: [String]
+    let authMethod: AuthMethod
+    let authTime: Date
+    let dpopJKT: String?
+}
+
+extension OAuthSessionRecord: SQLRecord {
+    static let columns = "s.scope, s.auth_method, s.auth_time, s.dpop_jkt"
+
+    init(row: inout SQLRowReader) throws {
+        self.init(
+            scopes: (try row.optionalText() ?? "").split(separator: " ").map(String.init),
+            authMethod: try row.vocabulary(), authTime: try row.date(), dpopJKT: try row.optionalText())
+    }
+}
