@@ -2,6 +2,7 @@ import Dispatch
 import Foundation
 import KeyboundServer
 import KeyboundWebAuthn
+import KeyboundWire
 
 /// `keybound serve`: runs the HTTP API server until SIGTERM or SIGINT.
 enum ServeCommand {
@@ -108,6 +109,20 @@ enum ServeCommand {
             ]
         ),
         (
+            "OAuth 2.0 and OpenID Connect (docs/oauth.md)",
+            [
+                .value(
+                    "issuer", "URL", "this server's public URL: turns the provider on", \.issuer, .text,
+                    unset: "off"),
+                .value(
+                    "key-publish-delay", "SEC", "a rotated key is published this long before it signs",
+                    \.keyPublishDelay, .integer(0...604_800)),
+                .list(
+                    "android-app", "PACKAGE:SHA256", "an Android app that shares the passkeys", \.androidApps,
+                    .text, unset: "none"),
+            ]
+        ),
+        (
             "throttling and sign-up (docs/server.md, \"Throttling\")",
             [
                 .value(
@@ -149,7 +164,8 @@ enum ServeCommand {
         Every option can also be set by the environment variable shown beside it; the flag wins.
         A flag's variable turns it on with 1, true or yes; a repeatable option's variable takes a
         comma-separated list. Under each option: the values it takes and its default.
-        The PostgreSQL password comes from KEYBOUND_DB_PASSWORD or PGPASSWORD, never from a flag.
+        The PostgreSQL password comes from KEYBOUND_DB_PASSWORD or PGPASSWORD, never from a flag;
+        the key that seals the OAuth signing keys from KEYBOUND_KEY_ENCRYPTION_KEY (32 bytes, base64).
 
         \(sectionedHelp)
 
@@ -206,6 +222,7 @@ enum ServeCommand {
         let input = OptionInput(arguments: arguments, environment: environment)
         for option in sections.flatMap(\.options) { try option.read(input, &configuration) }
         configuration.databasePassword = databasePassword(environment)
+        configuration.keyEncryptionKey = try keyEncryptionKey(environment)
         try validate(configuration)
         return configuration
     }
@@ -226,6 +243,17 @@ enum ServeCommand {
     static func databasePassword(_ environment: [String: String]) -> String? {
         [environment["KEYBOUND_DB_PASSWORD"], environment["PGPASSWORD"]].lazy.compactMap { $0 }
             .first { !$0.isEmpty }
+    }
+
+    /// The key that seals the issuer's private signing keys at rest: `KEYBOUND_KEY_ENCRYPTION_KEY`,
+    /// 32 bytes in base64url or base64 (`openssl rand -base64 32`); never a flag, like the
+    /// database password.
+    static func keyEncryptionKey(_ environment: [String: String]) throws -> Data? {
+        guard let text = environment["KEYBOUND_KEY_ENCRYPTION_KEY"], !text.isEmpty else { return nil }
+        guard let key = Base64URL.decode(text) ?? Data(base64Encoded: text), key.count == 32 else {
+            throw UsageError("KEYBOUND_KEY_ENCRYPTION_KEY must be 32 bytes in base64 (openssl rand -base64 32)")
+        }
+        return key
     }
 
     /// Suspends until SIGTERM or SIGINT arrives.
