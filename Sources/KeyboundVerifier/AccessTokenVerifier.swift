@@ -54,7 +54,7 @@ public struct VerificationError: Error, Sendable, Hashable, CustomStringConverti
 /// The public keys an issuer signs with: its JWK Set, as `GET /oauth/jwks` serves it. Only P-256
 /// keys (ES256) are kept; others are passed over.
 public struct JWKS: Sendable, Hashable {
-    let keySet: JWKSet
+    package let keySet: JWKSet
 
     /// Reads a JWK Set (`{"keys": [...]}`).
     /// - Throws: ``VerificationError`` `malformed` when it is not one.

@@ -251,7 +251,8 @@ enum ServeCommand {
     static func keyEncryptionKey(_ environment: [String: String]) throws -> Data? {
         guard let text = environment["KEYBOUND_KEY_ENCRYPTION_KEY"], !text.isEmpty else { return nil }
         guard let key = Base64URL.decode(text) ?? Data(base64Encoded: text), key.count == 32 else {
-            throw UsageError("KEYBOUND_KEY_ENCRYPTION_KEY must be 32 bytes in base64 (openssl rand -base64 32)")
+            throw UsageError(
+                "KEYBOUND_KEY_ENCRYPTION_KEY must be 32 bytes in base64 (openssl rand -base64 32)")
         }
         return key
     }

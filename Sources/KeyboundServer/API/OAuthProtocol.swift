@@ -48,14 +48,17 @@ struct OAuthError: Error {
     var response: HTTPResponse {
         .oauthJSON(
             status,
-            .object([JSONMember("error", .string(error)), JSONMember("error_description", .string(description))]),
+            .object([
+                JSONMember("error", .string(error)), JSONMember("error_description", .string(description)),
+            ]),
             headers: headers)
     }
 }
 
 extension HTTPResponse {
     /// A JSON answer of the OAuth endpoints: never cached (it may carry tokens; RFC 6749 §5.1).
-    static func oauthJSON(_ status: Int, _ value: JSONValue, headers: [String: String] = [:]) -> HTTPResponse {
+    static func oauthJSON(_ status: Int, _ value: JSONValue, headers: [String: String] = [:]) -> HTTPResponse
+    {
         var headers = headers
         headers["Content-Type"] = "application/json"
         headers["Cache-Control"] = "no-store"
@@ -86,7 +89,8 @@ struct OAuthParameters {
         var values: [String: String] = [:]
         for pair in text.split(separator: "&") where !pair.isEmpty {
             let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
-            guard let name = Self.decode(parts[0]), let value = Self.decode(parts.count > 1 ? parts[1] : "") else {
+            guard let name = Self.decode(parts[0]), let value = Self.decode(parts.count > 1 ? parts[1] : "")
+            else {
                 throw OAuthError.invalidRequest("the body is not valid form encoding")
             }
             guard values.updateValue(value, forKey: name) == nil else {
@@ -115,9 +119,11 @@ struct OAuthParameters {
     /// Form encoding of `values` (for redirect URIs' queries): `application/x-www-form-urlencoded`.
     static func encode(_ values: [(String, String)]) -> String {
         // ASCII letters and digits only: CharacterSet.alphanumerics would let other letters through.
-        let allowed = CharacterSet(charactersIn: "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._*")
+        let allowed = CharacterSet(
+            charactersIn: "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._*")
         func escape(_ text: String) -> String {
-            (text.addingPercentEncoding(withAllowedCharacters: allowed) ?? "").replacingOccurrences(of: "%20", with: "+")
+            (text.addingPercentEncoding(withAllowedCharacters: allowed) ?? "").replacingOccurrences(
+                of: "%20", with: "+")
         }
         return values.map { escape($0.0) + "=" + escape($0.1) }.joined(separator: "&")
     }

@@ -10,10 +10,16 @@ extension Application {
     /// ``PasskeyChallenge``).
     static let routes: [Route] = [
         Route(SignInPage.html),
-        Route(oauth: "GET", OAuthPaths.appleAppSiteAssociation, answersAtOnce: true, Application.appleAppSiteAssociation),
+        Route(
+            oauth: "GET", OAuthPaths.appleAppSiteAssociation, answersAtOnce: true,
+            Application.appleAppSiteAssociation),
         Route(oauth: "GET", OAuthPaths.assetLinks, answersAtOnce: true, Application.assetLinks),
-        Route(oauth: "GET", OAuthPaths.authorizationServer, answersAtOnce: true, Application.providerMetadataDocument),
-        Route(oauth: "GET", OAuthPaths.openIDConfiguration, answersAtOnce: true, Application.providerMetadataDocument),
+        Route(
+            oauth: "GET", OAuthPaths.authorizationServer, answersAtOnce: true,
+            Application.providerMetadataDocument),
+        Route(
+            oauth: "GET", OAuthPaths.openIDConfiguration, answersAtOnce: true,
+            Application.providerMetadataDocument),
         Route(API.health, answersAtOnce: true, Application.health),
         Route(method: "GET", pattern: "/openapi.yaml", answersAtOnce: true) { _, _ in OpenAPIDocument.response
         },

@@ -57,19 +57,23 @@ enum Validate {
     /// loopback host or `localhost` (development and native apps), or a private-use scheme in
     /// reverse domain form (`com.example.app:/callback`).
     static func redirectURI(_ uri: String) throws {
-        guard uri.utf8.count <= 2048, let parts = URLComponents(string: uri), let scheme = parts.scheme?.lowercased(),
+        guard uri.utf8.count <= 2048, let parts = URLComponents(string: uri),
+            let scheme = parts.scheme?.lowercased(),
             parts.fragment == nil
         else { throw OAuthError.invalidRequest("\(uri): a redirect URI is absolute, without a fragment") }
         switch scheme {
         case "https":
-            guard parts.host?.isEmpty == false else { throw OAuthError.invalidRequest("\(uri) names no host") }
+            guard parts.host?.isEmpty == false else {
+                throw OAuthError.invalidRequest("\(uri) names no host")
+            }
         case "http":
             guard ["127.0.0.1", "[::1]", "::1", "localhost"].contains(parts.host ?? "") else {
                 throw OAuthError.invalidRequest("\(uri): plain http only to 127.0.0.1, [::1] or localhost")
             }
         default:
             guard scheme.contains("."), parts.host == nil || parts.host?.isEmpty == true else {
-                throw OAuthError.invalidRequest("\(uri): a private-use scheme is a reverse domain name (com.example.app:/cb)")
+                throw OAuthError.invalidRequest(
+                    "\(uri): a private-use scheme is a reverse domain name (com.example.app:/cb)")
             }
         }
     }
@@ -77,6 +81,8 @@ enum Validate {
     /// A scope token (RFC 6749 §3.3): printable ASCII but space, `"` and `\\`, 1-64 bytes.
     static func isScopeToken(_ scope: String) -> Bool {
         (1...64).contains(scope.utf8.count)
-            && scope.utf8.allSatisfy { $0 == 0x21 || (0x23...0x5B).contains($0) || (0x5D...0x7E).contains($0) }
+            && scope.utf8.allSatisfy {
+                $0 == 0x21 || (0x23...0x5B).contains($0) || (0x5D...0x7E).contains($0)
+            }
     }
 }

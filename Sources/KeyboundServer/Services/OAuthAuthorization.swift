@@ -52,21 +52,28 @@ extension Application {
         func refuse(_ error: String, _ description: String) -> AuthorizationCheck {
             .refused(redirectTo: errorRedirect(request, error, description))
         }
-        if let name = repeated.first { return refuse("invalid_request", "the parameter \(name) is given more than once") }
+        if let name = repeated.first {
+            return refuse("invalid_request", "the parameter \(name) is given more than once")
+        }
         guard request.responseType == "code" else {
             return refuse("unsupported_response_type", "only response_type=code is supported")
         }
         guard request.codeChallengeMethod == "S256", let challenge = request.codeChallenge,
             challenge.utf8.count == 43, Base64URL.decode(challenge)?.count == 32
-        else { return refuse("invalid_request", "PKCE is required: code_challenge_method=S256 and its code_challenge") }
+        else {
+            return refuse(
+                "invalid_request", "PKCE is required: code_challenge_method=S256 and its code_challenge")
+        }
         var scopes: [String] = []
-        for scope in (request.scope ?? "").split(separator: " ").map(String.init) where !scopes.contains(scope) {
+        for scope in (request.scope ?? "").split(separator: " ").map(String.init)
+        where !scopes.contains(scope) {
             guard OAuthClient.standardScopes.contains(scope) || client.extraScopes.contains(scope) else {
                 return refuse("invalid_scope", "the client may not ask for \(scope)")
             }
             scopes.append(scope)
         }
-        for (name, value) in [("state", request.state), ("nonce", request.nonce)] where (value?.utf8.count ?? 0) > 512 {
+        for (name, value) in [("state", request.state), ("nonce", request.nonce)]
+        where (value?.utf8.count ?? 0) > 512 {
             return refuse("invalid_request", "\(name) is at most 512 bytes")
         }
         return .valid(
@@ -76,10 +83,13 @@ extension Application {
     }
 
     /// The client's redirect URI with an error (RFC 6749 §4.1.2.1), `state` and `iss`.
-    private func errorRedirect(_ request: OAuthAuthorizeRequest, _ error: String, _ description: String) -> String {
+    private func errorRedirect(_ request: OAuthAuthorizeRequest, _ error: String, _ description: String)
+        -> String
+    {
         redirect(
             request.redirectURI,
-            [("error", error), ("error_description", description)] + (request.state.map { [("state", $0)] } ?? []))
+            [("error", error), ("error_description", description)]
+                + (request.state.map { [("state", $0)] } ?? []))
     }
 
     /// `redirectURI` with `parameters` and the issuer (RFC 9207) added to its query.
@@ -132,7 +142,8 @@ extension Application {
         }
         guard context.now < caller.authTime.adding(seconds: Self.authorizationWindow) else {
             throw APIError(
-                403, .stepUpRequired, "Signing in to an app needs a sign-in within the last 5 minutes; sign in again.")
+                403, .stepUpRequired,
+                "Signing in to an app needs a sign-in within the last 5 minutes; sign in again.")
         }
         let code = SecureRandomBytes.token()
         try authenticatedWrite(context) { connection, caller in
@@ -143,7 +154,8 @@ extension Application {
                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, NULL)
                 """,
                 [
-                    .text(TokenHash.of(code)), .text(authorization.client.id), .text(authorization.redirectURI),
+                    .text(TokenHash.of(code)), .text(authorization.client.id),
+                    .text(authorization.redirectURI),
                     .text(caller.userID), .text(caller.authMethod.rawValue), .date(caller.authTime),
                     .text(authorization.scopes.joined(separator: " ")), authorization.nonce.sql,
                     .text(authorization.codeChallenge), .date(context.now.adding(seconds: Self.codeLifetime)),
@@ -153,6 +165,7 @@ extension Application {
         }
         return OAuthAuthorizeResponse(
             redirectTo: redirect(
-                authorization.redirectURI, [("code", code)] + (authorization.state.map { [("state", $0)] } ?? [])))
+                authorization.redirectURI,
+                [("code", code)] + (authorization.state.map { [("state", $0)] } ?? [])))
     }
 }

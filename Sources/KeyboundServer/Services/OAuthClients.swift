@@ -51,14 +51,17 @@ extension OAuthClient: SQLRecord {
     static let columns = "id, name, secret_hash, jwks, redirect_uris, scopes, dpop_required, created_at"
 
     init(row: inout SQLRowReader) throws {
-        let (id, name, secretHash, jwks) = (try row.text(), try row.text(), try row.optionalText(), try row.optionalText())
+        let (id, name, secretHash, jwks) = (
+            try row.text(), try row.text(), try row.optionalText(), try row.optionalText()
+        )
         guard case .array(let uris) = try JSON.parse(Data(try row.text().utf8)) else {
             throw DatabaseError.unexpectedType(column: 4)
         }
         self.init(
             id: id, name: name, secretHash: secretHash,
             keys: try jwks.map { try JWKSet(json: JSON.parse(Data($0.utf8))) },
-            redirectURIs: uris.compactMap(\.stringValue), extraScopes: try row.text().split(separator: " ").map(String.init),
+            redirectURIs: uris.compactMap(\.stringValue),
+            extraScopes: try row.text().split(separator: " ").map(String.init),
             dpopRequired: try row.bool(), createdAt: try row.date())
     }
 }
@@ -125,8 +128,10 @@ extension Application {
             throw OAuthError.invalidRequest("a client needs at least one --redirect-uri")
         }
         for uri in registration.redirectURIs { try Validate.redirectURI(uri) }
-        for scope in registration.scopes where !Validate.isScopeToken(scope) || OAuthClient.standardScopes.contains(scope) {
-            throw OAuthError.invalidRequest("--scope \(scope): a scope is printable ASCII without spaces, not a standard one")
+        for scope in registration.scopes
+        where !Validate.isScopeToken(scope) || OAuthClient.standardScopes.contains(scope) {
+            throw OAuthError.invalidRequest(
+                "--scope \(scope): a scope is printable ASCII without spaces, not a standard one")
         }
         let keys: JWKSet? = try registration.jwks.map { data in
             guard let set = try? JWKSet(json: JSON.parse(data)), !set.keys.isEmpty else {
@@ -146,8 +151,12 @@ extension Application {
                 [
                     .text(id), .text(name), (secret.map(TokenHash.of)).sql,
                     (keys.map { String(decoding: JSON.serialize($0.json), as: UTF8.self) }).sql,
-                    .text(String(decoding: JSON.serialize(.array(registration.redirectURIs.map { .string($0) })), as: UTF8.self)),
-                    .text(registration.scopes.joined(separator: " ")), .integer(registration.dpopRequired ? 1 : 0),
+                    .text(
+                        String(
+                            decoding: JSON.serialize(.array(registration.redirectURIs.map { .string($0) })),
+                            as: UTF8.self)),
+                    .text(registration.scopes.joined(separator: " ")),
+                    .integer(registration.dpopRequired ? 1 : 0),
                     .date(now),
                 ])
         }
@@ -166,13 +175,16 @@ extension Application {
             try connection.query(
                 OAuthClient.self,
                 "SELECT \(OAuthClient.columns) FROM oauth_clients"
-                    + (id == nil ? "" : " WHERE id = ?") + " ORDER BY created_at, id", id.map { [.text($0)] } ?? [])
+                    + (id == nil ? "" : " WHERE id = ?") + " ORDER BY created_at, id",
+                id.map { [.text($0)] } ?? [])
         }
         return clients.map { client in
             OAuthClientInfo(
                 clientID: client.id, name: client.name, redirectURIs: client.redirectURIs,
-                authentication: client.keys != nil ? "private_key_jwt" : client.secretHash != nil ? "client_secret" : "none",
-                scopes: client.extraScopes, dpopRequired: client.dpopRequired, createdAt: client.createdAt, secret: nil)
+                authentication: client.keys != nil
+                    ? "private_key_jwt" : client.secretHash != nil ? "client_secret" : "none",
+                scopes: client.extraScopes, dpopRequired: client.dpopRequired, createdAt: client.createdAt,
+                secret: nil)
         }
     }
 
@@ -181,8 +193,11 @@ extension Application {
     func removeClient(id: String) throws -> Bool {
         let now = clock.nowToTheMillisecond
         return try database.write { connection in
-            guard try connection.execute("DELETE FROM oauth_clients WHERE id = ?", [.text(id)]) == 1 else { return false }
-            try revokeSessions(connection, where: "client_id = ?", [.text(id)], reason: "client_removed", now: now)
+            guard try connection.execute("DELETE FROM oauth_clients WHERE id = ?", [.text(id)]) == 1 else {
+                return false
+            }
+            try revokeSessions(
+                connection, where: "client_id = ?", [.text(id)], reason: "client_removed", now: now)
             return true
         }
     }
@@ -195,7 +210,8 @@ extension Application {
     func authenticateClient(_ parameters: OAuthParameters, _ context: RequestContext) throws -> OAuthClient {
         let basic = try Self.basicCredentials(context.request.headers["authorization"])
         let assertionType = parameters["client_assertion_type"]
-        let methods = [basic != nil, parameters["client_secret"] != nil, assertionType != nil].filter { $0 }.count
+        let methods = [basic != nil, parameters["client_secret"] != nil, assertionType != nil].filter { $0 }
+            .count
         guard methods <= 1 else { throw OAuthError.invalidRequest("use one way to authenticate the client") }
         if let basic {
             guard parameters["client_id"] == nil || parameters["client_id"] == basic.id else {
@@ -204,35 +220,44 @@ extension Application {
             return try clientWithSecret(id: basic.id, secret: basic.secret, basic: true)
         }
         if let secret = parameters["client_secret"] {
-            guard let id = parameters["client_id"] else { throw OAuthError.invalidRequest("client_id is missing") }
+            guard let id = parameters["client_id"] else {
+                throw OAuthError.invalidRequest("client_id is missing")
+            }
             return try clientWithSecret(id: id, secret: secret, basic: false)
         }
         if let assertionType {
             guard assertionType == "urn:ietf:params:oauth:client-assertion-type:jwt-bearer",
                 let assertion = parameters["client_assertion"]
-            else { throw OAuthError.invalidRequest("client_assertion_type is jwt-bearer, with a client_assertion") }
+            else {
+                throw OAuthError.invalidRequest(
+                    "client_assertion_type is jwt-bearer, with a client_assertion")
+            }
             return try clientWithAssertion(assertion, claimedID: parameters["client_id"], context)
         }
         guard let id = parameters["client_id"] else { throw OAuthError.invalidClient("no client_id") }
         guard let client = try database.read({ try loadClient($0, id: id) }), !client.isConfidential else {
-            throw OAuthError.invalidClient("no public client has this id (a confidential one must authenticate)")
+            throw OAuthError.invalidClient(
+                "no public client has this id (a confidential one must authenticate)")
         }
         return client
     }
 
     private func clientWithSecret(id: String, secret: String, basic: Bool) throws -> OAuthClient {
         guard let client = try database.read({ try loadClient($0, id: id) }), let hash = client.secretHash,
-            (16...128).contains(secret.utf8.count), ConstantTime.equals(Data(TokenHash.of(secret).utf8), Data(hash.utf8))
+            (16...128).contains(secret.utf8.count),
+            ConstantTime.equals(Data(TokenHash.of(secret).utf8), Data(hash.utf8))
         else { throw OAuthError.invalidClient("unknown client or wrong secret", basic: basic) }
         return client
     }
 
     /// `private_key_jwt`: a JWT signed by one of the client's keys, `iss` and `sub` its id, `aud`
     /// the token endpoint (or the issuer), unexpired, its `jti` never seen before.
-    private func clientWithAssertion(_ assertion: String, claimedID: String?, _ context: RequestContext) throws
+    private func clientWithAssertion(_ assertion: String, claimedID: String?, _ context: RequestContext)
+        throws
         -> OAuthClient
     {
-        guard let issuer = configuration.issuer, let jws = try? CompactJWS(assertion), let claims = try? jws.claims(),
+        guard let issuer = configuration.issuer, let jws = try? CompactJWS(assertion),
+            let claims = try? jws.claims(),
             let id = claims[member: "iss"]?.stringValue, claims[member: "sub"]?.stringValue == id,
             claimedID == nil || claimedID == id,
             let client = try database.read({ try loadClient($0, id: id) }), let keys = client.keys
@@ -240,7 +265,9 @@ extension Application {
         guard jws.algorithm == ES256.name,
             let key = jws.keyID.flatMap(keys.key(id:)) ?? (keys.keys.count == 1 ? keys.keys.first : nil),
             ES256.isValid(jws, key: key)
-        else { throw OAuthError.invalidClient("the client assertion's signature does not verify (ES256 only)") }
+        else {
+            throw OAuthError.invalidClient("the client assertion's signature does not verify (ES256 only)")
+        }
         let audiences: [String]
         switch claims[member: "aud"] {
         case .string(let one)?: audiences = [one]
@@ -251,9 +278,16 @@ extension Application {
             throw OAuthError.invalidClient("the client assertion's aud is not the token endpoint")
         }
         let now = context.now
-        guard let exp = claims[member: "exp"]?.integerValue, Date(timeIntervalSince1970: TimeInterval(exp)) > now,
+        // An hour, and a minute for clocks: libraries' defaults (authlib's is an hour), and how long
+        // its jti must be remembered.
+        guard let exp = claims[member: "exp"]?.integerValue,
+            Date(timeIntervalSince1970: TimeInterval(exp)) > now,
+            Date(timeIntervalSince1970: TimeInterval(exp)) <= now.adding(seconds: Self.longestAssertionLife),
             let jti = claims[member: "jti"]?.stringValue, !jti.isEmpty, jti.utf8.count <= 256
-        else { throw OAuthError.invalidClient("the client assertion needs a future exp and a jti") }
+        else {
+            throw OAuthError.invalidClient(
+                "the client assertion needs a jti and an exp in the future, at most an hour away")
+        }
         // Single use (RFC 7523 §3): the jti, per client, in the store every instance shares.
         let usedID = "cja_" + Base64URL.encode(Digest.sha256(Data("\(id) \(jti)".utf8)))
         let fresh = try database.write { connection in
@@ -263,6 +297,9 @@ extension Application {
         guard fresh else { throw OAuthError.invalidClient("this client assertion was used before") }
         return client
     }
+
+    /// How far in the future a client assertion's `exp` may be, in seconds.
+    static let longestAssertionLife = 3660
 
     /// The client id and secret of `Authorization: Basic`, each form-decoded (RFC 6749 §2.3.1).
     private static func basicCredentials(_ header: String?) throws -> (id: String, secret: String)? {

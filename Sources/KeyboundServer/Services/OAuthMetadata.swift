@@ -12,9 +12,12 @@ extension Application {
     /// at its root. Also refuses Android apps that are not `PACKAGE:SHA256_CERT_FINGERPRINT`.
     static func checkOAuthSettings(_ configuration: Configuration) throws {
         if let issuer = configuration.issuer {
-            guard let url = URLComponents(string: issuer), let scheme = url.scheme, let host = url.host, !host.isEmpty,
-                scheme == "https" || (scheme == "http" && ["localhost", "127.0.0.1", "[::1]", "::1"].contains(host)),
-                url.path.isEmpty, url.query == nil, url.fragment == nil, url.user == nil, issuer == issuer.lowercased()
+            guard let url = URLComponents(string: issuer), let scheme = url.scheme, let host = url.host,
+                !host.isEmpty,
+                scheme == "https"
+                    || (scheme == "http" && ["localhost", "127.0.0.1", "[::1]", "::1"].contains(host)),
+                url.path.isEmpty, url.query == nil, url.fragment == nil, url.user == nil,
+                issuer == issuer.lowercased()
             else {
                 throw ServerError(
                     .invalidConfiguration,
@@ -59,7 +62,10 @@ extension Application {
             JSONMember("authorization_response_iss_parameter_supported", .bool(true)),
             JSONMember(
                 "claims_supported",
-                strings(["sub", "iss", "aud", "exp", "iat", "auth_time", "nonce", "amr", "sid", "preferred_username"])),
+                strings([
+                    "sub", "iss", "aud", "exp", "iat", "auth_time", "nonce", "amr", "sid",
+                    "preferred_username",
+                ])),
         ])
     }
 
@@ -86,7 +92,8 @@ extension Application {
         guard !configuration.appIDs.isEmpty else { throw APIError.notFound }
         let apps = JSONValue.array(configuration.appIDs.map(JSONValue.string))
         return .publicJSON(
-            JSON.serialize(.object([JSONMember("webcredentials", .object([JSONMember("apps", apps)]))])), maxAge: 3600)
+            JSON.serialize(.object([JSONMember("webcredentials", .object([JSONMember("apps", apps)]))])),
+            maxAge: 3600)
     }
 
     /// `GET /.well-known/assetlinks.json`: the Android apps (``Configuration/androidApps``) that
@@ -110,7 +117,8 @@ extension Application {
                         JSONMember("namespace", .string("android_app")),
                         JSONMember("package_name", .string(package)),
                         JSONMember(
-                            "sha256_cert_fingerprints", .array((fingerprints[package] ?? []).map(JSONValue.string))),
+                            "sha256_cert_fingerprints",
+                            .array((fingerprints[package] ?? []).map(JSONValue.string))),
                     ])),
             ])
         }
@@ -131,11 +139,13 @@ struct AndroidApp: Hashable {
     init?(_ text: String) {
         guard let colon = text.firstIndex(of: ":") else { return nil }
         let package = String(text[..<colon])
-        let hexBytes = text[text.index(after: colon)...].split(separator: ":", omittingEmptySubsequences: false)
+        let hexBytes = text[text.index(after: colon)...].split(
+            separator: ":", omittingEmptySubsequences: false)
         let segments = package.split(separator: ".", omittingEmptySubsequences: false)
         guard segments.count >= 2,
             segments.allSatisfy({ segment in
-                guard let first = segment.utf8.first, Grammar.isAlphanumeric(first), !(0x30...0x39).contains(first)
+                guard let first = segment.utf8.first, Grammar.isAlphanumeric(first),
+                    !(0x30...0x39).contains(first)
                 else { return false }
                 return segment.utf8.allSatisfy { Grammar.isAlphanumeric($0) || $0 == UInt8(ascii: "_") }
             }),
@@ -160,6 +170,7 @@ extension HTTPResponse {
     /// A public document (metadata, keys), cacheable for `maxAge` seconds.
     static func publicJSON(_ body: Data, maxAge: Int, type: String = "application/json") -> HTTPResponse {
         HTTPResponse(
-            status: 200, headers: ["Content-Type": type, "Cache-Control": "public, max-age=\(maxAge)"], body: body)
+            status: 200, headers: ["Content-Type": type, "Cache-Control": "public, max-age=\(maxAge)"],
+            body: body)
     }
 }

@@ -22,7 +22,8 @@ extension IntrospectedSession: SQLRecord {
 
     init(row: inout SQLRowReader) throws {
         self.init(
-            userID: try row.text(), username: try row.text(), clientID: try row.text(), scope: try row.optionalText(),
+            userID: try row.text(), username: try row.text(), clientID: try row.text(),
+            scope: try row.optionalText(),
             createdAt: try row.date(), revokedAt: try row.optionalDate(), dpopJKT: try row.optionalText())
     }
 }
@@ -39,7 +40,9 @@ extension StoredToken: SQLRecord {
     static let columns = "t.kind, t.expires_at, t.used_at, t.session_id"
 
     init(row: inout SQLRowReader) throws {
-        self.init(kind: try row.text(), expiresAt: try row.date(), usedAt: try row.optionalDate(), sessionID: try row.text())
+        self.init(
+            kind: try row.text(), expiresAt: try row.date(), usedAt: try row.optionalDate(),
+            sessionID: try row.text())
     }
 }
 
@@ -55,9 +58,10 @@ extension Application {
     private func liveAccessToken(_ token: String, issuer: String, at now: Date) throws
         -> (claims: AccessToken, session: IntrospectedSession)?
     {
-        guard let claims = try? AccessTokenVerifier(
-            issuer: issuer, audience: issuer, keys: JWKS(publishedKeySet(at: now)), leeway: 0
-        ).verify(token, at: now), let sessionID = claims.sessionID,
+        guard
+            let claims = try? AccessTokenVerifier(
+                issuer: issuer, audience: issuer, keys: JWKS(publishedKeySet(at: now)), leeway: 0
+            ).verify(token, at: now), let sessionID = claims.sessionID,
             let session = try liveSession(sessionID, at: now)
         else { return nil }
         return (claims, session)
@@ -81,7 +85,8 @@ extension Application {
         guard let issuer = configuration.issuer else { throw APIError.notFound }
         guard let header = context.request.headers["authorization"], header.lowercased().hasPrefix("bearer "),
             let found = try liveAccessToken(
-                String(header.dropFirst(7)).trimmingCharacters(in: .whitespaces), issuer: issuer, at: context.now)
+                String(header.dropFirst(7)).trimmingCharacters(in: .whitespaces), issuer: issuer,
+                at: context.now)
         else { throw OAuthError.invalidToken("the access token is missing, unknown, expired or revoked") }
         guard found.claims.scopes.contains("openid") else { throw OAuthError.insufficientScope("openid") }
         return .oauthJSON(
@@ -100,14 +105,17 @@ extension Application {
         guard let issuer = configuration.issuer else { throw APIError.notFound }
         let parameters = try OAuthParameters(body: context.request)
         let client = try authenticateClient(parameters, context)
-        guard client.isConfidential else { throw OAuthError.unauthorizedClient("introspection is for confidential clients") }
+        guard client.isConfidential else {
+            throw OAuthError.unauthorizedClient("introspection is for confidential clients")
+        }
         guard let token = parameters["token"] else { throw OAuthError.invalidRequest("token is missing") }
         let inactive = JSONValue.object([JSONMember("active", .bool(false))])
         if let (claims, session) = try liveAccessToken(token, issuer: issuer, at: context.now) {
             return .oauthJSON(
                 200,
                 activeToken(
-                    session, type: claims.boundKeyThumbprint == nil ? "Bearer" : "DPoP", scope: claims.scopes.joined(separator: " "),
+                    session, type: claims.boundKeyThumbprint == nil ? "Bearer" : "DPoP",
+                    scope: claims.scopes.joined(separator: " "),
                     issuedAt: claims.issuedAt, expiresAt: claims.expiresAt, issuer: issuer))
         }
         guard (16...128).contains(token.utf8.count),
@@ -118,23 +126,32 @@ extension Application {
             }), stored.usedAt == nil, context.now < stored.expiresAt,
             let session = try liveSession(stored.sessionID, at: context.now)
         else { return .oauthJSON(200, inactive) }
-        let type = stored.kind == TokenKind.refresh.rawValue ? "refresh_token" : session.dpopJKT == nil ? "Bearer" : "DPoP"
+        let type =
+            stored.kind == TokenKind.refresh.rawValue
+            ? "refresh_token" : session.dpopJKT == nil ? "Bearer" : "DPoP"
         return .oauthJSON(
-            200, activeToken(session, type: type, scope: session.scope, issuedAt: nil, expiresAt: stored.expiresAt, issuer: issuer))
+            200,
+            activeToken(
+                session, type: type, scope: session.scope, issuedAt: nil, expiresAt: stored.expiresAt,
+                issuer: issuer))
     }
 
     private func activeToken(
-        _ session: IntrospectedSession, type: String, scope: String?, issuedAt: Date?, expiresAt: Date, issuer: String
+        _ session: IntrospectedSession, type: String, scope: String?, issuedAt: Date?, expiresAt: Date,
+        issuer: String
     ) -> JSONValue {
         var members = [
             JSONMember("active", .bool(true)), JSONMember("sub", .string(session.userID)),
-            JSONMember("username", .string(session.username)), JSONMember("client_id", .string(session.clientID)),
+            JSONMember("username", .string(session.username)),
+            JSONMember("client_id", .string(session.clientID)),
         ]
         if let scope { members.append(JSONMember("scope", .string(scope))) }
         members.append(JSONMember("exp", .integer(Int(expiresAt.milliseconds / 1000))))
         if let issuedAt { members.append(JSONMember("iat", .integer(Int(issuedAt.milliseconds / 1000)))) }
         members += [JSONMember("iss", .string(issuer)), JSONMember("token_type", .string(type))]
-        if let jkt = session.dpopJKT { members.append(JSONMember("cnf", .object([JSONMember("jkt", .string(jkt))]))) }
+        if let jkt = session.dpopJKT {
+            members.append(JSONMember("cnf", .object([JSONMember("jkt", .string(jkt))])))
+        }
         return .object(members)
     }
 
@@ -147,7 +164,9 @@ extension Application {
         let client = try authenticateClient(parameters, context)
         guard let token = parameters["token"] else { throw OAuthError.invalidRequest("token is missing") }
         var sessionID: String?
-        if let (claims, _) = try liveAccessToken(token, issuer: issuer, at: context.now), claims.clientID == client.id {
+        if let (claims, _) = try liveAccessToken(token, issuer: issuer, at: context.now),
+            claims.clientID == client.id
+        {
             sessionID = claims.sessionID
         } else if (16...128).contains(token.utf8.count),
             let stored = try database.read({
@@ -160,7 +179,8 @@ extension Application {
         }
         if let sessionID {
             try database.write { connection in
-                try revokeSessions(connection, where: "id = ?", [.text(sessionID)], reason: "revoked", now: context.now)
+                try revokeSessions(
+                    connection, where: "id = ?", [.text(sessionID)], reason: "revoked", now: context.now)
             }
         }
         return HTTPResponse(status: 200, headers: ["Cache-Control": "no-store"])

@@ -66,7 +66,9 @@ extension Application {
         let client = try authenticateClient(parameters, context)
         let dpopJKT: String? = nil
         if client.dpopRequired && dpopJKT == nil {
-            throw OAuthError(status: 400, error: "invalid_dpop_proof", description: "this client's tokens must be DPoP-bound")
+            throw OAuthError(
+                status: 400, error: "invalid_dpop_proof",
+                description: "this client's tokens must be DPoP-bound")
         }
         let answer: JSONValue
         switch parameters["grant_type"] {
@@ -84,12 +86,15 @@ extension Application {
     /// redirect URI and the PKCE verifier. A second use ends what the first opened (RFC 6749
     /// §4.1.2, RFC 9700 §4.5).
     private func exchangeCode(
-        _ parameters: OAuthParameters, client: OAuthClient, dpopJKT: String?, issuer: String, _ context: RequestContext
+        _ parameters: OAuthParameters, client: OAuthClient, dpopJKT: String?, issuer: String,
+        _ context: RequestContext
     ) throws -> JSONValue {
         guard let code = parameters["code"], (16...128).contains(code.utf8.count) else {
             throw OAuthError.invalidRequest("code is missing")
         }
-        guard let verifier = parameters["code_verifier"] else { throw OAuthError.invalidRequest("code_verifier is missing") }
+        guard let verifier = parameters["code_verifier"] else {
+            throw OAuthError.invalidRequest("code_verifier is missing")
+        }
         // RFC 7636 §4.1: 43 to 128 unreserved characters.
         guard (43...128).contains(verifier.utf8.count),
             verifier.utf8.allSatisfy({ Grammar.isAlphanumeric($0) || Array("-._~".utf8).contains($0) })
@@ -97,10 +102,14 @@ extension Application {
         let hash = TokenHash.of(code)
         let query = "SELECT \(AuthorizationCodeRecord.columns) FROM oauth_codes WHERE hash = ?"
         // Refused from a read when the code was never issued: random codes cost no write.
-        guard let first = try database.read({ try $0.queryOne(AuthorizationCodeRecord.self, query, [.text(hash)]) }),
+        guard
+            let first = try database.read({
+                try $0.queryOne(AuthorizationCodeRecord.self, query, [.text(hash)])
+            }),
             first.clientID == client.id
         else { throw OAuthError.invalidGrant("unknown code") }
-        let (subject, tokens) = try database.write { connection -> WriteOutcome<(TokenSubject, OAuthTokenSet)> in
+        let (subject, tokens) = try database.write {
+            connection -> WriteOutcome<(TokenSubject, OAuthTokenSet)> in
             guard let row = try connection.queryOne(AuthorizationCodeRecord.self, query, [.text(hash)]) else {
                 return .refused(OAuthError.invalidGrant("unknown code"))
             }
@@ -108,73 +117,87 @@ extension Application {
                 // A second use: the code leaked. End the session its first use opened.
                 if let sessionID = row.sessionID {
                     try revokeSessions(
-                        connection, where: "id = ?", [.text(sessionID)], reason: "code_reuse", now: context.now)
+                        connection, where: "id = ?", [.text(sessionID)], reason: "code_reuse",
+                        now: context.now)
                 }
                 try audit(connection, context, .oauthCodeReuse, userID: row.userID, sessionID: row.sessionID)
-                return .refused(OAuthError.invalidGrant("this code was used before: what it issued is revoked"))
+                return .refused(
+                    OAuthError.invalidGrant("this code was used before: what it issued is revoked"))
             }
-            guard context.now < row.expiresAt else { return .refused(OAuthError.invalidGrant("the code has expired")) }
+            guard context.now < row.expiresAt else {
+                return .refused(OAuthError.invalidGrant("the code has expired"))
+            }
             guard parameters["redirect_uri"] == row.redirectURI else {
-                return .refused(OAuthError.invalidGrant("redirect_uri is not the one of the authorization request"))
+                return .refused(
+                    OAuthError.invalidGrant("redirect_uri is not the one of the authorization request"))
             }
             guard Base64URL.encode(Digest.sha256(Data(verifier.utf8))) == row.codeChallenge else {
-                return .refused(OAuthError.invalidGrant("the code_verifier does not match the code_challenge"))
+                return .refused(
+                    OAuthError.invalidGrant("the code_verifier does not match the code_challenge"))
             }
-            try connection.execute("UPDATE oauth_codes SET used_at = ? WHERE hash = ?", [.date(context.now), .text(hash)])
+            try connection.execute(
+                "UPDATE oauth_codes SET used_at = ? WHERE hash = ?", [.date(context.now), .text(hash)])
             let tokens = try openSession(
-                connection, context, userID: row.userID, clientID: client.id, method: row.authMethod, deviceID: nil,
+                connection, context, userID: row.userID, clientID: client.id, method: row.authMethod,
+                deviceID: nil,
                 authTime: row.authTime, scope: row.scope, dpopJKT: dpopJKT)
             try connection.execute(
-                "UPDATE oauth_codes SET session_id = ? WHERE hash = ?", [.text(tokens.sessionID), .text(hash)])
+                "UPDATE oauth_codes SET session_id = ? WHERE hash = ?",
+                [.text(tokens.sessionID), .text(hash)])
             let subject = TokenSubject(
                 userID: row.userID, sessionID: tokens.sessionID, clientID: client.id,
                 scopes: row.scope.split(separator: " ").map(String.init), authMethod: row.authMethod,
                 authTime: row.authTime, dpopJKT: dpopJKT)
-            return .done((subject, OAuthTokenSet(refreshToken: tokens.refreshToken, nonce: row.nonce)))
+            let refresh = subject.scopes.contains("offline_access") ? tokens.refreshToken : nil
+            return .done((subject, OAuthTokenSet(refreshToken: refresh, nonce: row.nonce)))
         }.get()
         return try tokenResponse(subject, tokens, issuer: issuer, at: context.now)
     }
 
     /// The `refresh_token` grant: rotates the client's refresh token like /v1 does, reuse
-    /// included; the new access token has the session's scope, or the narrower one asked for.
+    /// included; the new access token has the session's scope, or the narrower one asked for. A
+    /// request that widens the scope is refused before the token is used up.
     private func refreshOAuthTokens(
         _ parameters: OAuthParameters, client: OAuthClient, issuer: String, _ context: RequestContext
     ) throws -> JSONValue {
-        guard let token = parameters["refresh_token"] else { throw OAuthError.invalidRequest("refresh_token is missing") }
-        let rotated: (TokenSubject, OAuthTokenSet)
+        guard let token = parameters["refresh_token"] else {
+            throw OAuthError.invalidRequest("refresh_token is missing")
+        }
+        let asked = parameters["scope"].map { $0.split(separator: " ").map(String.init) }
+        let (subject, tokens): (TokenSubject, OAuthTokenSet)
         do {
-            rotated = try rotateRefreshToken(token, context, of: .oauthClient(client.id)) { connection, row in
+            (subject, tokens) = try rotateRefreshToken(token, context, of: .oauthClient(client.id)) {
+                connection, row in
                 guard
                     let session = try connection.queryOne(
-                        OAuthSessionRecord.self, "SELECT \(OAuthSessionRecord.columns) FROM sessions s WHERE s.id = ?",
+                        OAuthSessionRecord.self,
+                        "SELECT \(OAuthSessionRecord.columns) FROM sessions s WHERE s.id = ?",
                         [.text(row.sessionID)])
                 else { throw APIError.tokenInvalid }
-                let tokens = try issueTokens(connection, sessionID: row.sessionID, userID: row.userID, now: context.now)
+                // Thrown inside the transaction: rolled back, the refresh token stays usable.
+                if let asked, !Set(asked).isSubset(of: session.scopes) {
+                    throw OAuthError.invalidScope("a refresh may narrow the scope, not widen it")
+                }
+                let tokens = try issueTokens(
+                    connection, sessionID: row.sessionID, userID: row.userID, now: context.now)
                 let subject = TokenSubject(
-                    userID: row.userID, sessionID: row.sessionID, clientID: client.id, scopes: session.scopes,
+                    userID: row.userID, sessionID: row.sessionID, clientID: client.id,
+                    scopes: asked ?? session.scopes,
                     authMethod: session.authMethod, authTime: session.authTime, dpopJKT: session.dpopJKT)
-                return (subject, OAuthTokenSet(refreshToken: tokens.refreshToken, nonce: nil))
+                // The refresh token keeps the session's scope, whatever the access token's (RFC 6749 §6).
+                let refresh = session.scopes.contains("offline_access") ? tokens.refreshToken : nil
+                return (subject, OAuthTokenSet(refreshToken: refresh, nonce: nil))
             }
         } catch let error as APIError where error.code == .tokenInvalid {
             throw OAuthError.invalidGrant("the refresh token is unknown, expired, used or revoked")
         }
-        var (subject, tokens) = rotated
-        if let asked = parameters["scope"] {
-            let narrowed = asked.split(separator: " ").map(String.init)
-            guard Set(narrowed).isSubset(of: subject.scopes) else {
-                throw OAuthError.invalidScope("a refresh may narrow the scope, not widen it")
-            }
-            subject = TokenSubject(
-                userID: subject.userID, sessionID: subject.sessionID, clientID: subject.clientID, scopes: narrowed,
-                authMethod: subject.authMethod, authTime: subject.authTime, dpopJKT: subject.dpopJKT)
-        }
-        tokens.refreshToken = subject.scopes.contains("offline_access") ? tokens.refreshToken : nil
         return try tokenResponse(subject, tokens, issuer: issuer, at: context.now)
     }
 
     /// The token response (RFC 6749 §5.1, OpenID Connect Core §3.1.3.3): a JWT access token, the
-    /// refresh token when `offline_access` was granted, an ID token when `openid` was.
-    private func tokenResponse(_ subject: TokenSubject, _ tokens: OAuthTokenSet, issuer: String, at now: Date) throws
+    /// refresh token when the session has `offline_access`, an ID token when `openid` was granted.
+    private func tokenResponse(_ subject: TokenSubject, _ tokens: OAuthTokenSet, issuer: String, at now: Date)
+        throws
         -> JSONValue
     {
         let accessToken = try accessToken(subject, issuer: issuer, at: now)
@@ -183,13 +206,17 @@ extension Application {
             JSONMember("token_type", .string(subject.dpopJKT == nil ? "Bearer" : "DPoP")),
             JSONMember("expires_in", .integer(configuration.accessTokenLifetime)),
         ]
-        if subject.scopes.contains("offline_access"), let refresh = tokens.refreshToken {
+        if let refresh = tokens.refreshToken {
             members.append(JSONMember("refresh_token", .string(refresh)))
         }
         if subject.scopes.contains("openid") {
             members.append(
                 JSONMember(
-                    "id_token", .string(try idToken(subject, accessToken: accessToken, nonce: tokens.nonce, issuer: issuer, at: now))))
+                    "id_token",
+                    .string(
+                        try idToken(
+                            subject, accessToken: accessToken, nonce: tokens.nonce, issuer: issuer, at: now)))
+            )
         }
         members.append(JSONMember("scope", .string(subject.scopes.joined(separator: " "))))
         return .object(members)
@@ -210,23 +237,29 @@ extension Application {
             JSONMember("amr", .array(subject.authenticationMethods.map { .string($0) })),
             JSONMember("sid", .string(subject.sessionID)),
         ]
-        if let jkt = subject.dpopJKT { claims.append(JSONMember("cnf", .object([JSONMember("jkt", .string(jkt))]))) }
+        if let jkt = subject.dpopJKT {
+            claims.append(JSONMember("cnf", .object([JSONMember("jkt", .string(jkt))])))
+        }
         return try signJWT(type: "at+jwt", claims: .object(claims), at: now)
     }
 
     /// An OpenID Connect ID token (Core §2, §3.1.3.6): `aud` the client, `at_hash` the left
     /// half of SHA-256 of the access token.
-    private func idToken(_ subject: TokenSubject, accessToken: String, nonce: String?, issuer: String, at now: Date)
+    private func idToken(
+        _ subject: TokenSubject, accessToken: String, nonce: String?, issuer: String, at now: Date
+    )
         throws -> String
     {
         let issued = Int(now.milliseconds / 1000)
         var claims = [
             JSONMember("iss", .string(issuer)), JSONMember("sub", .string(subject.userID)),
             JSONMember("aud", .string(subject.clientID)),
-            JSONMember("exp", .integer(issued + configuration.accessTokenLifetime)), JSONMember("iat", .integer(issued)),
+            JSONMember("exp", .integer(issued + configuration.accessTokenLifetime)),
+            JSONMember("iat", .integer(issued)),
             JSONMember("auth_time", .integer(Int(subject.authTime.milliseconds / 1000))),
             JSONMember("amr", .array(subject.authenticationMethods.map { .string($0) })),
-            JSONMember("at_hash", .string(Base64URL.encode(Digest.sha256(Data(accessToken.utf8)).prefix(16)))),
+            JSONMember(
+                "at_hash", .string(Base64URL.encode(Digest.sha256(Data(accessToken.utf8)).prefix(16)))),
             JSONMember("sid", .string(subject.sessionID)),
         ]
         if let nonce { claims.append(JSONMember("nonce", .string(nonce))) }

@@ -30,7 +30,8 @@ extension Application {
     var relyingParty: RelyingParty {
         RelyingParty(
             id: relyingPartyID,
-            origins: Set(passkeyOrigins + configuration.androidApps.compactMap { AndroidApp($0)?.passkeyOrigin }),
+            origins: Set(
+                passkeyOrigins + configuration.androidApps.compactMap { AndroidApp($0)?.passkeyOrigin }),
             requiresUserVerification: configuration.passkeyUserVerification)
     }
 

@@ -241,16 +241,22 @@ extension Application {
             """
         // A token that is not stored, or whose session has ended, changes nothing: refused after
         // a read, so random tokens cost no write transaction. The write checks everything again.
-        guard try database.read({ try $0.queryOne(RefreshTokenRecord.self, query, [.text(hash)] + holderParameters) })
-            != nil
+        guard
+            try database.read({
+                try $0.queryOne(RefreshTokenRecord.self, query, [.text(hash)] + holderParameters)
+            })
+                != nil
         else { throw APIError.tokenInvalid }
         return try database.write { connection -> WriteOutcome<T> in
-            guard let row = try connection.queryOne(RefreshTokenRecord.self, query, [.text(hash)] + holderParameters)
+            guard
+                let row = try connection.queryOne(
+                    RefreshTokenRecord.self, query, [.text(hash)] + holderParameters)
             else { return .refused(.tokenInvalid) }
             if row.usedAt != nil {
                 // Reuse of a rotated refresh token: someone else has a copy. End the whole family.
                 try revokeSessions(
-                    connection, where: "id = ?", [.text(row.sessionID)], reason: "refresh_reuse", now: context.now)
+                    connection, where: "id = ?", [.text(row.sessionID)], reason: "refresh_reuse",
+                    now: context.now)
                 try audit(connection, context, .refreshReuse, userID: row.userID, sessionID: row.sessionID)
                 metrics.recordLogin(method: "refresh", outcome: "reuse")
                 return .refused(.tokenInvalid)
@@ -263,7 +269,8 @@ extension Application {
             }
             guard row.expiresAt > context.now else { return .refused(.tokenInvalid) }
             let changed = try connection.execute(
-                "UPDATE tokens SET used_at = ? WHERE hash = ? AND used_at IS NULL", [.date(context.now), .text(hash)])
+                "UPDATE tokens SET used_at = ? WHERE hash = ? AND used_at IS NULL",
+                [.date(context.now), .text(hash)])
             guard changed == 1 else { return .refused(.tokenInvalid) }
             metrics.recordLogin(method: "refresh", outcome: "success")
             return .done(try issue(connection, row))

@@ -86,9 +86,12 @@ extension Application {
     /// How a private key is stored: sealed under ``Configuration/keyEncryptionKey`` (the kid
     /// authenticated with it) when that is set, else as it is.
     private func storedForm(_ key: P256SigningKey, kid: String) throws -> String {
-        guard let sealing = configuration.keyEncryptionKey else { return Base64URL.encode(key.rawRepresentation) }
+        guard let sealing = configuration.keyEncryptionKey else {
+            return Base64URL.encode(key.rawRepresentation)
+        }
         return Self.sealedPrefix
-            + Base64URL.encode(try AES256GCM.seal(key.rawRepresentation, key: sealing, authenticating: Data(kid.utf8)))
+            + Base64URL.encode(
+                try AES256GCM.seal(key.rawRepresentation, key: sealing, authenticating: Data(kid.utf8)))
     }
 
     /// Adds a key that signs from ``Configuration/keyPublishDelay`` on (`keybound keys rotate`).
@@ -96,12 +99,15 @@ extension Application {
     func rotateSigningKey() throws -> String {
         let now = clock.nowToTheMillisecond
         return try database.write { connection in
-            try insertSigningKey(connection, now: now, signsFrom: now.adding(seconds: configuration.keyPublishDelay))
+            try insertSigningKey(
+                connection, now: now, signsFrom: now.adding(seconds: configuration.keyPublishDelay))
         }
     }
 
     @discardableResult
-    private func insertSigningKey(_ connection: any SQLConnection, now: Date, signsFrom: Date) throws -> String {
+    private func insertSigningKey(_ connection: any SQLConnection, now: Date, signsFrom: Date) throws
+        -> String
+    {
         let key = try P256SigningKey()
         var jwk = try ECPublicJWK(x963: key.publicKey.x963Representation, alg: ES256.name, use: "sig")
         let kid = jwk.thumbprint
@@ -136,12 +142,15 @@ extension Application {
     /// that stopped signing less than ``retiredKeyGrace`` ago.
     func publishedSigningKeys(at now: Date) throws -> [SigningKeyRecord] {
         let keys = try database.read { try loadSigningKeys($0) }
-        return keys.enumerated().filter { index, _ in Self.isPublished(keys, index, now, grace: retiredKeyGrace) }
-            .map(\.element)
+        return keys.enumerated().filter { index, _ in
+            Self.isPublished(keys, index, now, grace: retiredKeyGrace)
+        }
+        .map(\.element)
     }
 
     /// Whether `keys[index]` (newest first) is published at `now`.
-    private static func isPublished(_ keys: [SigningKeyRecord], _ index: Int, _ now: Date, grace: Int) -> Bool {
+    private static func isPublished(_ keys: [SigningKeyRecord], _ index: Int, _ now: Date, grace: Int) -> Bool
+    {
         // The newest older-than-it key that signs by now, if any, took over from it then.
         guard let successor = keys[..<index].last(where: { $0.signsFrom <= now }) else { return true }
         return now < successor.signsFrom.adding(seconds: grace)
@@ -156,7 +165,8 @@ extension Application {
             SigningKeyInfo(
                 kid: key.kid, createdAt: key.createdAt, signsFrom: key.signsFrom,
                 supersededAt: keys[..<index].last(where: { $0.signsFrom <= now })?.signsFrom,
-                published: Self.isPublished(keys, index, now, grace: retiredKeyGrace), signing: key.kid == signing,
+                published: Self.isPublished(keys, index, now, grace: retiredKeyGrace),
+                signing: key.kid == signing,
                 sealed: key.storedPrivateKey.hasPrefix(Self.sealedPrefix))
         }
     }
@@ -172,11 +182,14 @@ extension Application {
                 throw SigningKeyError("signing key \(record.kid) is sealed: set KEYBOUND_KEY_ENCRYPTION_KEY")
             }
             do {
-                scalar = try Base64URL.decode(String(record.storedPrivateKey.dropFirst(Self.sealedPrefix.count)))
-                    .map { try AES256GCM.open($0, key: sealing, authenticating: Data(record.kid.utf8)) }
+                scalar = try Base64URL.decode(
+                    String(record.storedPrivateKey.dropFirst(Self.sealedPrefix.count))
+                )
+                .map { try AES256GCM.open($0, key: sealing, authenticating: Data(record.kid.utf8)) }
             } catch {
                 throw SigningKeyError(
-                    "signing key \(record.kid) does not open with KEYBOUND_KEY_ENCRYPTION_KEY: not the key that sealed it")
+                    "signing key \(record.kid) does not open with KEYBOUND_KEY_ENCRYPTION_KEY: not the key that sealed it"
+                )
             }
         } else {
             scalar = Base64URL.decode(record.storedPrivateKey)
@@ -192,7 +205,8 @@ extension Application {
     func signJWT(type: String, claims: JSONValue, at now: Date) throws -> String {
         let (kid, key) = try currentSigningKey(at: now)
         let header = JSONValue.object([
-            JSONMember("alg", .string(ES256.name)), JSONMember("typ", .string(type)), JSONMember("kid", .string(kid)),
+            JSONMember("alg", .string(ES256.name)), JSONMember("typ", .string(type)),
+            JSONMember("kid", .string(kid)),
         ])
         return try ES256.sign(header: header, payload: JSON.serialize(claims), with: key)
     }
