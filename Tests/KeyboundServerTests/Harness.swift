@@ -452,3 +452,12 @@ private final class ConnectionPool: Sendable {
         return Reply(status: result.status, headers: result.headers, body: result.body)
     }
 }
+
+extension Sequence {
+    /// `map` with an async transform, one element after another.
+    func asyncMap<T>(_ transform: (Element) async throws -> T) async rethrows -> [T] {
+        var results: [T] = []
+        for element in self { results.append(try await transform(element)) }
+        return results
+    }
+}

@@ -327,12 +327,4 @@
     /// `text` as a JavaScript (JSON) string literal.
     func jsString(_ text: String) -> String { String(decoding: JSON.serialize(.string(text)), as: UTF8.self) }
 
-    extension Sequence {
-        /// `map` with an async transform, one element after another.
-        func asyncMap<T>(_ transform: (Element) async throws -> T) async rethrows -> [T] {
-            var results: [T] = []
-            for element in self { results.append(try await transform(element)) }
-            return results
-        }
-    }
 #endif

@@ -33,11 +33,6 @@ enum SignInPage {
     /// A page that tells the user why a sign-in link cannot be followed (an OAuth request whose
     /// client or redirect URI is unknown: it is never redirected, RFC 6749 §4.1.2.1).
     static func errorPage(status: Int, title: String, detail: String) -> HTTPResponse {
-        func escape(_ text: String) -> String {
-            text.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "<", with: "&lt;")
-                .replacingOccurrences(of: ">", with: "&gt;").replacingOccurrences(of: "\"", with: "&quot;")
-                .replacingOccurrences(of: "'", with: "&#39;")
-        }
         let html = """
             <!doctype html>
             <html lang="en"><head><meta charset="utf-8"><title>\(escape(title))</title>
@@ -49,6 +44,28 @@ enum SignInPage {
         response.status = status
         response.headers["Cache-Control"] = "no-store"
         return response
+    }
+
+    /// The page for a valid authorization request (`GET /oauth/authorize`): it says which app the
+    /// user signs in to, and its script then completes the request.
+    static func authorizationPage(clientName: String) -> HTTPResponse {
+        let placeholder = #"<p id="continue-to" class="continue" hidden></p>"#
+        let filled =
+            #"<p id="continue-to" class="continue">Sign in to continue to <strong>"#
+            + escape(clientName) + "</strong>.</p>"
+        var response = File(
+            path: "", text: SignInPageFiles.html.replacingOccurrences(of: placeholder, with: filled),
+            contentType: "text/html; charset=utf-8"
+        ).response
+        response.headers["Cache-Control"] = "no-store"
+        return response
+    }
+
+    /// `text` with the characters HTML gives a meaning escaped.
+    private static func escape(_ text: String) -> String {
+        text.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "<", with: "&lt;")
+            .replacingOccurrences(of: ">", with: "&gt;").replacingOccurrences(of: "\"", with: "&quot;")
+            .replacingOccurrences(of: "'", with: "&#39;")
     }
 
     /// `GET /`: the page.
@@ -63,7 +80,9 @@ enum SignInPage {
     static let routes: [(name: String, route: any EndpointDescription)] = [
         ("listDevices", API.listDevices), ("revokeDevice", API.revokeDevice), ("me", API.me),
         ("listPasskeys", API.listPasskeys), ("removePasskey", API.removePasskey), ("logout", API.logout),
-        ("refresh", API.refresh), ("passkeyLoginOptions", API.passkeyLoginOptions),
+        ("refresh", API.refresh), ("passwordLogin", API.passwordLogin),
+        ("oauthAuthorize", API.oauthAuthorize),
+        ("passkeyLoginOptions", API.passkeyLoginOptions),
         ("passkeyLoginVerify", API.passkeyLoginVerify),
         ("passkeyRegistrationOptions", API.passkeyRegistrationOptions),
         ("passkeyRegistrationVerify", API.passkeyRegistrationVerify),

@@ -118,8 +118,8 @@ extension Application {
             // The page always asks the user to sign in: it cannot answer without them (OIDC Core §3.1.2.6).
             let location = errorRedirect(request, "login_required", "signing in needs the user")
             return HTTPResponse(status: 302, headers: ["Location": location, "Cache-Control": "no-store"])
-        case .valid:
-            return SignInPage.html.response
+        case .valid(let valid):
+            return SignInPage.authorizationPage(clientName: valid.client.name)
         }
     }
 

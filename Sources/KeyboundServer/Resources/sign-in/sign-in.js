@@ -1,6 +1,7 @@
-// Keybound's sign-in page: passkey sign-up and sign-in against this server's own API, and the
-// signed-in user's passkeys and devices. Plain JavaScript, no build step; loaded as a file because
-// the page's Content-Security-Policy allows no inline script.
+// Keybound's sign-in page: passkey sign-up and sign-in (or a password) against this server's own
+// API, and the signed-in user's passkeys and devices. Served for an OAuth authorization request,
+// it then signs the user in to the app that asked (continueToApp). Plain JavaScript, no build
+// step; loaded as a file because the page's Content-Security-Policy allows no inline script.
 "use strict";
 
 const ALGORITHMS = { "-7": "ES256", "-8": "EdDSA", "-257": "RS256" };
@@ -245,6 +246,41 @@ async function act(action) {
   setState(session.access ? "signed-in" : "signed-out");
 }
 
+// --- signing in to another app (an OAuth authorization request) ---------------------------------
+
+// The server shows "Sign in to continue to …" only on the page of a valid authorization request.
+const authorizing = () => !element("continue-to").hidden;
+
+const AUTHORIZATION_PARAMETERS = [
+  "client_id", "redirect_uri", "response_type", "scope", "state", "nonce", "code_challenge",
+  "code_challenge_method",
+];
+
+// Completes the request this page was opened with for the signed-in user: the server answers
+// where the browser goes next, the app's redirect URI with a code (or with an error).
+async function continueToApp() {
+  const query = new URLSearchParams(location.search);
+  const body = {};
+  for (const name of AUTHORIZATION_PARAMETERS) if (query.has(name)) body[name] = query.get(name);
+  try {
+    const answer = await call(ROUTES.oauthAuthorize, body);
+    location.assign(answer.redirect_to);
+    return "Signing you in to the app…";
+  } catch (error) {
+    // The app needs a sign-in from the last 5 minutes: this session is older.
+    if (error.code === "step_up_required") session.clear();
+    throw error;
+  }
+}
+
+// A sign-in, and then, on an authorization request's page, on to the app.
+function thenContinue(signInAction) {
+  return async () => {
+    const message = await signInAction();
+    return authorizing() ? continueToApp() : message;
+  };
+}
+
 async function signUp() {
   const username = element("username").value.trim();
   if (!username) throw new Error("Choose a username to create an account.");
@@ -264,6 +300,16 @@ async function signIn() {
   const result = await call(ROUTES.passkeyLoginVerify, credentialJSON(credential));
   session.save(result);
   return `Signed in as ${result.username}.`;
+}
+
+async function signInWithPassword() {
+  const username = element("username").value.trim();
+  const password = element("password").value;
+  if (!username || !password) throw new Error("Give your username and your password.");
+  const result = await call(ROUTES.passwordLogin, { username, password, client_id: clientID() });
+  element("password").value = "";
+  session.save(result);
+  return `Signed in as ${username}.`;
 }
 
 async function addPasskey() {
@@ -296,8 +342,11 @@ document.addEventListener("DOMContentLoaded", () => {
   if (!window.PublicKeyCredential) {
     say("This browser has no passkeys (WebAuthn needs https or localhost).", true);
   }
-  element("sign-up").addEventListener("click", () => act(signUp));
-  element("sign-in").addEventListener("click", () => act(signIn));
+  element("sign-up").addEventListener("click", () => act(thenContinue(signUp)));
+  element("sign-in").addEventListener("click", () => act(thenContinue(signIn)));
+  element("sign-in-password").addEventListener("click", () => act(thenContinue(signInWithPassword)));
+  element("continue").addEventListener("click", () => act(continueToApp));
+  element("continue").hidden = !authorizing();
   element("add-passkey").addEventListener("click", () => act(addPasskey));
   element("sign-out").addEventListener("click", () => act(signOut));
   act(async () => null);
