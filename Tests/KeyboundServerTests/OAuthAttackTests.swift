@@ -43,6 +43,30 @@ struct OAuthAttackTests {
         #expect(events.contains { $0.type == .oauthCodeReuse && $0.userID == userID })
     }
 
+    @Test func codesArePurgedAnHourAfterTheyExpireNotBefore() throws {
+        let app = try InProcessApplication(.sqlite) { $0.issuer = testIssuer }
+        let client = try app.application.addClient(
+            OAuthClientRegistration(name: "App", redirectURIs: ["http://127.0.0.1/callback"]))
+        try app.createAccount("alice")
+        let session = try TokenResponse(jsonData: app.login("alice", Client.password).body)
+        let pkce = PKCE()
+        let reply = app.send(
+            API.oauthAuthorize,
+            OAuthAuthorizeRequest(
+                clientID: client.clientID, redirectURI: "http://127.0.0.1/callback", responseType: "code",
+                scope: "openid", state: nil, nonce: nil, codeChallenge: pkce.challenge,
+                codeChallengeMethod: "S256"),
+            token: session.accessToken)
+        #expect(reply.status == 200)
+        // Until an hour after its minute is over, a second use can still be told from a first.
+        app.clock.advance(by: 60 + 3600 - 1)
+        app.application.purgeExpired()
+        #expect(try app.count("SELECT COUNT(*) FROM oauth_codes") == 1)
+        app.clock.advance(by: 2)
+        app.application.purgeExpired()
+        #expect(try app.count("SELECT COUNT(*) FROM oauth_codes") == 0)
+    }
+
     @Test(arguments: Engine.all) func concurrentExchangesOfOneCodeIssueTokensOnce(engine: Engine) async throws
     {
         let oauth = try OAuthFixture(.live, engine: engine)

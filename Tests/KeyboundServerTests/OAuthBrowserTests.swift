@@ -36,7 +36,8 @@
                         bodyLimit: 1024,
                         tlsKeyPEM: nil, tlsCertificatePEM: nil)
                 ) { request in
-                    guard request.path == "/callback" else { return HTTPResponse(status: 404) }  // favicon.ico
+                    // The browser asks for /favicon.ico too.
+                    guard request.path == "/callback" else { return HTTPResponse(status: 404) }
                     callbacks.withLock { $0.append(request.query) }
                     return HTTPResponse(
                         status: 200, headers: ["Content-Type": "text/html; charset=utf-8"],

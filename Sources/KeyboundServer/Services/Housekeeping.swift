@@ -19,10 +19,11 @@ extension Application {
     /// Ended sessions are deleted this many at a time, each batch with its tokens.
     static let purgeSessionBatchSize = 100
 
-    /// Deletes rows that can no longer matter: used device-login and passkey challenges and App
-    /// Attest challenges that expired over an hour ago (an expired challenge is refused before
-    /// its row is looked at; the hour covers requests still in flight and clocks that differ
-    /// between instances), tokens past their expiry (a used refresh token is kept until then, for
+    /// Deletes rows that can no longer matter: used device-login and passkey challenges, App
+    /// Attest challenges and OAuth authorization codes that expired over an hour ago (an expired
+    /// challenge is refused before its row is looked at; the hour covers requests still in flight
+    /// and clocks that differ between instances, and a code presented again within it still ends
+    /// what its first use opened), tokens past their expiry (a used refresh token is kept until then, for
     /// reuse detection), throttle entries that block nothing and whose failures are stale, and,
     /// after ``Configuration/retention``, ended sessions with all their tokens and expired
     /// approvals. Audit events are kept. Every statement deletes at most ``purgeBatchSize`` rows,
@@ -47,7 +48,10 @@ extension Application {
         let quietSince = now.adding(seconds: -Self.addressFailureWindow)
         var report = PurgeReport()
         do {
-            for (table, key) in [("used_challenges", "id"), ("app_attest_challenges", "session_id")] {
+            // An hour past their expiry: a code used again within it still ends what its first use opened.
+            for (table, key) in [
+                ("used_challenges", "id"), ("app_attest_challenges", "session_id"), ("oauth_codes", "hash"),
+            ] {
                 try deleteInBatches(
                     table, key: key, where: "expires_at < ?", [.date(now.adding(seconds: -3600))], &report)
             }
