@@ -115,9 +115,12 @@ let package = Package(
             ],
             path: "Tests/KeyboundTestSupport"),
         // Runs the real `keybound` binary as a subprocess; depending on it makes SwiftPM build it first.
+        // The operator commands' tests use the server in process on the database the binary changed.
         .testTarget(
             name: "KeyboundCLITests",
-            dependencies: ["keybound", "KeyboundCrypto", "KeyboundWire", "KeyboundTestSupport"]),
+            dependencies: [
+                "keybound", "KeyboundCrypto", "KeyboundWire", "KeyboundServer", "KeyboundTestSupport",
+            ]),
         // The stories of docs/design.md end to end: SDK flows on an emulated device against a real server
         // over loopback, and `keybound demo` as a subprocess (hence the dependency on `keybound`).
         .testTarget(

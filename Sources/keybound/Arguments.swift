@@ -19,6 +19,8 @@ struct Option {
     let summary: String
     /// Whether the command needs it (parsing refuses the command line without it).
     var isRequired = false
+    /// Whether it may be given more than once (``Arguments/values(_:)`` has every value).
+    var isRepeatable = false
     /// The environment variable that sets it when the flag is absent (`KEYBOUND_DB`), if any.
     var variable: String?
     /// What help shows under the summary: the values it takes and its default
@@ -26,10 +28,12 @@ struct Option {
     var detail: String?
 
     /// An option that takes a value: `--name VALUE`.
-    static func value(_ name: String, _ placeholder: String, _ summary: String, required: Bool = false)
-        -> Option
-    {
-        Option(name: name, value: placeholder, summary: summary, isRequired: required)
+    static func value(
+        _ name: String, _ placeholder: String, _ summary: String, required: Bool = false,
+        repeatable: Bool = false
+    ) -> Option {
+        Option(
+            name: name, value: placeholder, summary: summary, isRequired: required, isRepeatable: repeatable)
     }
 
     /// A boolean option: `--name`.
@@ -43,13 +47,25 @@ struct Option {
     /// How the option is written in a synopsis: `--policy P`, `--json`.
     var synopsis: String { value.map { "--\(name) \($0)" } ?? "--\(name)" }
 
-    /// How a command's synopsis shows it: optional ones in brackets.
-    var usage: String { isRequired ? synopsis : "[\(synopsis)]" }
+    /// How a command's synopsis shows it: optional ones in brackets, repeatable ones with `…`.
+    var usage: String {
+        let written = synopsis + (isRepeatable ? "…" : "")
+        return isRequired ? written : "[\(written)]"
+    }
 
     /// The options' help, aligned in columns: synopsis, summary and (when any option has one)
     /// environment variable, with the detail on a line of its own under the summary.
     static func help(_ options: [Option], indent: Int = 2) -> String {
         helpEntries(options, indent: indent).joined(separator: "\n")
+    }
+
+    /// Help in sections: each section's title, then its options, aligned across all sections.
+    static func help(sections: [(title: String, options: [Option])]) -> String {
+        var entries = helpEntries(sections.flatMap(\.options))[...]
+        return sections.map { section in
+            defer { entries = entries.dropFirst(section.options.count) }
+            return ([section.title + ":"] + entries.prefix(section.options.count)).joined(separator: "\n")
+        }.joined(separator: "\n\n")
     }
 
     /// ``help(_:indent:)`` of each option apart (one or two lines each), for help in sections.
@@ -147,6 +163,21 @@ struct Arguments {
             }
             options[name, default: []].append(value ?? "")
         }
+    }
+
+    /// The index in `raw` of the first word that is neither an option nor the value of one of
+    /// `options` (a command's global options): the name of its subcommand.
+    static func firstOperand(_ raw: [String], options: [Option]) -> Int? {
+        var index = 0
+        while index < raw.count {
+            let word = raw[index]
+            if word == "--" { return index + 1 < raw.count ? index + 1 : nil }
+            guard word.hasPrefix("--"), word.count > 2 else { return index }
+            let name = word.dropFirst(2).prefix { $0 != "=" }
+            let takesValue = options.first { $0.name == name }?.value != nil
+            index += takesValue && !word.contains("=") ? 2 : 1
+        }
+        return nil
     }
 
     /// The last value given for `--name`, or nil.

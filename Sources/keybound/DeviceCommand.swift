@@ -149,7 +149,7 @@ enum DeviceCommand {
 
     static func run(_ raw: [String]) async -> Int32 {
         // The command is the first word that is neither an option nor a global option's value.
-        let commandIndex = firstOperand(raw)
+        let commandIndex = Arguments.firstOperand(raw, options: globalOptions)
         guard let commandIndex else {
             let wantsHelp = (try? Arguments(raw, options: globalOptions, command: "keybound device"))?.isSet(
                 "help")
@@ -209,20 +209,6 @@ enum DeviceCommand {
             output.failure(KeyboundError(.unexpected, message: "\(error)"))
             return 1
         }
-    }
-
-    /// The index of the first word that is not an option or the value of a global option.
-    private static func firstOperand(_ raw: [String]) -> Int? {
-        var index = 0
-        while index < raw.count {
-            let word = raw[index]
-            if word == "--" { return index + 1 < raw.count ? index + 1 : nil }
-            guard word.hasPrefix("--"), word.count > 2 else { return index }
-            let name = word.dropFirst(2).prefix { $0 != "=" }
-            let takesValue = globalOptions.first { $0.name == name }?.value != nil
-            index += takesValue && !word.contains("=") ? 2 : 1
-        }
-        return nil
     }
 
     /// What a command printed: facts for JSON (and `name: value` lines), and at most one bare

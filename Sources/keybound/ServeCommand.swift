@@ -38,9 +38,7 @@ enum ServeCommand {
             "sessions and devices",
             [
                 .flag("single-session", "any login ends the user's other sessions", \.singleSession),
-                .value(
-                    "access-token-ttl", "SEC", "access token lifetime", \.accessTokenLifetime,
-                    .integer(60...86_400)),
+                accessTokenTTL,
                 .value(
                     "refresh-token-ttl", "SEC", "refresh token lifetime", \.refreshTokenLifetime,
                     .integer(300...31_536_000)),
@@ -114,9 +112,7 @@ enum ServeCommand {
                 .value(
                     "issuer", "URL", "this server's public URL: turns the provider on", \.issuer, .text,
                     unset: "off"),
-                .value(
-                    "key-publish-delay", "SEC", "a rotated key is published this long before it signs",
-                    \.keyPublishDelay, .integer(0...604_800)),
+                keyPublishDelay,
                 .list(
                     "android-app", "PACKAGE:SHA256", "an Android app that shares the passkeys", \.androidApps,
                     .text, unset: "none"),
@@ -145,9 +141,19 @@ enum ServeCommand {
         ),
     ]
 
-    /// `--db`, which `keybound user` takes too.
+    /// `--db`, which the operator commands (`keybound user`, `client`, `keys`) take too.
     static let database = ServeOption.value(
         "db", "URL", "sqlite:PATH or postgres://USER@HOST:PORT/DB", \.databaseURL, .databaseURL)
+
+    /// `--access-token-ttl`, which `keybound keys list` takes too: a retired key stays published
+    /// as long as the tokens it signed live.
+    static let accessTokenTTL = ServeOption.value(
+        "access-token-ttl", "SEC", "access token lifetime", \.accessTokenLifetime, .integer(60...86_400))
+
+    /// `--key-publish-delay`, which `keybound keys rotate` takes too.
+    static let keyPublishDelay = ServeOption.value(
+        "key-publish-delay", "SEC", "a rotated key is published this long before it signs", \.keyPublishDelay,
+        .integer(0...604_800))
 
     /// Every option of `keybound serve` as parsing and help take them, `--help` last.
     static var options: [Option] {
@@ -176,12 +182,12 @@ enum ServeCommand {
     /// The help of every option, aligned across all sections, under the sections' titles;
     /// `--help` ends the last.
     private static var sectionedHelp: String {
-        var entries = Option.helpEntries(options)[...]
-        return sections.enumerated().map { index, section in
-            let count = section.options.count + (index == sections.count - 1 ? 1 : 0)
-            defer { entries = entries.dropFirst(count) }
-            return ([section.title + ":"] + entries.prefix(count)).joined(separator: "\n")
-        }.joined(separator: "\n\n")
+        let defaults = Configuration()
+        var help = sections.map { section in
+            (title: section.title, options: section.options.map { $0.option(defaults: defaults) })
+        }
+        help[help.count - 1].options.append(.help)
+        return Option.help(sections: help)
     }
 
     static func run(_ arguments: [String]) async -> Int32 {
@@ -214,13 +220,17 @@ enum ServeCommand {
     }
 
     /// Builds the configuration from flags, then `KEYBOUND_*` variables, then defaults, and
-    /// checks the rules between options.
-    static func makeConfiguration(_ arguments: Arguments, environment: [String: String]) throws
-        -> Configuration
-    {
+    /// checks the rules between options. The database password and the key-encryption key come
+    /// from the environment only.
+    /// - Parameter options: the options to read (default: all of `serve`'s; an operator command
+    ///   reads the few it takes, and the rest keep their defaults).
+    static func makeConfiguration(
+        _ arguments: Arguments, environment: [String: String],
+        options: [ServeOption] = sections.flatMap(\.options)
+    ) throws -> Configuration {
         var configuration = Configuration()
         let input = OptionInput(arguments: arguments, environment: environment)
-        for option in sections.flatMap(\.options) { try option.read(input, &configuration) }
+        for option in options { try option.read(input, &configuration) }
         configuration.databasePassword = databasePassword(environment)
         configuration.keyEncryptionKey = try keyEncryptionKey(environment)
         try validate(configuration)

@@ -1,6 +1,6 @@
 import Foundation
 
-/// The `keybound` command: serve, demo, device, and administration.
+/// The `keybound` command: serve, demo, device, and administration (user, client, keys).
 let rootUsage = """
     keybound — biometric login and approval: server, emulator and demo
 
@@ -11,6 +11,8 @@ let rootUsage = """
       demo      run the whole story against an in-process server and an emulated device
       device    drive a persistent emulated device from the shell
       user      accounts and their devices on the server's database (user add, user devices)
+      client    OAuth 2.0 / OpenID Connect clients on the server's database (client add, list, remove)
+      keys      the OAuth signing keys on the server's database (keys rotate, keys list)
 
     options:
       --version  print the version
@@ -32,6 +34,10 @@ case "demo":
     status = await DemoCommand.run(rest)
 case "user":
     status = UserCommand.run(rest)
+case "client":
+    status = ClientCommand.run(rest)
+case "keys":
+    status = KeysCommand.run(rest)
 case "--version", "version":
     print("keybound \(keyboundVersion)")
     status = 0

@@ -50,6 +50,29 @@ struct ServeOptionsTests {
         #expect(byFlag["--listen"]?.defaultText == "127.0.0.1:8420")
     }
 
+    /// The OAuth 2.0 and OpenID Connect settings have a section of their own, with their
+    /// defaults; the key that seals the signing keys is named, and comes from the environment only.
+    @Test func helpShowsTheOAuthSection() throws {
+        let reply = try Sandbox().run(["serve", "--help"])
+        let parts = reply.text.components(separatedBy: "\nOAuth 2.0 and OpenID Connect (docs/oauth.md):\n")
+        #expect(parts.count == 2, "\(reply.text)")
+        let section = parts.last?.components(separatedBy: "\n\n").first ?? ""
+        let flags = section.split(separator: "\n").filter { $0.hasPrefix("  --") }.compactMap {
+            $0.split(separator: " ").first.map(String.init)
+        }
+        #expect(flags == ["--issuer", "--key-publish-delay", "--android-app"], "\(section)")
+        let byFlag = Dictionary(try Self.helpEntries().map { ($0.flag, $0) }) { first, _ in first }
+        #expect(byFlag["--issuer"]?.defaultText == "off")
+        #expect(byFlag["--key-publish-delay"]?.accepted == "0-604800")
+        #expect(byFlag["--key-publish-delay"]?.defaultText == "600")
+        #expect(byFlag["--android-app"]?.accepted == "repeatable")
+        #expect(byFlag["--android-app"]?.defaultText == "none")
+        #expect(reply.text.contains("KEYBOUND_KEY_ENCRYPTION_KEY (32 bytes, base64)"))
+        let flag = try Sandbox().run(["serve", "--key-encryption-key", "x"])
+        #expect(
+            flag.status == 2 && flag.stderr.contains("unknown option --key-encryption-key"), "never a flag")
+    }
+
     /// Every range the help shows is the one parsing enforces: both bounds are accepted, one past
     /// either is refused (exit 2) with a message that names the range. A bound that is accepted
     /// lets parsing reach the rule that `--tls-cert` needs `--tls-key`, so no server starts.

@@ -132,9 +132,11 @@ func expectFailure(
     #expect(error["recovery"] as? String == recovery, "\(error)", sourceLocation: sourceLocation)
 }
 
-/// Exit 2, nothing on standard output, a `keybound device:` message on standard error.
+/// Exit 2, nothing on standard output, a `keybound device:` (or `command`) message on standard
+/// error.
 func expectUsageError(
-    _ reply: Reply, mentioning fragment: String, sourceLocation: SourceLocation = #_sourceLocation
+    _ reply: Reply, mentioning fragment: String, command: String = "keybound device:",
+    sourceLocation: SourceLocation = #_sourceLocation
 ) {
     #expect(!reply.crashed, "crashed: \(reply.stderr)", sourceLocation: sourceLocation)
     #expect(
@@ -143,7 +145,7 @@ func expectUsageError(
     #expect(
         reply.text.isEmpty, "usage errors print nothing on stdout: \(reply.text)",
         sourceLocation: sourceLocation)
-    #expect(reply.stderr.contains("keybound device:"), "\(reply.stderr)", sourceLocation: sourceLocation)
+    #expect(reply.stderr.contains(command), "\(reply.stderr)", sourceLocation: sourceLocation)
     #expect(reply.stderr.contains(fragment), "\(reply.stderr)", sourceLocation: sourceLocation)
 }
 
