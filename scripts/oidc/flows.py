@@ -57,6 +57,11 @@ KNOWN_DEFECTS: dict[str, tuple[str, str]] = {
         "RFC 8414 2: private_key_jwt is listed for introspection and revocation, so "
         "introspection_/revocation_endpoint_auth_signing_alg_values_supported MUST be present",
     ),
+    "token endpoint: a parameter without a value counts as left out (RFC 6749 3.2)": (
+        "use one way to authenticate the client",
+        "RFC 6749 3.2: parameters sent without a value MUST be treated as if omitted; client_secret= and "
+        "client_assertion_type= count as two ways of authenticating (400 invalid_request)",
+    ),
     "authorization endpoint: POST with form parameters, as OIDC Core 3.1.2.1 requires": (
         "POST /oauth/authorize answered 405",
         "OIDC Core 3.1.2.1: the authorization endpoint MUST support POST (form serialization); it answers 405",
@@ -1040,6 +1045,21 @@ def errors_malformed(ctx: Context) -> None:
     for header in ("Bearer", "Bearer ", "Basic abc", None):
         reply = ctx.http.get(ctx.metadata["userinfo_endpoint"], headers={"Authorization": header} if header else {})
         expect(reply.status_code == 401 and not oauth_error_problems(reply), f"userinfo, {header!r}: {reply.text}")
+
+
+@flow("token endpoint: a parameter without a value counts as left out (RFC 6749 3.2)")
+def token_empty_parameters(ctx: Context) -> None:
+    client = ctx.register("none")
+    oauth = ctx.roc(client)
+    request = oauth.authorization_request(scope="openid")
+    response = request.validate_callback(ctx.authorize(str(request.uri)))
+    # A public client's exchange with empty client_secret and client_assertion_type, as some form
+    # libraries send every field of a form: they must be as if absent.
+    reply = ctx.token_raw({"grant_type": "authorization_code", "code": response.code,
+                           "code_verifier": response.code_verifier, "redirect_uri": client.redirect_uri,
+                           "client_id": client.client_id, "client_secret": "", "client_assertion_type": "",
+                           "client_assertion": "", "scope": ""})
+    expect(reply.status_code == 200, f"empty parameters: {reply.status_code} {reply.text}")
 
 
 @flow("authorization endpoint: POST with form parameters, as OIDC Core 3.1.2.1 requires")

@@ -229,8 +229,8 @@ class Engine:
 class SQLiteEngine(Engine):
     name = "sqlite"
 
-    def __init__(self, folder: str) -> None:
-        self.path = os.path.join(folder, "keybound.sqlite")
+    def __init__(self, path: str) -> None:
+        self.path = path
         self.url = f"sqlite:{self.path}"
         self.environment = {}
 
@@ -347,61 +347,73 @@ class Server:
                     entries.append(entry)
         return entries
 
-    # --- the operator's side --------------------------------------------------------------------
+    def register_client(self, name: str, redirect_uris: list[str], **options) -> dict:
+        """Registers an OAuth client on this server's database (`register_client`)."""
+        return register_client(self.keybound, self.engine, name, redirect_uris, **options)
 
-    def cli_has_client_command(self) -> bool:
-        done = subprocess.run([self.keybound, "client", "--help"], capture_output=True, text=True, timeout=30)
-        return done.returncode == 0
 
-    def register_client(self, name: str, redirect_uris: list[str], *, confidential: bool = False,
-                        jwks: dict | None = None, scopes: list[str] | None = None) -> dict:
-        """Registers an OAuth client as the operator would, and returns {"client_id", "secret"?}.
+# --- the operator's side ------------------------------------------------------------------------
 
-        THE one place that knows how: `keybound client add … --json` once the CLI has the command,
-        else a row written into oauth_clients as Application.addClient writes it."""
-        if REGISTRATION == "cli":
-            return self._register_with_cli(name, redirect_uris, confidential, jwks, scopes or [])
-        return self._register_with_sql(name, redirect_uris, confidential, jwks, scopes or [])
 
-    def _register_with_cli(self, name, redirect_uris, confidential, jwks, scopes) -> dict:
-        arguments = [self.keybound, "client", "add", name, "--db", self.engine.url, "--json"]
-        for uri in redirect_uris:
-            arguments += ["--redirect-uri", uri]
-        for scope in scopes:
-            arguments += ["--scope", scope]
-        if confidential:
-            arguments.append("--confidential")
-        jwks_file = None
-        if jwks is not None:
-            jwks_file = tempfile.NamedTemporaryFile("w", suffix=".json", delete=False)
-            json.dump(jwks, jwks_file)
-            jwks_file.close()
-            arguments += ["--jwks", jwks_file.name]
-        try:
-            done = subprocess.run(arguments, capture_output=True, text=True, timeout=60,
-                                  env={**os.environ, **self.engine.environment})
-        finally:
-            if jwks_file:
-                os.unlink(jwks_file.name)
-        try:
-            answer = json.loads(done.stdout)
-        except ValueError:
-            answer = {}
-        if done.returncode != 0 or not answer.get("ok"):
-            raise HarnessError(f"keybound client add: {done.returncode} {done.stdout} {done.stderr}")
-        return answer
+def cli_has_client_command(keybound: str) -> bool:
+    """Whether this `keybound` has `client add` (another helper is adding it)."""
+    done = subprocess.run([keybound, "client", "--help"], capture_output=True, text=True, timeout=30)
+    return done.returncode == 0
 
-    def _register_with_sql(self, name, redirect_uris, confidential, jwks, scopes) -> dict:
-        client_id = "cli_" + _b64url(secrets.token_bytes(16))
-        secret = _b64url(secrets.token_bytes(32)) if confidential and jwks is None else None
-        self.engine.execute(
-            "INSERT INTO oauth_clients (id, name, secret_hash, jwks, redirect_uris, scopes, dpop_required, created_at)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            [client_id, name, hashlib.sha256(secret.encode()).hexdigest() if secret else None,
-             json.dumps(jwks) if jwks is not None else None, json.dumps(redirect_uris), " ".join(scopes), 0,
-             int(time.time() * 1000)],
-        )
-        return {"ok": True, "client_id": client_id, **({"secret": secret} if secret else {})}
+
+def register_client(keybound: str, engine: Engine, name: str, redirect_uris: list[str], *,
+                    confidential: bool = False, jwks: dict | None = None, scopes: list[str] | None = None) -> dict:
+    """Registers an OAuth client as the operator would, and returns {"client_id", "secret"?}.
+
+    THE one place that knows how: `keybound client add … --json` once the CLI has the command
+    (REGISTRATION "cli"), else a row written into oauth_clients as Application.addClient writes it."""
+    if REGISTRATION == "cli":
+        return _register_with_cli(keybound, engine, name, redirect_uris, confidential, jwks, scopes or [])
+    return _register_with_sql(engine, name, redirect_uris, confidential, jwks, scopes or [])
+
+
+def _register_with_cli(keybound, engine, name, redirect_uris, confidential, jwks, scopes) -> dict:
+    arguments = [keybound, "client", "add", name, "--db", engine.url, "--json"]
+    for uri in redirect_uris:
+        arguments += ["--redirect-uri", uri]
+    for scope in scopes:
+        arguments += ["--scope", scope]
+    if confidential:
+        arguments.append("--confidential")
+    jwks_file = None
+    if jwks is not None:
+        jwks_file = tempfile.NamedTemporaryFile("w", suffix=".json", delete=False)
+        json.dump(jwks, jwks_file)
+        jwks_file.close()
+        arguments += ["--jwks", jwks_file.name]
+    try:
+        done = subprocess.run(arguments, capture_output=True, text=True, timeout=60,
+                              env={**os.environ, **engine.environment})
+    finally:
+        if jwks_file:
+            os.unlink(jwks_file.name)
+    try:
+        answer = json.loads(done.stdout)
+    except ValueError:
+        answer = {}
+    if done.returncode != 0 or not answer.get("ok"):
+        raise HarnessError(f"keybound client add: {done.returncode} {done.stdout} {done.stderr}")
+    return answer
+
+
+def _register_with_sql(engine, name, redirect_uris, confidential, jwks, scopes) -> dict:
+    # Application.addClient's row: a random cli_ id, the secret's SHA-256 in hex (TokenHash.of),
+    # the JWK Set and the redirect URIs as JSON, the extra scopes space-separated, milliseconds.
+    client_id = "cli_" + _b64url(secrets.token_bytes(16))
+    secret = _b64url(secrets.token_bytes(32)) if confidential and jwks is None else None
+    engine.execute(
+        "INSERT INTO oauth_clients (id, name, secret_hash, jwks, redirect_uris, scopes, dpop_required, created_at)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        [client_id, name, hashlib.sha256(secret.encode()).hexdigest() if secret else None,
+         json.dumps(jwks) if jwks is not None else None, json.dumps(redirect_uris), " ".join(scopes), 0,
+         int(time.time() * 1000)],
+    )
+    return {"ok": True, "client_id": client_id, **({"secret": secret} if secret else {})}
 
 
 #: How clients are registered: "cli" (keybound client add) or "sql"; set by the runner.

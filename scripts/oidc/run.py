@@ -45,14 +45,14 @@ def run_engine(name: str, keybound: str, out: str, resources: harness.Resources,
     resources.add(lambda: shutil.rmtree(folder, ignore_errors=True))
     harness.watchdog(f"rm -rf {shlex.quote(folder)}", "keybound-oidc-folder-watchdog")
     if name == "sqlite":
-        engine = harness.SQLiteEngine(folder)
+        engine = harness.SQLiteEngine(os.path.join(folder, "keybound.sqlite"))
         detail = "SQLite"
     else:
         cluster = harness.PostgresCluster(resources, ports)
         engine = harness.PostgresEngine(cluster)
         detail = f"PostgreSQL {cluster.version} on 127.0.0.1:{cluster.port}"
     server = harness.Server(keybound, engine, out, resources, ports)
-    harness.REGISTRATION = "cli" if server.cli_has_client_command() else "sql"
+    harness.REGISTRATION = "cli" if harness.cli_has_client_command(keybound) else "sql"
     print(f"oidc-interop: {name}: keybound serve --issuer {server.issuer} on {detail}; clients registered "
           f"with {'keybound client add' if harness.REGISTRATION == 'cli' else 'SQL into oauth_clients'}",
           flush=True)
