@@ -227,6 +227,7 @@ class Context:
         self.http = CheckedSession()
         self.metadata = self.http.get(oidc_discovery_document_url(self.issuer)).json()
         self._user: User | None = None
+        self._gateway: Client | None = None
         self.counters: dict[str, int] = {}
 
     def count(self, name: str, amount: int = 1) -> None:
@@ -245,7 +246,7 @@ class Context:
         password = secrets.token_urlsafe(18)
         reply = self.http.post(self.url("/v1/accounts"), json={"username": username, "password": password})
         expect(reply.status_code == 201, f"sign-up: {reply.status_code} {reply.text}")
-        user_id = reply.json().get("user_id") or self.sign_in_v1(User(username, password, ""))["user_id"]
+        user_id = reply.json()["user_id"]
         return User(username, password, user_id)
 
     @property
@@ -349,8 +350,6 @@ class Context:
 
     # --- a confidential client that introspects (a gateway) ---------------------------------
 
-    _gateway: Client | None = None
-
     @property
     def gateway(self) -> OAuth2Client:
         if self._gateway is None:
@@ -427,15 +426,21 @@ def expect_roc_error(call, error_class, error: str):
 # --- code flows ---------------------------------------------------------------------------------
 
 
+def roc_authorize(ctx: Context, client: Client, scope: str):
+    """requests-oauth2client's authorization request (PKCE S256, state, nonce) and the user's
+    step; returns the library's client, the request and the callback it validated (state, RFC
+    9207 iss)."""
+    oauth = ctx.roc(client)
+    request = oauth.authorization_request(scope=scope)
+    return oauth, request, request.validate_callback(ctx.authorize(str(request.uri)))
+
+
 def roc_sign_in(ctx: Context, client: Client, scope: str):
     """requests-oauth2client's whole code flow: authorization request (PKCE S256, state, nonce),
     the user's step, the callback (state and RFC 9207 iss), the exchange, the ID-token
     validation (signature by a JWKS key, iss, aud, exp, nonce, at_hash)."""
-    oauth = ctx.roc(client)
-    request = oauth.authorization_request(scope=scope)
+    oauth, request, response = roc_authorize(ctx, client, scope)
     expect(request.code_challenge_method == "S256", "the library chose S256")
-    redirect_to = ctx.authorize(str(request.uri))
-    response = request.validate_callback(redirect_to)
     token = oauth.authorization_code(response)
     if "openid" in scope.split():
         expect(token.id_token is not None, "no ID token for the openid scope")
@@ -580,9 +585,7 @@ for _method in ("none", "client_secret_basic", "client_secret_post", "private_ke
 def libraries_refuse(ctx: Context) -> None:
     """So that a flow's pass means the library checked: each check fails on a token it must refuse."""
     client = ctx.register("none")
-    oauth = ctx.roc(client)
-    request = oauth.authorization_request(scope="openid")
-    response = request.validate_callback(ctx.authorize(str(request.uri)))
+    oauth, request, response = roc_authorize(ctx, client, "openid")
     token = oauth.authorization_code(response)
     wrong_nonce = AuthorizationResponse(code=response.code, nonce="another-nonce", issuer=ctx.issuer)
     expect_raises(lambda: token.validate_id_token(oauth, wrong_nonce), roc_tokens.MismatchingIdTokenNonce)
@@ -743,7 +746,7 @@ def _introspection_flow(ctx: Context, revoke_with) -> None:
     # Revoking what is already revoked, or was never issued, is 200 all the same (RFC 7009 2.2).
     revoke_with(client, token.refresh_token, "refresh_token")
     revoke_with(client, secrets.token_urlsafe(32), None)
-    ctx.count("revocations")
+    ctx.count("revocation flows")
 
 
 @flow("introspection + revocation of JWT, refresh and /v1 tokens (requests-oauth2client)")
@@ -795,9 +798,7 @@ def userinfo_scope(ctx: Context) -> None:
 @flow("attack: a code used twice is refused and revokes what it issued")
 def attack_code_reuse(ctx: Context) -> None:
     client = ctx.register("client_secret_basic")
-    oauth = ctx.roc(client)
-    request = oauth.authorization_request(scope="openid offline_access")
-    response = request.validate_callback(ctx.authorize(str(request.uri)))
+    oauth, request, response = roc_authorize(ctx, client, "openid offline_access")
     token = oauth.authorization_code(response)
     expect(ctx.introspect(token.access_token)["active"], "active before the replay")
     expect_roc_error(lambda: oauth.authorization_code(response), roc_errors.InvalidGrant, "invalid_grant")
@@ -810,9 +811,7 @@ def attack_code_reuse(ctx: Context) -> None:
 @flow("attack: a wrong code_verifier is invalid_grant")
 def attack_wrong_verifier(ctx: Context) -> None:
     client = ctx.register("none")
-    oauth = ctx.roc(client)
-    request = oauth.authorization_request(scope="openid")
-    response = request.validate_callback(ctx.authorize(str(request.uri)))
+    oauth, request, response = roc_authorize(ctx, client, "openid")
     other = secrets.token_urlsafe(48)
     expect_roc_error(lambda: oauth.authorization_code(response.code, code_verifier=other,
                                                       redirect_uri=client.redirect_uri),
@@ -826,9 +825,7 @@ def attack_wrong_verifier(ctx: Context) -> None:
 @flow("attack: a redirect_uri at the token endpoint other than the authorization's")
 def attack_redirect_mismatch(ctx: Context) -> None:
     client = ctx.register("client_secret_post")
-    oauth = ctx.roc(client)
-    request = oauth.authorization_request(scope="openid")
-    response = request.validate_callback(ctx.authorize(str(request.uri)))
+    oauth, request, response = roc_authorize(ctx, client, "openid")
     for other in ("https://evil.example/callback", client.redirect_uri + "/"):
         expect_roc_error(lambda: oauth.authorization_code(response.code, code_verifier=response.code_verifier,
                                                           redirect_uri=other),
@@ -844,9 +841,7 @@ def attack_redirect_mismatch(ctx: Context) -> None:
 @flow("attack: a code presented by another client is invalid_grant")
 def attack_code_of_another_client(ctx: Context) -> None:
     owner = ctx.register("none")
-    oauth = ctx.roc(owner)
-    request = oauth.authorization_request(scope="openid")
-    response = request.validate_callback(ctx.authorize(str(request.uri)))
+    oauth, request, response = roc_authorize(ctx, owner, "openid")
     thief = ctx.register("client_secret_basic")
     expect_roc_error(lambda: ctx.roc(thief).authorization_code(response.code, code_verifier=response.code_verifier,
                                                                redirect_uri=owner.redirect_uri),
@@ -1050,9 +1045,7 @@ def errors_malformed(ctx: Context) -> None:
 @flow("token endpoint: a parameter without a value counts as left out (RFC 6749 3.2)")
 def token_empty_parameters(ctx: Context) -> None:
     client = ctx.register("none")
-    oauth = ctx.roc(client)
-    request = oauth.authorization_request(scope="openid")
-    response = request.validate_callback(ctx.authorize(str(request.uri)))
+    oauth, request, response = roc_authorize(ctx, client, "openid")
     # A public client's exchange with empty client_secret and client_assertion_type, as some form
     # libraries send every field of a form: they must be as if absent.
     reply = ctx.token_raw({"grant_type": "authorization_code", "code": response.code,

@@ -69,7 +69,8 @@ def run_engine(name: str, keybound: str, out: str, resources: harness.Resources,
         except Exception as failure:  # noqa: BLE001 - a failing flow is reported, the run goes on
             where = traceback.extract_tb(failure.__traceback__)
             line = next((f"{os.path.basename(f.filename)}:{f.lineno}" for f in reversed(where)
-                         if f.filename.endswith(("flows.py", "harness.py"))), "?")
+                         if f.filename.endswith(("flows.py", "harness.py")) and not f.name.startswith("expect")),
+                        "?")
             message = str(failure).strip() or type(failure).__name__
             if known and known[0] in message:
                 defects.append(label)
