@@ -13,7 +13,7 @@ DOCC       ?= $(if $(filter Darwin,$(UNAME)),xcrun docc,docc)
 DOCS_BUILD := .build/docs-build
 SUDO       := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: deps test-deps api-test-deps build openapi schema test test-sanitizers lint demo bench docs clean fuzz fuzz-smoke fuzz-api
+.PHONY: deps test-deps api-test-deps build openapi schema test test-sanitizers lint demo bench docs clean fuzz fuzz-smoke fuzz-api oidc-interop
 
 ## deps: install the C libraries that pkg-config cannot find yet, and the PostgreSQL server the
 ## tests run against (without it those tests are skipped, and say so)
@@ -71,8 +71,8 @@ test-deps:
 	  || echo "make: strace could not be installed; the state-file crash tests will be skipped"; \
 	fi
 
-## api-test-deps: python3 with venv, for schemathesis (scripts/fuzz-api.sh installs schemathesis
-## itself into .build/schemathesis); Debian's python3 makes venvs only with python3-venv
+## api-test-deps: python3 with venv, for schemathesis and the OIDC client libraries (scripts/fuzz-api.sh
+## and scripts/oidc-interop.sh install them into .build/); Debian's python3 makes venvs only with python3-venv
 api-test-deps:
 	@d=$$(mktemp -d); if ! python3 -m venv "$$d/venv" >/dev/null 2>&1; then \
 	  if [ "$(UNAME)" = Darwin ]; then brew install python3; \
@@ -82,11 +82,13 @@ api-test-deps:
 	fi; rm -rf "$$d"
 
 ## test: build with zero warnings, check formatting and the documentation, run every test, then
-## a bounded schemathesis run against the live server (API_TEST_SECONDS of generation)
+## a bounded schemathesis run against the live server (API_TEST_SECONDS of generation), then the
+## OpenID Connect flows of independent client libraries against it, on SQLite and PostgreSQL
 API_TEST_SECONDS ?= 60
 test: build lint docs test-deps api-test-deps
 	$(SWIFT) test -Xswiftc -warnings-as-errors
 	API_FUZZ_SECONDS=$(API_TEST_SECONDS) SWIFT="$(SWIFT)" bash scripts/fuzz-api.sh
+	SWIFT="$(SWIFT)" bash scripts/oidc-interop.sh
 
 ## test-sanitizers: the whole suite under AddressSanitizer (with LeakSanitizer), then under
 ## ThreadSanitizer, each from a build of its own (.build/asan, .build/tsan). Not part of `make test`
@@ -138,6 +140,10 @@ fuzz-smoke: deps
 API_FUZZ_SECONDS ?= 1800
 fuzz-api: deps api-test-deps
 	API_FUZZ_SECONDS=$(API_FUZZ_SECONDS) SWIFT="$(SWIFT)" bash scripts/fuzz-api.sh
+
+## oidc-interop: only the OpenID Connect flows of `make test` (both engines); see docs/testing.md
+oidc-interop: deps api-test-deps
+	SWIFT="$(SWIFT)" bash scripts/oidc-interop.sh
 
 clean:
 	rm -rf .build

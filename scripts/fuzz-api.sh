@@ -45,16 +45,26 @@ trap cleanup EXIT
 
 # Sign-up and failed-login limits off (0): the run signs up and fails logins from one address by
 # design, and throttling every case would hide the answers the spec promises. The per-device and
-# per-passkey throttles stay on. Port 0: the server picks a free port and logs it.
-"$keybound" serve --listen 127.0.0.1:0 --db "sqlite:$work/keybound.sqlite" \
-    --signup-limit 0 --address-failure-limit 0 2>"$out/server.log" &
-server=$!
+# per-passkey throttles stay on. The OAuth provider is on (--issuer names the port, so the port is
+# chosen first: a free one below the ephemeral range, another if the bind fails), and so are the
+# app association files (--app-id, --android-app), so that their operations answer 200 too.
 port=""
-for _ in $(seq 1 100); do
-    port=$(sed -n 's/.*"msg":"listening".*"port":\([0-9]*\).*/\1/p' "$out/server.log" | head -n 1)
+for _ in 1 2 3 4 5; do
+    candidate=$(PYTHONDONTWRITEBYTECODE=1 PYTHONPATH=scripts/oidc "$venv/bin/python" -c 'import harness; print(harness.free_port(set()))')
+    "$keybound" serve --listen "127.0.0.1:$candidate" --issuer "http://127.0.0.1:$candidate" \
+        --db "sqlite:$work/keybound.sqlite" --signup-limit 0 --address-failure-limit 0 \
+        --app-id ABCDE12345.dev.keybound.fuzz \
+        --android-app "dev.keybound.fuzz:$(printf '%02X:' $(seq 1 32) | sed 's/:$//')" 2>"$out/server.log" &
+    server=$!
+    for _ in $(seq 1 100); do
+        grep -qs '"msg":"listening"' "$out/server.log" && port=$candidate && break
+        kill -0 "$server" 2>/dev/null || break
+        sleep 0.1
+    done
     [ -n "$port" ] && break
-    kill -0 "$server" 2>/dev/null || break
-    sleep 0.1
+    kill -TERM "$server" 2>/dev/null || true
+    wait "$server" 2>/dev/null || true
+    server=""
 done
 if [ -z "$port" ]; then
     echo "fuzz-api: the server did not start; its log:" >&2
@@ -69,7 +79,10 @@ status=0
 # Run from $out: schemathesis keeps a cache of its own in the working folder. `--checks all` turns
 # on a 10 s response-time limit; 30 s here, as this machine's two cores are shared with compiler
 # runs that can stall the client (the server's own logged durations stay under 2 s).
-(cd "$out" && KEYBOUND_URL="$url" PYTHONPATH="$root/scripts/schemathesis" PYTHONDONTWRITEBYTECODE=1 \
+# The hooks register the OAuth clients they use on the server's database, as an operator would
+# (scripts/oidc/harness.py: `keybound client add`, or its row where the CLI lacks the command).
+(cd "$out" && KEYBOUND_URL="$url" KEYBOUND_DB="sqlite:$work/keybound.sqlite" KEYBOUND_BIN="$keybound" \
+    PYTHONPATH="$root/scripts/schemathesis:$root/scripts/oidc" PYTHONDONTWRITEBYTECODE=1 \
     "$root/$venv/bin/st" --config-file "$root/scripts/schemathesis/schemathesis.toml" run \
     "$url/openapi.yaml" --checks all --max-time "$seconds" --request-timeout 30 --max-response-time 30 --no-color \
     --report junit,ndjson --report-junit-path junit.xml --report-ndjson-path events.ndjson) || status=$?
