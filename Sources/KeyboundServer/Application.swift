@@ -104,11 +104,13 @@ final class Application: Sendable {
         case .methodNotAllowed(let pattern, let allowed):
             var error = APIError(405, .methodNotAllowed, "Use \(allowed.joined(separator: ", ")).")
             error.headers["Allow"] = allowed.joined(separator: ", ")
-            return (pattern, error.response)
+            return (pattern, error.response(oauth: Self.oauthPaths.contains(pattern)))
         case .found(let route, let parameters):
             if request.bodyExceededLimit {
                 let detail = "The body is larger than \(configuration.bodyLimit) bytes."
-                return (route.pattern, APIError(413, .bodyTooLarge, detail).response)
+                return (
+                    route.pattern, APIError(413, .bodyTooLarge, detail).response(oauth: route.speaksOAuth)
+                )
             }
             if !request.body.isEmpty, !route.speaksOAuth, !request.hasJSONContentType {
                 let detail = "A request body must be sent as Content-Type: application/json."
@@ -129,14 +131,18 @@ final class Application: Sendable {
                         logger.log(
                             .warning, "database unavailable", [("route", route.pattern), ("error", reason)])
                     }
-                    return (route.pattern, problem.response)
+                    return (route.pattern, problem.response(oauth: route.speaksOAuth))
                 }
                 // Internal errors carry no request data (no secrets); log the error itself.
                 logger.log(
                     .error, "internal error",
                     [("route", route.pattern), ("error", String(describing: error))])
-                return (route.pattern, APIError(500, .internal, "An internal error occurred.").response)
+                let failure = APIError(500, .internal, "An internal error occurred.")
+                return (route.pattern, failure.response(oauth: route.speaksOAuth))
             }
         }
     }
+
+    /// The paths of the routes that speak OAuth (``Route/speaksOAuth``).
+    private static let oauthPaths = Set(routes.filter(\.speaksOAuth).map(\.pattern))
 }

@@ -111,6 +111,13 @@ public struct ProblemCode: OpenVocabulary {
     /// An App Attest assertion's counter is not above the last one accepted: a replay (401).
     public static let replayedAssertion = ProblemCode(rawValue: "replayed_assertion")
 
+    // OAuth 2.0 and OpenID Connect (`POST /v1/oauth/authorize`).
+
+    /// No OAuth client with this `client_id` is registered (400).
+    public static let unknownClient = ProblemCode(rawValue: "unknown_client")
+    /// The `redirect_uri` is not one the client registered (400): the answer goes nowhere.
+    public static let unregisteredRedirectURI = ProblemCode(rawValue: "unregistered_redirect_uri")
+
     /// Every code this version's server sends, in the order of docs/openapi.yaml
     /// (``deviceSuspended`` is not among them).
     public static let known: [ProblemCode] = [
@@ -126,7 +133,7 @@ public struct ProblemCode: OpenVocabulary {
         .unknownCredential,
         .credentialExists, .lastPasskey, .passkeyLimitReached, .passkeySuspended, .appAttestRequired,
         .environmentMismatch,
-        .replayedAssertion, .usernameMismatch,
+        .replayedAssertion, .usernameMismatch, .unknownClient, .unregisteredRedirectURI,
     ]
 }
 

@@ -154,7 +154,9 @@ struct OAuthAttackTests {
         let api = try await oauth.authorize(
             app.clientID, session: session, redirectURI: "https://attacker.example/cb", pkce: pkce)
         #expect(api.status == 400)
-        #expect(api.problem != nil)
+        #expect(api.problem?.code == .unregisteredRedirectURI)
+        let unknown = try await oauth.authorize("cli_unknown", session: session, pkce: pkce)
+        #expect(unknown.problem?.code == .unknownClient)
 
         // Other errors go back to the client, with state and iss (RFC 6749 §4.1.2.1, RFC 9207).
         for (parameters, expected) in [
@@ -339,6 +341,39 @@ struct OAuthAttackTests {
             #expect(reply.status == 401)
             #expect(try error(of: reply) == "invalid_client")
         }
+    }
+
+    @Test func refusalsOfTheWholeRequestAreOAuthErrorsOnOAuthRoutes() async throws {
+        let oauth = try OAuthFixture(.live) { $0.bodyLimit = 1024 }
+        for path in [OAuthPaths.token, OAuthPaths.introspect, OAuthPaths.revoke] {
+            let wrongMethod = try await oauth.client.send("GET", path, checkSpec: false)  // no such operation
+            #expect(wrongMethod.status == 405)
+            #expect(try error(of: wrongMethod) == "invalid_request")
+            #expect(wrongMethod.header("allow") == "POST")
+            let tooLarge = try await oauth.post(path, [("token", String(repeating: "a", count: 2000))])
+            #expect(tooLarge.status == 413)
+            #expect(try error(of: tooLarge) == "invalid_request")
+        }
+        // Without any credentials, the challenge names no error (RFC 6750 §3.1).
+        let bare = try await oauth.client.send("GET", OAuthPaths.userinfo)
+        #expect(bare.status == 401)
+        #expect(bare.header("www-authenticate") == #"Bearer realm="keybound""#)
+    }
+
+    @Test func parametersWithoutAValueCountAsLeftOutAndOnlyReadOnesMustBeSingle() async throws {
+        let oauth = try OAuthFixture()
+        let app = try oauth.addClient()
+        let (_, session) = try await oauth.signedInUser("gil")
+        let pkce = PKCE()
+        let code = try await oauth.code(app.clientID, session: session, pkce: pkce)
+        let reply = try await oauth.token([
+            ("grant_type", "authorization_code"), ("code", code),
+            ("redirect_uri", "http://127.0.0.1/callback"),
+            ("code_verifier", pkce.verifier), ("client_id", app.clientID), ("client_secret", ""),
+            ("client_assertion_type", ""), ("resource", "https://a.example"),
+            ("resource", "https://b.example"),
+        ])
+        #expect(reply.status == 200, "\(reply.text)")
     }
 
     @Test func malformedTokenRequestsGetOAuthErrorsNeverProblems() async throws {

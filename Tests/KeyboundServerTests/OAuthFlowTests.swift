@@ -154,7 +154,7 @@ struct OAuthFlowTests {
         #expect(jwt[string: "iss"] == testIssuer)
         let opaque = try await oauth.introspect(refresh, by: gateway)
         #expect(opaque[member: "active"] == .bool(true))
-        #expect(opaque[string: "token_type"] == "refresh_token")
+        #expect(opaque[member: "token_type"] == nil)
         // A /v1 session's opaque access token too.
         let v1 = try await oauth.client.login("erin")
         let v1Answer = try await oauth.introspect(v1.accessToken, by: gateway)
@@ -162,7 +162,7 @@ struct OAuthFlowTests {
         #expect(v1Answer[string: "client_id"] == "app-1")
         #expect(v1Answer[string: "token_type"] == "Bearer")
         // Unknown and random tokens: inactive, nothing else said.
-        for token in ["", "x", String(repeating: "a", count: 43), access + "x"] {
+        for token in ["x", String(repeating: "a", count: 43), access + "x"] {
             #expect(
                 try await oauth.introspect(token, by: gateway)
                     == .object([JSONMember("active", .bool(false))]))
@@ -250,6 +250,46 @@ struct OAuthFlowTests {
                 app.clientID, session: session, redirectURI: uri, pkce: PKCE())
             #expect(reply.status == (allowed ? 200 : 400), "\(uri): \(reply.text)")
         }
+    }
+
+    @Test func anAppsSessionsDoNotReplaceEachOtherNorTheUsersV1Sessions() async throws {
+        let oauth = try OAuthFixture()
+        let app = try oauth.addClient()
+        let (_, session) = try await oauth.signedInUser("ivy")
+        // Two browsers of one web app, and a /v1 login whose client_id is the app's id.
+        var accessTokens: [String] = []
+        for _ in 0..<2 {
+            let pkce = PKCE()
+            let code = try await oauth.code(app.clientID, session: session, pkce: pkce)
+            let tokens = try JSON.parse(
+                try await oauth.exchange(code, clientID: app.clientID, pkce: pkce).body)
+            accessTokens.append(try #require(tokens[string: "access_token"]))
+        }
+        _ = try await oauth.client.login("ivy", clientID: app.clientID)
+        for token in accessTokens { #expect(try await oauth.userinfo(token).status == 200) }
+        #expect(try await oauth.client.send(API.me, token: session).status == 200)
+    }
+
+    @Test func theAuthorizationEndpointTakesAFormToo() async throws {
+        let oauth = try OAuthFixture()
+        let app = try oauth.addClient()
+        let pkce = PKCE()
+        let parameters = [
+            ("client_id", app.clientID), ("redirect_uri", "http://127.0.0.1/callback"),
+            ("response_type", "code"),
+            ("scope", "openid"), ("state", "s1"), ("code_challenge", pkce.challenge),
+            ("code_challenge_method", "S256"),
+            ("ui_locales", ""),  // without a value: as if left out
+        ]
+        let reply = try await oauth.post(OAuthPaths.authorize, parameters)
+        #expect(reply.status == 303)
+        let location = try #require(reply.header("location"))
+        #expect(location == OAuthPaths.authorize + "?" + OAuthParameters.encode(Array(parameters.dropLast())))
+        #expect(try await oauth.client.send("GET", location).status == 200)
+        let misdirected = try await oauth.post(
+            OAuthPaths.authorize, parameters.map { $0.0 == "client_id" ? ($0.0, "cli_unknown") : $0 })
+        #expect(misdirected.status == 400)
+        #expect(misdirected.header("location") == nil)
     }
 
     @Test func theCodeNeedsARecentSignIn() async throws {

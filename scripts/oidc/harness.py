@@ -9,7 +9,6 @@ it and deletes its folder should this process die without cleaning up (SIGKILL).
 from __future__ import annotations
 
 import base64
-import hashlib
 import json
 import os
 import pwd
@@ -18,7 +17,6 @@ import secrets
 import shlex
 import shutil
 import socket
-import sqlite3
 import subprocess
 import tempfile
 import time
@@ -216,14 +214,11 @@ class PostgresCluster:
 
 
 class Engine:
-    """Where the server keeps its data, and how the harness writes to it as the operator would."""
+    """Where the server keeps its data, and the environment its operator commands need."""
 
     name: str
     url: str
     environment: dict[str, str] = {}
-
-    def execute(self, statement: str, values: list) -> None:
-        raise NotImplementedError
 
 
 class SQLiteEngine(Engine):
@@ -234,9 +229,6 @@ class SQLiteEngine(Engine):
         self.url = f"sqlite:{self.path}"
         self.environment = {}
 
-    def execute(self, statement: str, values: list) -> None:
-        with sqlite3.connect(self.path, timeout=30) as connection:
-            connection.execute(statement, values)
 
 
 class PostgresEngine(Engine):
@@ -251,19 +243,6 @@ class PostgresEngine(Engine):
             "KEYBOUND_DB_PASSWORD": cluster.password,
             "KEYBOUND_KEY_ENCRYPTION_KEY": base64.b64encode(secrets.token_bytes(32)).decode(),
         }
-
-    def execute(self, statement: str, values: list) -> None:
-        def literal(value) -> str:
-            if value is None:
-                return "NULL"
-            if isinstance(value, int):
-                return str(value)
-            return "'" + str(value).replace("'", "''") + "'"
-
-        parts = statement.split("?")
-        assert len(parts) == len(values) + 1, statement
-        sql = parts[0] + "".join(literal(v) + rest for v, rest in zip(values, parts[1:]))
-        self.cluster.psql(sql, database=self.database)
 
 
 class Server:
@@ -355,6 +334,14 @@ class Server:
 # --- the operator's side ------------------------------------------------------------------------
 
 
+def register_client(self, name: str, redirect_uris: list[str], **options) -> dict:
+        """Registers an OAuth client on this server's database (`register_client`)."""
+        return register_client(self.keybound, self.engine, name, redirect_uris, **options)
+
+
+# --- the operator's side ------------------------------------------------------------------------
+
+
 def cli_has_client_command(keybound: str) -> bool:
     """Whether this `keybound` has `client add` (another helper is adding it)."""
     done = subprocess.run([keybound, "client", "--help"], capture_output=True, text=True, timeout=30)
@@ -363,13 +350,9 @@ def cli_has_client_command(keybound: str) -> bool:
 
 def register_client(keybound: str, engine: Engine, name: str, redirect_uris: list[str], *,
                     confidential: bool = False, jwks: dict | None = None, scopes: list[str] | None = None) -> dict:
-    """Registers an OAuth client as the operator would, and returns {"client_id", "secret"?}.
-
-    THE one place that knows how: `keybound client add … --json` once the CLI has the command
-    (REGISTRATION "cli"), else a row written into oauth_clients as Application.addClient writes it."""
-    if REGISTRATION == "cli":
-        return _register_with_cli(keybound, engine, name, redirect_uris, confidential, jwks, scopes or [])
-    return _register_with_sql(engine, name, redirect_uris, confidential, jwks, scopes or [])
+    """Registers an OAuth client as the operator does, with `keybound client add … --json`, and
+    returns {"client_id", "secret"?}."""
+    return _register_with_cli(keybound, engine, name, redirect_uris, confidential, jwks, scopes or [])
 
 
 def _register_with_cli(keybound, engine, name, redirect_uris, confidential, jwks, scopes) -> dict:
@@ -398,23 +381,9 @@ def _register_with_cli(keybound, engine, name, redirect_uris, confidential, jwks
         answer = {}
     if done.returncode != 0 or not answer.get("ok"):
         raise HarnessError(f"keybound client add: {done.returncode} {done.stdout} {done.stderr}")
-    return answer
+    # `keybound client add --json` names the secret client_secret, shown only for a confidential client.
+    return {"ok": True, "client_id": answer["client_id"],
+            **({"secret": answer["client_secret"]} if answer.get("client_secret") else {})}
 
 
-def _register_with_sql(engine, name, redirect_uris, confidential, jwks, scopes) -> dict:
-    # Application.addClient's row: a random cli_ id, the secret's SHA-256 in hex (TokenHash.of),
-    # the JWK Set and the redirect URIs as JSON, the extra scopes space-separated, milliseconds.
-    client_id = "cli_" + _b64url(secrets.token_bytes(16))
-    secret = _b64url(secrets.token_bytes(32)) if confidential and jwks is None else None
-    engine.execute(
-        "INSERT INTO oauth_clients (id, name, secret_hash, jwks, redirect_uris, scopes, dpop_required, created_at)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-        [client_id, name, hashlib.sha256(secret.encode()).hexdigest() if secret else None,
-         json.dumps(jwks) if jwks is not None else None, json.dumps(redirect_uris), " ".join(scopes), 0,
-         int(time.time() * 1000)],
-    )
-    return {"ok": True, "client_id": client_id, **({"secret": secret} if secret else {})}
 
-
-#: How clients are registered: "cli" (keybound client add) or "sql"; set by the runner.
-REGISTRATION = "sql"

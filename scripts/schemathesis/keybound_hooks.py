@@ -236,12 +236,6 @@ def before_call(context, case, kwargs):
 
 SYNTAX_CODES = {"invalid_request", "unknown_member"}
 
-# A server defect reported to the lead (docs/testing.md, "OIDC interoperability"): POST
-# /v1/oauth/authorize answers an unknown client_id or an unregistered redirect_uri, which no
-# schema can state, with the syntax code invalid_request. Delete this once it has a code of its own.
-KNOWN_SYNTAX_CODE_DEFECTS = {("POST /v1/oauth/authorize", "invalid_request")}
-
-
 @schemathesis.check
 def keybound_refusal_codes(ctx, response, case):
     """A schema-valid request is never refused for its syntax (the spec states every grammar): a
@@ -254,8 +248,6 @@ def keybound_refusal_codes(ctx, response, case):
         code = body.get("code") or body.get("error")
     except (ValueError, AttributeError):
         code = None
-    if (f"{case.method.upper()} {case.path}", code) in KNOWN_SYNTAX_CODE_DEFECTS:
-        return None
     if code in SYNTAX_CODES:
         raise AssertionError(
             f"schema-valid request refused with {code}: the spec misses a grammar the server checks"
@@ -276,7 +268,7 @@ def keybound_refusal_codes(ctx, response, case):
 
 import harness  # noqa: E402 - scripts/oidc, on PYTHONPATH
 
-_OAUTH_LABELS = {"GET /oauth/authorize", "POST /v1/oauth/authorize", "POST /oauth/token", "POST /oauth/introspect",
+_OAUTH_LABELS = {"GET /oauth/authorize", "POST /oauth/authorize", "POST /v1/oauth/authorize", "POST /oauth/token", "POST /oauth/introspect",
                  "POST /oauth/revoke"}
 _OAUTH_LOGIN_CLIENT = "schemathesis-oauth"  # the /v1 client id of the hooks' own sign-ins
 
@@ -285,7 +277,6 @@ def _register_oauth_clients() -> dict[str, dict]:
     keybound, database = os.environ.get("KEYBOUND_BIN"), os.environ.get("KEYBOUND_DB", "")
     if not keybound or not database.startswith("sqlite:"):
         return {}
-    harness.REGISTRATION = "cli" if harness.cli_has_client_command(keybound) else "sql"
     engine = harness.SQLiteEngine(database[len("sqlite:"):])
     clients = {}
     for role, confidential, uri in (("public", False, "http://127.0.0.1/callback"),
@@ -352,7 +343,7 @@ def oauth_before_call(context, case, kwargs):
     if secrets.randbelow(2):
         return
     client = _clients["confidential" if secrets.randbelow(2) else "public"]
-    if label in ("GET /oauth/authorize", "POST /v1/oauth/authorize"):
+    if label in ("GET /oauth/authorize", "POST /oauth/authorize", "POST /v1/oauth/authorize"):
         values = case.query if label.startswith("GET") else case.body
         if not isinstance(values, dict):
             return

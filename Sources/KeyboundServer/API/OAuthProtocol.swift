@@ -55,6 +55,22 @@ struct OAuthError: Error {
     }
 }
 
+extension APIError {
+    /// The response: problem+json, or, on a route that speaks OAuth, the same refusal in OAuth's
+    /// format (`server_error` and `temporarily_unavailable` as RFC 6749 §4.1.2.1 names them,
+    /// `invalid_request` for a request refused as a whole), with the same status and headers.
+    func response(oauth: Bool) -> HTTPResponse {
+        guard oauth else { return response }
+        let error =
+            switch status {
+            case 503: "temporarily_unavailable"
+            case 500...: "server_error"
+            default: "invalid_request"
+            }
+        return OAuthError(status: status, error: error, description: detail, headers: headers).response
+    }
+}
+
 extension HTTPResponse {
     /// A JSON answer of the OAuth endpoints: never cached (it may carry tokens; RFC 6749 §5.1).
     static func oauthJSON(_ status: Int, _ value: JSONValue, headers: [String: String] = [:]) -> HTTPResponse
@@ -68,16 +84,60 @@ extension HTTPResponse {
 }
 
 /// The parameters of an OAuth request: an `application/x-www-form-urlencoded` body (RFC 6749
-/// Appendix B), or a query string. A parameter given twice is refused (RFC 6749 §3.1).
+/// Appendix B), or a query string. A parameter without a value counts as left out, and one the
+/// endpoints read may not be given twice (RFC 6749 §3.1); others, unread, may (RFC 8707's
+/// `resource` is repeatable).
 struct OAuthParameters {
     let values: [String: String]
 
     subscript(_ name: String) -> String? { values[name] }
 
+    /// The parameters some endpoint reads: each at most once.
+    static let read: Set<String> = [
+        "grant_type", "code", "redirect_uri", "code_verifier", "refresh_token", "scope", "client_id",
+        "client_secret", "client_assertion_type", "client_assertion", "token", "token_type_hint",
+        "response_type", "state", "nonce", "code_challenge", "code_challenge_method", "prompt",
+    ]
+
     /// The body of `request`, which must be form-encoded.
     /// - Throws: ``OAuthError`` `invalid_request` for another media type, bad encoding or a
     ///   repeated parameter.
     init(body request: HTTPRequest) throws {
+        try self.init(Self.values(of: try Self.form(request)))
+    }
+
+    /// The query of `request` (already decoded by the HTTP layer).
+    /// - Throws: ``OAuthError`` `invalid_request` for a repeated parameter.
+    init(query request: HTTPRequest) throws {
+        try self.init(Self.values(of: request))
+    }
+
+    private init(_ parameters: (values: [String: String], repeated: Set<String>)) throws {
+        if let name = parameters.repeated.sorted().first {
+            throw OAuthError.invalidRequest("the parameter \(name) is given more than once")
+        }
+        values = parameters.values
+    }
+
+    /// The non-empty values of a query, and which of the parameters the endpoints read it
+    /// repeats.
+    static func values(of query: HTTPRequest) -> (values: [String: String], repeated: Set<String>) {
+        (query.query.filter { !$0.value.isEmpty }, query.repeatedQueryNames.intersection(read))
+    }
+
+    /// The non-empty values of a form, and which of the parameters the endpoints read it repeats.
+    static func values(of pairs: [(String, String)]) -> (values: [String: String], repeated: Set<String>) {
+        var values: [String: String] = [:]
+        var repeated: Set<String> = []
+        for (name, value) in pairs where !value.isEmpty {
+            if values.updateValue(value, forKey: name) != nil, read.contains(name) { repeated.insert(name) }
+        }
+        return (values, repeated)
+    }
+
+    /// The pairs of a form-encoded body, in order.
+    /// - Throws: ``OAuthError`` `invalid_request` for another media type or bad encoding.
+    static func form(_ request: HTTPRequest) throws -> [(String, String)] {
         let type = request.headers["content-type"]?.split(separator: ";").first?
             .trimmingCharacters(in: .whitespaces).lowercased()
         guard type == "application/x-www-form-urlencoded" else {
@@ -86,30 +146,14 @@ struct OAuthParameters {
         guard let text = String(data: request.body, encoding: .utf8) else {
             throw OAuthError.invalidRequest("the body is not UTF-8")
         }
-        var values: [String: String] = [:]
-        for pair in text.split(separator: "&") where !pair.isEmpty {
+        return try text.split(separator: "&").filter { !$0.isEmpty }.map { pair in
             let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
-            guard let name = Self.decode(parts[0]), let value = Self.decode(parts.count > 1 ? parts[1] : "")
-            else {
+            guard let name = decode(parts[0]), let value = decode(parts.count > 1 ? parts[1] : "") else {
                 throw OAuthError.invalidRequest("the body is not valid form encoding")
             }
-            guard values.updateValue(value, forKey: name) == nil else {
-                throw OAuthError.invalidRequest("the parameter \(name) is given more than once")
-            }
+            return (name, value)
         }
-        self.values = values
     }
-
-    /// The query of `request` (already decoded by the HTTP layer).
-    /// - Throws: ``OAuthError`` `invalid_request` for a repeated parameter.
-    init(query request: HTTPRequest) throws {
-        if let name = request.repeatedQueryNames.first {
-            throw OAuthError.invalidRequest("the parameter \(name) is given more than once")
-        }
-        values = request.query
-    }
-
-    init(_ values: [String: String]) { self.values = values }
 
     /// Form decoding: `+` is a space, `%XX` a byte; the bytes must be UTF-8.
     private static func decode(_ text: Substring) -> String? {

@@ -70,7 +70,9 @@ struct Route: Sendable {
     }
 
     /// A route of the OAuth provider (docs/oauth.md): its ``OAuthError``s are answered as OAuth
-    /// says; anything else as every route answers it (404 when no issuer is configured).
+    /// says, and so are refusals of the request as a whole (413, 405, 503, 500:
+    /// ``Application/dispatch``); 404 when no issuer is configured is a problem, as for any path
+    /// the server does not have.
     init(
         oauth method: String, _ path: String, answersAtOnce: Bool = false,
         _ handler: @escaping @Sendable (Application) -> (RequestContext) throws -> HTTPResponse
@@ -82,6 +84,17 @@ struct Route: Sendable {
             } catch let error as OAuthError {
                 return error.response
             }
+        }
+    }
+
+    /// A public document of the provider (metadata, keys, app association files): `GET`, only
+    /// reads, 404 when not configured.
+    init(
+        document path: String,
+        _ handler: @escaping @Sendable (Application) -> (RequestContext) throws -> HTTPResponse
+    ) {
+        self.init(method: "GET", pattern: path, answersAtOnce: true) { application, context in
+            try handler(application)(context)
         }
     }
 

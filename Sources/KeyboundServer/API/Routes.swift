@@ -10,22 +10,17 @@ extension Application {
     /// ``PasskeyChallenge``).
     static let routes: [Route] = [
         Route(SignInPage.html),
-        Route(
-            oauth: "GET", OAuthPaths.appleAppSiteAssociation, answersAtOnce: true,
-            Application.appleAppSiteAssociation),
-        Route(oauth: "GET", OAuthPaths.assetLinks, answersAtOnce: true, Application.assetLinks),
-        Route(
-            oauth: "GET", OAuthPaths.authorizationServer, answersAtOnce: true,
-            Application.providerMetadataDocument),
-        Route(
-            oauth: "GET", OAuthPaths.openIDConfiguration, answersAtOnce: true,
-            Application.providerMetadataDocument),
+        Route(document: OAuthPaths.appleAppSiteAssociation, Application.appleAppSiteAssociation),
+        Route(document: OAuthPaths.assetLinks, Application.assetLinks),
+        Route(document: OAuthPaths.authorizationServer, Application.providerMetadataDocument),
+        Route(document: OAuthPaths.openIDConfiguration, Application.providerMetadataDocument),
         Route(API.health, answersAtOnce: true, Application.health),
         Route(method: "GET", pattern: "/openapi.yaml", answersAtOnce: true) { _, _ in OpenAPIDocument.response
         },
         Route(oauth: "GET", OAuthPaths.authorize, answersAtOnce: true, Application.authorizationPage),
+        Route(oauth: "POST", OAuthPaths.authorize, Application.authorizationForm),
         Route(oauth: "POST", OAuthPaths.introspect, Application.introspect),
-        Route(oauth: "GET", OAuthPaths.jwks, answersAtOnce: true, Application.jwksDocument),
+        Route(document: OAuthPaths.jwks, Application.jwksDocument),
         Route(oauth: "POST", OAuthPaths.revoke, Application.revoke),
         Route(oauth: "POST", OAuthPaths.token, Application.token),
         Route(oauth: "GET", OAuthPaths.userinfo, Application.userinfo),

@@ -23,7 +23,7 @@ enum AuthorizationCheck {
     case valid(AuthorizationRequest)
     /// The client or the redirect URI is unknown: the answer may go nowhere but to the user
     /// (RFC 6749 §4.1.2.1: never redirect to an unverified URI).
-    case misdirected(String)
+    case misdirected(ProblemCode, String)
     /// Refused, the error addressed to the client's redirect URI.
     case refused(redirectTo: String)
 }
@@ -41,13 +41,14 @@ extension Application {
         -> AuthorizationCheck
     {
         guard !repeated.contains("client_id"), !repeated.contains("redirect_uri") else {
-            return .misdirected("client_id and redirect_uri may be given once each")
+            return .misdirected(.invalidRequest, "client_id and redirect_uri may be given once each.")
         }
         guard let client = try database.read({ try loadClient($0, id: request.clientID) }) else {
-            return .misdirected("No client with this client_id is registered here.")
+            return .misdirected(.unknownClient, "No client with this client_id is registered here.")
         }
         guard client.allowsRedirect(to: request.redirectURI) else {
-            return .misdirected("This redirect_uri is not one the client registered.")
+            return .misdirected(
+                .unregisteredRedirectURI, "This redirect_uri is not one the client registered.")
         }
         func refuse(_ error: String, _ description: String) -> AuthorizationCheck {
             .refused(redirectTo: errorRedirect(request, error, description))
@@ -103,14 +104,14 @@ extension Application {
     /// any other error goes back to the client's redirect URI (302).
     func authorizationPage(_ context: RequestContext) throws -> HTTPResponse {
         guard configuration.issuer != nil else { throw APIError.notFound }
-        let query = context.request.query
+        let (query, repeated) = OAuthParameters.values(of: context.request)
         let request = OAuthAuthorizeRequest(
             clientID: query["client_id"] ?? "", redirectURI: query["redirect_uri"] ?? "",
             responseType: query["response_type"] ?? "", scope: query["scope"], state: query["state"],
             nonce: query["nonce"], codeChallenge: query["code_challenge"],
             codeChallengeMethod: query["code_challenge_method"])
-        switch try checkAuthorization(request, repeated: context.request.repeatedQueryNames) {
-        case .misdirected(let reason):
+        switch try checkAuthorization(request, repeated: repeated) {
+        case .misdirected(_, let reason):
             return SignInPage.errorPage(status: 400, title: "This sign-in link is not valid", detail: reason)
         case .refused(let location):
             return HTTPResponse(status: 302, headers: ["Location": location, "Cache-Control": "no-store"])
@@ -121,6 +122,34 @@ extension Application {
         case .valid(let valid):
             return SignInPage.authorizationPage(clientName: valid.client.name)
         }
+    }
+
+    /// `POST /oauth/authorize` (OpenID Connect Core §3.1.2.1: form serialization): the same
+    /// request as a query, where the sign-in page reads it (303 to `GET /oauth/authorize`), once
+    /// its client and redirect URI check out; otherwise the page that says which does not.
+    func authorizationForm(_ context: RequestContext) throws -> HTTPResponse {
+        guard configuration.issuer != nil else { throw APIError.notFound }
+        let pairs: [(String, String)]
+        do { pairs = try OAuthParameters.form(context.request) } catch let error as OAuthError {
+            return SignInPage.errorPage(
+                status: 400, title: "This sign-in request is not valid", detail: error.description)
+        }
+        let (values, repeated) = OAuthParameters.values(of: pairs)
+        if case .misdirected(_, let reason) = try checkAuthorization(
+            OAuthAuthorizeRequest(
+                clientID: values["client_id"] ?? "", redirectURI: values["redirect_uri"] ?? "",
+                responseType: "",
+                scope: nil, state: nil, nonce: nil, codeChallenge: nil, codeChallengeMethod: nil),
+            repeated: repeated)
+        {
+            return SignInPage.errorPage(status: 400, title: "This sign-in link is not valid", detail: reason)
+        }
+        // Repeats of what the endpoint reads are refused there, with the client's redirect URI known.
+        let query = OAuthParameters.encode(
+            pairs.filter { !$0.1.isEmpty && OAuthParameters.read.contains($0.0) })
+        return HTTPResponse(
+            status: 303,
+            headers: ["Location": OAuthPaths.authorize + "?" + query, "Cache-Control": "no-store"])
     }
 
     /// `POST /v1/oauth/authorize`: completes an authorization request for the caller, whose
@@ -136,7 +165,7 @@ extension Application {
         let request = try body.decode()
         let authorization: AuthorizationRequest
         switch try checkAuthorization(request) {
-        case .misdirected(let reason): throw APIError.invalid(reason)
+        case .misdirected(let code, let reason): throw APIError(400, code, reason)
         case .refused(let location): return OAuthAuthorizeResponse(redirectTo: location)
         case .valid(let valid): authorization = valid
         }

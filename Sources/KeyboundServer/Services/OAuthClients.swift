@@ -274,8 +274,12 @@ extension Application {
         case .array(let many)?: audiences = many.compactMap(\.stringValue)
         default: audiences = []
         }
-        guard audiences.contains(issuer + OAuthPaths.token) || audiences.contains(issuer) else {
-            throw OAuthError.invalidClient("the client assertion's aud is not the token endpoint")
+        // RFC 7523 §3: aud identifies the authorization server: its issuer, its token endpoint, or
+        // the endpoint the assertion is sent to (what requests-oauth2client writes).
+        let accepted = [issuer, issuer + OAuthPaths.token, issuer + context.request.path]
+        guard audiences.contains(where: accepted.contains) else {
+            throw OAuthError.invalidClient(
+                "the client assertion's aud names neither the issuer nor this endpoint")
         }
         let now = context.now
         // An hour, and a minute for clocks: libraries' defaults (authlib's is an hour), and how long

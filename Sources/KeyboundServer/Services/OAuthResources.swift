@@ -83,7 +83,13 @@ extension Application {
     /// the `openid` scope.
     func userinfo(_ context: RequestContext) throws -> HTTPResponse {
         guard let issuer = configuration.issuer else { throw APIError.notFound }
-        guard let header = context.request.headers["authorization"], header.lowercased().hasPrefix("bearer "),
+        guard let header = context.request.headers["authorization"] else {
+            // No credentials at all: the challenge names no error (RFC 6750 §3.1).
+            throw OAuthError(
+                status: 401, error: "invalid_token", description: "an access token is required",
+                headers: ["WWW-Authenticate": #"Bearer realm="keybound""#])
+        }
+        guard header.lowercased().hasPrefix("bearer "),
             let found = try liveAccessToken(
                 String(header.dropFirst(7)).trimmingCharacters(in: .whitespaces), issuer: issuer,
                 at: context.now)
@@ -126,9 +132,9 @@ extension Application {
             }), stored.usedAt == nil, context.now < stored.expiresAt,
             let session = try liveSession(stored.sessionID, at: context.now)
         else { return .oauthJSON(200, inactive) }
-        let type =
-            stored.kind == TokenKind.refresh.rawValue
-            ? "refresh_token" : session.dpopJKT == nil ? "Bearer" : "DPoP"
+        // token_type is an access token's type (RFC 7662 §2.2, RFC 6749 §7.1): none for a refresh token.
+        let type: String? =
+            stored.kind == TokenKind.refresh.rawValue ? nil : session.dpopJKT == nil ? "Bearer" : "DPoP"
         return .oauthJSON(
             200,
             activeToken(
@@ -137,7 +143,7 @@ extension Application {
     }
 
     private func activeToken(
-        _ session: IntrospectedSession, type: String, scope: String?, issuedAt: Date?, expiresAt: Date,
+        _ session: IntrospectedSession, type: String?, scope: String?, issuedAt: Date?, expiresAt: Date,
         issuer: String
     ) -> JSONValue {
         var members = [
@@ -148,7 +154,8 @@ extension Application {
         if let scope { members.append(JSONMember("scope", .string(scope))) }
         members.append(JSONMember("exp", .integer(Int(expiresAt.milliseconds / 1000))))
         if let issuedAt { members.append(JSONMember("iat", .integer(Int(issuedAt.milliseconds / 1000)))) }
-        members += [JSONMember("iss", .string(issuer)), JSONMember("token_type", .string(type))]
+        members.append(JSONMember("iss", .string(issuer)))
+        if let type { members.append(JSONMember("token_type", .string(type))) }
         if let jkt = session.dpopJKT {
             members.append(JSONMember("cnf", .object([JSONMember("jkt", .string(jkt))])))
         }

@@ -108,12 +108,16 @@ extension Application {
         method: AuthMethod, deviceID: String?, authTime: Date? = nil, scope: String? = nil,
         dpopJKT: String? = nil
     ) throws -> TokenResponse {
-        if configuration.singleSession {
+        // An OAuth client's sessions (a scope) replace nothing: a web app's user may sign in from
+        // two browsers. A /v1 login replaces the /v1 session of its client, or, with
+        // --single-session, every session of the user.
+        if scope == nil, configuration.singleSession {
             try revokeSessions(
                 connection, where: "user_id = ?", [.text(userID)], reason: "replaced", now: context.now)
-        } else {
+        } else if scope == nil {
             try revokeSessions(
-                connection, where: "user_id = ? AND client_id = ?", [.text(userID), .text(clientID)],
+                connection, where: "user_id = ? AND client_id = ? AND scope IS NULL",
+                [.text(userID), .text(clientID)],
                 reason: "replaced", now: context.now)
         }
         let sessionID = SecureRandomBytes.timeOrderedIdentifier("ses", milliseconds: context.now.milliseconds)
