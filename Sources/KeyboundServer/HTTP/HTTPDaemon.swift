@@ -95,20 +95,28 @@ private struct SuspendedConnection: @unchecked Sendable {
     let pointer: OpaquePointer
 }
 
-private func collectValues(
-    _ connection: OpaquePointer, kind: MHD_ValueKind
-) -> [String: String] {
+/// A request's header fields or query parameters, names lowercased, and the names given more
+/// than once (the last value is kept).
+private struct CollectedValues {
     var values: [String: String] = [:]
-    withUnsafeMutablePointer(to: &values) { pointer in
+    var repeated: Set<String> = []
+}
+
+private func collectValues(_ connection: OpaquePointer, kind: MHD_ValueKind) -> CollectedValues {
+    var collected = CollectedValues()
+    withUnsafeMutablePointer(to: &collected) { pointer in
         _ = MHD_get_connection_values(connection, kind, collectIterator, pointer)
     }
-    return values
+    return collected
 }
 
 private let collectIterator: MHD_KeyValueIterator = { cls, _, key, value in
     guard let cls, let key else { return .YES }
-    let values = cls.assumingMemoryBound(to: [String: String].self)
-    values.pointee[String(cString: key).lowercased()] = value.map { String(cString: $0) } ?? ""
+    let collected = cls.assumingMemoryBound(to: CollectedValues.self)
+    let name = String(cString: key).lowercased()
+    if collected.pointee.values.updateValue(value.map { String(cString: $0) } ?? "", forKey: name) != nil {
+        collected.pointee.repeated.insert(name)
+    }
     return .YES
 }
 
@@ -206,12 +214,14 @@ private func makeRequest(
         ? String(decoding: address.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
         : "unknown"
     // libmicrohttpd has split the query off and percent-decoded the path: take it as it is.
+    let query = collectValues(connection, kind: .GET_ARGUMENT_KIND)
+    let headers = collectValues(connection, kind: .HEADER_KIND)
     var request = HTTPRequest(
-        method: String(cString: method), decodedPath: String(cString: url),
-        query: collectValues(connection, kind: .GET_ARGUMENT_KIND),
-        headers: collectValues(connection, kind: .HEADER_KIND), body: state.body, clientAddress: clientAddress
-    )
+        method: String(cString: method), decodedPath: String(cString: url), query: query.values,
+        headers: headers.values, body: state.body, clientAddress: clientAddress)
     request.bodyExceededLimit = state.exceeded
+    request.repeatedQueryNames = query.repeated
+    request.repeatedHeaderNames = headers.repeated
     return request
 }
 

@@ -18,6 +18,12 @@ public struct HTTPRequest: Sendable {
     public var clientAddress: String
     /// Set by the HTTP layer when the body exceeded the limit (its bytes were discarded).
     var bodyExceededLimit = false
+    /// Names of query parameters given more than once (``query`` holds the last value):
+    /// OAuth refuses those (RFC 6749 §3.1).
+    var repeatedQueryNames: Set<String> = []
+    /// Names of header fields given more than once (``headers`` holds the last value): DPoP
+    /// refuses a second `DPoP` header (RFC 9449 §4.3).
+    var repeatedHeaderNames: Set<String> = []
 
     /// - Parameters:
     ///   - method: the method.
@@ -31,6 +37,7 @@ public struct HTTPRequest: Sendable {
         clientAddress: String = "127.0.0.1"
     ) {
         var query: [String: String] = [:]
+        var repeated: Set<String> = []
         var decodedPath = path
         if let mark = path.firstIndex(of: "?") {
             decodedPath = String(path[..<mark])
@@ -39,12 +46,13 @@ public struct HTTPRequest: Sendable {
                 let name = String(parts[0]).removingPercentEncoding ?? String(parts[0])
                 let value =
                     parts.count > 1 ? (String(parts[1]).removingPercentEncoding ?? String(parts[1])) : ""
-                query[name] = value
+                if query.updateValue(value, forKey: name) != nil { repeated.insert(name) }
             }
         }
         self.init(
             method: method, decodedPath: decodedPath, query: query, headers: headers, body: body,
             clientAddress: clientAddress)
+        repeatedQueryNames = repeated
     }
 
     /// A request whose path the HTTP layer already separated from the query and percent-decoded:

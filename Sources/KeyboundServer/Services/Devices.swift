@@ -98,7 +98,7 @@ extension Application {
     func bindDevice(_ context: RequestContext, _ body: RequestBody<BindDeviceRequest>) throws
         -> BindDeviceResponse
     {
-        let caller = try authenticate(context)
+        let caller = try checkCaller(context)
         // Step-up: a password or passkey authentication in this session within the window (the
         // end /v1/me states, so the SDK asks for it before it makes a key).
         try requireStepUp(caller, context, for: "Binding a device")

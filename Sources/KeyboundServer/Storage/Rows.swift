@@ -47,7 +47,8 @@ package enum Rows {
     ///   - dpopJKT: the thumbprint of the DPoP key the session is bound to (RFC 9449), if any.
     package static func insertSession(
         _ connection: any SQLConnection, id: String, userID: String, clientID: String, deviceID: String?,
-        method: AuthMethod, createdAt: Date, authTime: Date? = nil, scope: String? = nil, dpopJKT: String? = nil
+        method: AuthMethod, createdAt: Date, authTime: Date? = nil, scope: String? = nil,
+        dpopJKT: String? = nil
     ) throws {
         try connection.execute(
             """
