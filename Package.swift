@@ -85,7 +85,8 @@ let package = Package(
             path: "Benchmarks/keybound-bench"),
 
         .testTarget(
-            name: "KeyboundCryptoTests", dependencies: ["KeyboundCrypto"], resources: [.copy("Vectors")]),
+            name: "KeyboundCryptoTests", dependencies: ["KeyboundCrypto", "KeyboundWire"],
+            resources: [.copy("Vectors")]),
         // KeyboundApple too: its policy → SecAccessControl and error-domain mappings are platform-neutral.
         .testTarget(name: "KeyboundTests", dependencies: ["Keybound", "KeyboundWire", "KeyboundApple"]),
         .testTarget(

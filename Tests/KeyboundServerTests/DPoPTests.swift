@@ -459,6 +459,52 @@ struct DPoPTests {
         #expect(try tokens.decode(TokenResponse.self).tokenType == "DPoP")
     }
 
+    @Test(
+        "random tokens with valid proofs, and a real token with another key's proof or as Bearer, write nothing"
+    )
+    func refusedTokensWriteNothing() throws {
+        let counter = WriteCounter()
+        let issuer = "https://login.example.test"
+        let app = try InProcessApplication(.sqlite, { $0.issuer = issuer }, wrapping: counter.wrap)
+        func send(_ method: String, _ path: String, _ headers: [String: String]) -> HTTPResponse {
+            app.application.handle(HTTPRequest(method: method, path: path, headers: headers))
+        }
+        try app.createAccount("alice")
+        let owner = try DPoPTestKey()
+        let nonce = try #require(send("GET", "/healthz", ["DPoP": "x"]).header("DPoP-Nonce"))
+        let login = app.application.handle(
+            HTTPRequest(
+                method: "POST", path: "/v1/sessions/password",
+                headers: [
+                    "Content-Type": "application/json",
+                    "DPoP": try owner.proof(
+                        "POST", issuer + "/v1/sessions/password", at: app.clock.now, nonce: nonce),
+                ],
+                body: PasswordLoginRequest(username: "alice", password: Client.password, clientID: "c")
+                    .jsonData))
+        let tokens = try TokenResponse(jsonData: login.body)
+        #expect(tokens.tokenType == "DPoP")
+        counter.reset()
+        let routes = [
+            ("GET", "/v1/me"), ("DELETE", "/v1/sessions/current"), ("POST", "/v1/app-attest/challenges"),
+        ]
+        for index in 0..<60 {
+            let (method, path) = routes[index % routes.count]
+            let key = try DPoPTestKey()
+            let random = Base64URL.encode(SecureRandom.bytes(32))
+            for (token, status, code) in [
+                (random, 401, ProblemCode.tokenInvalid), (tokens.accessToken, 401, .dpopProofInvalid),
+            ] {
+                let proof = try key.proof(
+                    method, issuer + path, at: app.clock.now, nonce: nonce, accessToken: token)
+                let reply = send(method, path, ["Authorization": "DPoP \(token)", "DPoP": proof])
+                #expect(reply.status == status && (try? Problem(jsonData: reply.body))?.code == code)
+            }
+            #expect(send(method, path, ["Authorization": "Bearer \(tokens.accessToken)"]).status == 401)
+        }
+        #expect(counter.changedRows.isEmpty, "\(counter.changedRows.count) write transactions")
+    }
+
     /// Two proofs joserfc (PyPI, Authlib's JOSE library, 1.6.5) made on 2026-12-01 with the key
     /// whose public part is in them, for this suite's server without nonces at the time they
     /// name: a login and, one second later, a refresh. joserfc gave the key's thumbprint too.

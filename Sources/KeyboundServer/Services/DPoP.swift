@@ -68,6 +68,8 @@ struct DPoPNonces: Sendable {
     /// Seconds per slot; 0 turns server nonces off.
     let lifetime: Int
     private let key: Data
+    /// The nonces of the latest slot seen and of the one before it, made once per slot.
+    private let made = Locked<(slot: Int64, current: String, previous: String)?>(nil)
 
     /// - Parameters:
     ///   - challengeKey: the server's challenge key; the nonces' own key is an HMAC of it, so a
@@ -79,34 +81,36 @@ struct DPoPNonces: Sendable {
     }
 
     /// The nonce to send now; nil when nonces are off.
-    func current(at now: Date) -> String? {
-        guard lifetime > 0, let tag = try? tag(slot: slot(now)) else { return nil }
-        return Base64URL.encode(tag)
-    }
+    func current(at now: Date) -> String? { nonces(at: now)?.current }
 
-    /// Whether `nonce` is the current slot's or the previous one's (compared in constant time).
+    /// Whether `nonce` is the current slot's or the previous one's. A nonce is no secret (any
+    /// request with a `DPoP` header gets the current one), so it is compared as it is.
     func accepts(_ nonce: String, at now: Date) -> Bool {
-        guard lifetime > 0, nonce.utf8.count == 43, let tag = Base64URL.decode(nonce) else { return false }
-        let slot = slot(now)
-        return [slot, slot - 1].contains {
-            (try? HMACSHA256.isValid(tag, for: Self.message(slot: $0), key: key)) == true
+        guard let (current, previous) = nonces(at: now) else { return false }
+        return nonce == current || nonce == previous
+    }
+
+    /// The current slot's nonce and the previous one's; nil when nonces are off.
+    private func nonces(at now: Date) -> (current: String, previous: String)? {
+        guard lifetime > 0 else { return nil }
+        let slot = Int64(now.timeIntervalSince1970.rounded(.down)) / Int64(lifetime)
+        if let made = made.withLock({ $0 }), made.slot == slot { return (made.current, made.previous) }
+        guard let current = try? nonce(slot: slot), let previous = try? nonce(slot: slot - 1) else {
+            return nil
         }
+        made.withLock { $0 = (slot, current, previous) }
+        return (current, previous)
     }
 
-    private func slot(_ now: Date) -> Int64 {
-        Int64(now.timeIntervalSince1970.rounded(.down)) / Int64(lifetime)
+    private func nonce(slot: Int64) throws -> String {
+        Base64URL.encode(try HMACSHA256.authenticationCode(for: Data(slot.bigEndianBytes), key: key))
     }
-
-    private func tag(slot: Int64) throws -> Data {
-        try HMACSHA256.authenticationCode(for: Self.message(slot: slot), key: key)
-    }
-
-    private static func message(slot: Int64) -> Data { Data(slot.bigEndianBytes) }
 }
 
 /// An http or https URI as RFC 9449 §4.3 step 9 compares `htu` with the request (RFC 3986 §6.2.2
 /// and §6.2.3): scheme and host in lower case, the scheme's default port left out, no query and no
-/// fragment, the path percent-decoded, `/` for an empty one.
+/// fragment, the path percent-decoded, `/` for an empty one. Read on the bytes: Foundation's
+/// `URLComponents` cost more than the rest of a proof's checks but the signature.
 struct TargetURI: Equatable {
     let scheme: String
     let host: String
@@ -115,27 +119,50 @@ struct TargetURI: Equatable {
 
     /// Reads `text`; nil for anything but an absolute http or https URI with a host and no user
     /// information.
-    init?(_ text: String) {
-        guard let components = URLComponents(string: text) else { return nil }
-        self.init(components, path: components.percentEncodedPath.removingPercentEncoding)
-    }
+    init?(_ text: String) { self.init(text, path: nil) }
 
     /// The URI of a request for `path` (as the server received it: decoded) on the server whose
     /// public root is `base` (`https://login.example.com`, perhaps with a path of its own).
-    init?(base: String, path: String) {
-        guard let components = URLComponents(string: base) else { return nil }
-        let prefix = components.percentEncodedPath.removingPercentEncoding ?? ""
-        self.init(components, path: (prefix.hasSuffix("/") ? String(prefix.dropLast()) : prefix) + path)
-    }
+    init?(base: String, path: String) { self.init(base, path: path) }
 
-    private init?(_ components: URLComponents, path: String?) {
-        guard let scheme = components.scheme?.lowercased(), scheme == "http" || scheme == "https",
-            let host = components.host?.lowercased(), !host.isEmpty, components.user == nil,
-            components.password == nil, let path
+    private init?(_ text: String, path requestPath: String?) {
+        let bytes = Array(text.utf8)
+        guard let colon = bytes.firstIndex(of: UInt8(ascii: ":")),
+            bytes[colon...].starts(with: "://".utf8)
         else { return nil }
+        let scheme = String(decoding: bytes[..<colon], as: UTF8.self).lowercased()
+        guard scheme == "http" || scheme == "https" else { return nil }
+        let rest = bytes[(colon + 3)...]
+        let isDelimiter = { (byte: UInt8) in
+            byte == UInt8(ascii: "/") || byte == UInt8(ascii: "?") || byte == UInt8(ascii: "#")
+        }
+        let authorityEnd = rest.firstIndex(where: isDelimiter) ?? rest.endIndex
+        let authority = rest[..<authorityEnd]
+        guard !authority.isEmpty, !authority.contains(UInt8(ascii: "@")) else { return nil }
+        // The port follows the last colon, unless that colon is inside an IPv6 literal's brackets.
+        var hostEnd = authority.endIndex
+        var port: Int?
+        if let portColon = authority.lastIndex(of: UInt8(ascii: ":")),
+            !authority[portColon...].contains(UInt8(ascii: "]"))
+        {
+            let digits = authority[(portColon + 1)...]
+            guard !digits.isEmpty, digits.count <= 5, digits.allSatisfy({ (48...57).contains($0) }),
+                let number = Int(String(decoding: digits, as: UTF8.self)), number <= 65_535
+            else { return nil }
+            (hostEnd, port) = (portColon, number)
+        }
+        let host = String(decoding: authority[..<hostEnd], as: UTF8.self).lowercased()
+        guard !host.isEmpty else { return nil }
+        let pathBytes = rest[authorityEnd...].prefix { $0 != UInt8(ascii: "?") && $0 != UInt8(ascii: "#") }
+        var path = String(decoding: pathBytes, as: UTF8.self)
+        if pathBytes.contains(UInt8(ascii: "%")) {
+            guard let decoded = path.removingPercentEncoding else { return nil }
+            path = decoded
+        }
+        if let requestPath { path = (path.hasSuffix("/") ? String(path.dropLast()) : path) + requestPath }
         self.scheme = scheme
         self.host = host
-        port = components.port == (scheme == "https" ? 443 : 80) ? nil : components.port
+        self.port = port == (scheme == "https" ? 443 : 80) ? nil : port
         self.path = path.isEmpty ? "/" : path
     }
 }
@@ -163,14 +190,14 @@ extension Application {
     func dpopProof(_ context: RequestContext, accessToken: String?) throws(DPoPFailure) -> DPoPProof? {
         let request = context.request
         guard let header = request.headers["dpop"] else { return nil }
-        // Step 1: one header field with one value (a JWS has no comma).
-        guard !request.repeatedHeaderNames.contains("dpop"), !header.contains(",") else {
+        // Step 1: one header field with one value (a JWS has no comma). The HTTP layer trimmed it.
+        guard !request.repeatedHeaderNames.contains("dpop"), !header.utf8.contains(UInt8(ascii: ",")) else {
             throw .invalid("A request carries one DPoP header.")
         }
         // Steps 2 to 5 and 7: a well-formed proof, ES256, a public key.
         let proof: DPoPProofToken
         do {
-            proof = try DPoPProofToken(header.trimmingCharacters(in: .whitespaces))
+            proof = try DPoPProofToken(header)
         } catch {
             throw .invalid("The DPoP proof is malformed: \(error.detail).")
         }
@@ -197,10 +224,11 @@ extension Application {
             throw .invalid("The DPoP proof's ath is not the hash of this access token.")
         }
         // Step 6 last: the one costly check.
-        guard ES256.isValid(proof.jws, key: proof.key) else {
+        let thumbprint = proof.key.thumbprint
+        guard let key = ParsedKeys.key(proof.key, thumbprint: thumbprint), ES256.isValid(proof.jws, key: key)
+        else {
             throw .invalid("The DPoP proof's signature does not verify with its jwk.")
         }
-        let thumbprint = proof.key.thumbprint
         return DPoPProof(
             thumbprint: thumbprint,
             replayID: "dpp_"
