@@ -34,7 +34,9 @@ struct DPoPTests {
                 username: try Username(username), password: Client.password, clientID: try ClientID(clientID)),
             headers: ["DPoP": proof])
         #expect(reply.status == 200, "\(reply.text)")
-        return try reply.decode(TokenResponse.self)
+        let tokens = try reply.decode(TokenResponse.self)
+        #expect(tokens.tokenType == "DPoP")
+        return tokens
     }
 
     /// `GET /v1/me` presenting `token` with the DPoP scheme and `proof`.
