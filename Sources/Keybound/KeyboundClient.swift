@@ -436,7 +436,8 @@ public actor KeyboundClient {
             guard let current = session else { throw KeyboundError(.sessionExpired, message: error.message) }
             let fresh = current.accessToken == token ? try await refreshOnce(replacing: current) : current
             return try await send(
-                endpoint, body, parameters: parameters, credential: .accessToken(fresh.accessToken, sessionKey))
+                endpoint, body, parameters: parameters,
+                credential: .accessToken(fresh.accessToken, sessionKey))
         }
     }
 
@@ -485,7 +486,8 @@ public actor KeyboundClient {
         var accessToken: String?
         if case .accessToken(let token, let key) = credential {
             accessToken = token
-            request.setValue("\(key == nil ? "Bearer" : DPoP.scheme) \(token)", forHTTPHeaderField: "Authorization")
+            request.setValue(
+                "\(key == nil ? "Bearer" : DPoP.scheme) \(token)", forHTTPHeaderField: "Authorization")
         }
         var (data, http) = try await exchange(request, credential.key, accessToken: accessToken)
         // RFC 9449 §8, §9: the server wants its nonce in the proof; the answer carried it. Once.

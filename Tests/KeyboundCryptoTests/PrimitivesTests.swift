@@ -28,7 +28,8 @@ struct PrimitivesTests {
     /// length around the padding's edges (55, 56, 63, 64 bytes and beyond).
     @Test func plainSwiftSHA256AgreesWithDigest() throws {
         #expect(
-            SHA256.hash(Data()) == (try hex("e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855")))
+            SHA256.hash(Data())
+                == (try hex("e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855")))
         #expect(
             SHA256.hash("abc".utf8)
                 == (try hex("ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")))
