@@ -32,10 +32,14 @@ let package = Package(
         .systemLibrary(
             name: "CLibPQ", pkgConfig: "libpq", providers: [.apt(["libpq-dev"]), .brew(["libpq"])]),
 
-        // Crypto primitives: CryptoKit on Apple platforms, OpenSSL 3 elsewhere.
-        .target(name: "KeyboundCrypto", dependencies: [.target(name: "COpenSSL", condition: linuxOnly)]),
-        // Requests, responses, problem details and signing payloads shared by server and SDK.
+        // Requests, responses, problem details and signing payloads shared by server and SDK, and
+        // the formats both sides read without a crypto library (DER signatures, JOSE, SHA-256).
         .target(name: "KeyboundWire"),
+        // Crypto primitives: CryptoKit on Apple platforms, OpenSSL 3 elsewhere. Signature encodings
+        // come from KeyboundWire, which the SDK shares.
+        .target(
+            name: "KeyboundCrypto",
+            dependencies: ["KeyboundWire", .target(name: "COpenSSL", condition: linuxOnly)]),
         // The SDK: policies, errors, backend protocols, flows, API client. No C, no Apple framework.
         .target(name: "Keybound", dependencies: ["KeyboundWire"]),
         // Keychain, LocalAuthentication and Secure Enclave backends (files gated by canImport).
@@ -81,7 +85,8 @@ let package = Package(
             path: "Benchmarks/keybound-bench"),
 
         .testTarget(
-            name: "KeyboundCryptoTests", dependencies: ["KeyboundCrypto"], resources: [.copy("Vectors")]),
+            name: "KeyboundCryptoTests", dependencies: ["KeyboundCrypto", "KeyboundWire"],
+            resources: [.copy("Vectors")]),
         // KeyboundApple too: its policy → SecAccessControl and error-domain mappings are platform-neutral.
         .testTarget(name: "KeyboundTests", dependencies: ["Keybound", "KeyboundWire", "KeyboundApple"]),
         .testTarget(

@@ -83,7 +83,7 @@ final class Benchmark {
 
     /// Raw P-256 verifies per second on one core (this thread), through KeyboundCrypto, of a
     /// login payload of the real size. `when` says which measurement it is, if not the first.
-    private func measureVerify(_ when: String? = nil) throws -> Double {
+    func measureVerify(_ when: String? = nil) throws -> Double {
         progress("raw P-256 verify, one core, \(durations.verify) s" + (when.map { ", \($0)" } ?? ""))
         let key = try P256SigningKey()
         let payload = try SigningPayload(
@@ -296,6 +296,7 @@ final class Benchmark {
             clients.map { GetWorker(connection: $0.connection, endpoint: API.me, bearer: $0.accessToken) },
             rounds: 2, roundSeconds: durations.reads / 2, warmup: 0.1)
         report.reads = ReadNumbers(health: health, me: me, clients: clients.count)
+        try measureDPoPReads(port: port)
         return logins
     }
 

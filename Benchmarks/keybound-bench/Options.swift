@@ -29,7 +29,7 @@ struct BenchOptions {
         usage: keybound-bench [--quick] [--json] [--concurrency N] [--sqlite-synchronous full|normal]
                               [--growth-users N] [--sessions N] [--no-postgres] [--abuse]
                               [--housekeeping]
-               keybound-bench --profile healthz|me|challenge|login|refresh N
+               keybound-bench --profile healthz|me|challenge|login|refresh|dpop-me N
 
           Measures the performance targets of docs/design.md against an in-process server on 127.0.0.1
           in one run, on SQLite then PostgreSQL (about 3 minutes; 80 s with --no-postgres), and
@@ -85,7 +85,8 @@ struct BenchOptions {
             case "--profile":
                 let name = try value(argument)
                 guard let operation = Profile.Operation(rawValue: name) else {
-                    throw Invalid(description: "--profile is one of healthz, me, challenge, login, refresh")
+                    throw Invalid(
+                        description: "--profile is one of healthz, me, challenge, login, refresh, dpop-me")
                 }
                 options.profile = (operation, try count("--profile \(name)", 1...10_000_000))
             case "--sqlite-synchronous":

@@ -17,6 +17,9 @@ enum Profile {
         case challenge
         case login
         case refresh
+        /// `GET /v1/me` of a DPoP-bound session, a fresh proof each (made here, outside the server
+        /// but inside the count: subtract a sign).
+        case dpopMe = "dpop-me"
     }
 
     static func run(_ operation: Operation, count: Int) throws {
@@ -45,6 +48,19 @@ enum Profile {
                     publicKey: key.publicKey.spkiDER, name: "profile", keyProtection: .software),
                 bearer: tokens.accessToken)
         ).deviceID
+        let dpopKey = try DPoPTestKey()
+        let uri = "http://127.0.0.1" + API.me.template
+        // Any answer to a request with a DPoP header carries the server's nonce.
+        var nonce = try client.send(API.health, headers: [DPoP.proofHeader: "none"]).header(DPoP.nonceHeader)
+        let dpopTokens = try TokenResponse(
+            jsonData: client.send(
+                API.passwordLogin,
+                PasswordLoginRequest(username: "profile", password: password, clientID: "profile-dpop"),
+                headers: [
+                    DPoP.proofHeader: try dpopKey.proof(
+                        "POST", "http://127.0.0.1" + API.passwordLogin.template, at: Date(), nonce: nonce)
+                ]
+            ).body)
         let started = nanoseconds()
         for _ in 0..<count {
             switch operation {
@@ -63,6 +79,13 @@ enum Profile {
             case .refresh:
                 tokens = try TokenResponse(
                     jsonData: client.expect(API.refresh, RefreshRequest(refreshToken: tokens.refreshToken)))
+            case .dpopMe:
+                let proof = try dpopKey.proof(
+                    "GET", uri, at: Date(), nonce: nonce, accessToken: dpopTokens.accessToken)
+                let answer = try client.send(
+                    API.me,
+                    headers: ["Authorization": "DPoP \(dpopTokens.accessToken)", DPoP.proofHeader: proof])
+                nonce = answer.header(DPoP.nonceHeader) ?? nonce
             }
         }
         let elapsed = seconds(since: started)
@@ -82,24 +105,39 @@ private struct InProcessClient {
     func expect<Request, Response>(
         _ endpoint: Endpoint<Request, Response>, _ message: Request, bearer: String? = nil
     ) throws -> Data {
-        try expect(endpoint, body: message.jsonData, bearer: bearer)
+        try send(endpoint, body: message.jsonData, bearer: bearer, headers: [:]).body
     }
 
     /// Sends a request without a body to `endpoint`; returns the body of the answer.
     @discardableResult
     func expect<Response>(_ endpoint: Endpoint<NoBody, Response>, bearer: String? = nil) throws -> Data {
-        try expect(endpoint, body: nil, bearer: bearer)
+        try send(endpoint, body: nil, bearer: bearer, headers: [:]).body
     }
 
-    private func expect<Request, Response>(
-        _ endpoint: Endpoint<Request, Response>, body: Data?, bearer: String?
-    ) throws -> Data {
+    /// Sends `message` to `endpoint` with `headers` besides the usual; returns the answer.
+    func send<Request, Response>(
+        _ endpoint: Endpoint<Request, Response>, _ message: Request, headers: [String: String]
+    ) throws -> HTTPResponse {
+        try send(endpoint, body: message.jsonData, bearer: nil, headers: headers)
+    }
+
+    /// Sends a request without a body to `endpoint` with `headers` besides the usual.
+    func send<Response>(_ endpoint: Endpoint<NoBody, Response>, headers: [String: String]) throws
+        -> HTTPResponse
+    {
+        try send(endpoint, body: nil, bearer: nil, headers: headers)
+    }
+
+    private func send<Request, Response>(
+        _ endpoint: Endpoint<Request, Response>, body: Data?, bearer: String?, headers extra: [String: String]
+    ) throws -> HTTPResponse {
         // The path is the template: no profiled route has parameters, and the profile should
         // spend nothing on filling them in.
         let (method, path, status) = (endpoint.method.rawValue, endpoint.template, endpoint.status)
         var headers = ["Host": "127.0.0.1", "Accept": "application/json"]
         if body != nil { headers["Content-Type"] = "application/json" }
         if let bearer { headers["Authorization"] = "Bearer \(bearer)" }
+        headers.merge(extra) { $1 }
         let request = HTTPRequest(method: method, path: path, headers: headers, body: body ?? Data())
         let done = DispatchSemaphore(value: 0)
         let response = Shared<HTTPResponse?>(nil)
@@ -112,6 +150,6 @@ private struct InProcessClient {
         guard let answer = response.withLock({ $0 }), answer.status == status else {
             throw HTTPClientError(description: "\(method) \(path): not \(status)")
         }
-        return answer.body
+        return answer
     }
 }

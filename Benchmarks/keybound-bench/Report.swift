@@ -100,6 +100,8 @@ struct Report {
     var abuse: AbuseNumbers?
     /// The purge of piled-up expired rows (issue 21, item 1).
     var housekeeping: HousekeepingNumbers?
+    /// DPoP-bound `GET /v1/me` (issue 23, item 8).
+    var dpopReads: DPoPNumbers?
     var totalSeconds = 0.0
 
     init(options: BenchOptions, cores: Int) {
@@ -371,7 +373,7 @@ struct Report {
                         "rotation_max_ms": Double(during.latencies.last ?? 0) / 1e6,
                     ]))
         }
-        return verdicts + postgresVerdicts
+        return verdicts + dpopVerdicts + postgresVerdicts
     }
 
     /// The abuse section's lines (slow senders and the request deadline).

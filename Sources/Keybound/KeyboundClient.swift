@@ -12,6 +12,12 @@ import KeyboundWire
 /// refresh request goes out and all of them wait for it. Every failure is a ``KeyboundError``
 /// (`server` with the problem's code, `throttled`, `sessionExpired`, `network`).
 ///
+/// Given a ``DPoPKey`` (``BiometricLogin`` makes one), every login and refresh carries a DPoP
+/// proof (RFC 9449) by it; a server that supports DPoP binds the session to the key
+/// (``Session/isDPoPBound``), and the client then sends each request's access token as
+/// `Authorization: DPoP` with a fresh proof, answering the server's nonce (`DPoP-Nonce`) as it
+/// goes. A server without DPoP ignores the proofs and opens bearer sessions, which work as before.
+///
 /// ```swift
 /// let client = KeyboundClient(baseURL: URL(string: "https://api.example.com")!)
 /// try await client.loginWithPassword(username: "ada", password: password, clientID: installID)
@@ -35,6 +41,9 @@ public actor KeyboundClient {
         public let userID: String
         /// When the access token expires, by the client's clock.
         public let accessTokenExpiresAt: Date
+        /// Whether the server bound the session to the client's ``DPoPKey`` (`token_type` DPoP):
+        /// its tokens then work only with proofs by that key, which stays on this device.
+        public let isDPoPBound: Bool
 
         /// The session and user ids, with the tokens redacted, so a session can be logged.
         public var description: String {
@@ -55,6 +64,14 @@ public actor KeyboundClient {
     private var session: Session?
     private var refreshInFlight: Task<Session, any Error>?
     private var tokenObservers: [@Sendable (Session?) async -> Void] = []
+    /// The key that new sessions are bound to (``bindSessions(to:)``).
+    private var dpopKey: DPoPKey?
+    /// The key the current session is bound to, when it is.
+    private var sessionKey: DPoPKey?
+    /// The public JWKs of the keys used so far, by name (reading one from a vault is a Keychain call).
+    private var dpopJWKs: [ItemName: ECPublicJWK] = [:]
+    /// The latest `DPoP-Nonce` the server sent: the next proof names it.
+    private var dpopNonce: String?
 
     /// A client without a session: log in, or resume from a stored refresh token, before any
     /// authenticated call.
@@ -62,15 +79,27 @@ public actor KeyboundClient {
     /// - Parameters:
     ///   - baseURL: the server's root, e.g. `https://api.example.com`.
     ///   - urlSession: the URL session to use.
-    ///   - clock: time, to know when the access token expires.
-    public init(baseURL: URL, urlSession: URLSession = .shared, clock: Clock = .system) {
+    ///   - clock: time, to know when the access token expires and to date DPoP proofs.
+    ///   - dpopKey: the key to bind new sessions to (see ``bindSessions(to:)``); nil for bearer
+    ///     sessions.
+    public init(
+        baseURL: URL, urlSession: URLSession = .shared, clock: Clock = .system, dpopKey: DPoPKey? = nil
+    ) {
         self.baseURL = baseURL
         self.urlSession = urlSession
         self.clock = clock
+        self.dpopKey = dpopKey
     }
 
     /// The current session, if any.
     public var currentSession: Session? { session }
+
+    /// Binds the sessions that later logins, sign-ups and resumed refresh tokens open to `key`
+    /// (DPoP, RFC 9449), where the server supports it; nil opens bearer sessions again. The
+    /// session held now keeps the key it has.
+    public func bindSessions(to key: DPoPKey?) {
+        dpopKey = key
+    }
 
     /// Adds an observer called after every change of tokens (login, refresh, logout), so the app
     /// can keep the rotated refresh token in its protected item. Observers stay for the client's
@@ -104,16 +133,14 @@ public actor KeyboundClient {
     {
         let request = PasswordLoginRequest(
             username: try Self.username(username), password: password, clientID: try Self.clientID(clientID))
-        let tokens: TokenResponse = try await send(API.passwordLogin, request)
-        return await adopt(tokens)
+        return try await logIn(API.passwordLogin, request)
     }
 
-    /// Opens a session from a stored refresh token (biometric login, token mode).
+    /// Opens a session from a stored refresh token (biometric login, token mode). A session
+    /// bound to a DPoP key resumes only with that key as the client's (``bindSessions(to:)``).
     @discardableResult
     public func resume(refreshToken: String) async throws -> Session {
-        let tokens: TokenResponse = try await send(
-            API.refresh, RefreshRequest(refreshToken: refreshToken))
-        return await adopt(tokens)
+        try await logIn(API.refresh, RefreshRequest(refreshToken: refreshToken))
     }
 
     /// Logs out: the server ends the session and the client forgets it.
@@ -200,8 +227,7 @@ public actor KeyboundClient {
     {
         let request = DeviceLoginRequest(
             challengeID: challengeID, signature: signature, appAttestAssertion: appAttestAssertion)
-        let tokens: TokenResponse = try await send(API.deviceLogin, request)
-        return await adopt(tokens)
+        return try await logIn(API.deviceLogin, request)
     }
 
     // MARK: - Passkeys
@@ -231,12 +257,13 @@ public actor KeyboundClient {
     /// account's session (creating the passkey verified the user).
     @discardableResult
     public func signUpWithPasskey(_ registration: PasskeyRegistration) async throws -> Session {
+        let key = dpopKey
         let result: PasskeyRegistrationResult = try await send(
-            API.passkeyRegistrationVerify, registration)
+            API.passkeyRegistrationVerify, registration, credential: .login(key))
         guard let tokens = result.tokens else {
             throw KeyboundError(.unexpected, message: "the server opened no session for the new account")
         }
-        return await adopt(tokens)
+        return await adopt(tokens, key: key)
     }
 
     /// Starts adding a passkey to the logged-in account: what the authenticator must create.
@@ -276,9 +303,10 @@ public actor KeyboundClient {
     /// Completes a passkey login with the authenticator's assertion and holds the new session.
     @discardableResult
     public func loginWithPasskey(_ assertion: PasskeyAssertion) async throws -> Session {
+        let key = dpopKey
         let result: PasskeyLoginResult = try await send(
-            API.passkeyLoginVerify, assertion)
-        return await adopt(result.tokens)
+            API.passkeyLoginVerify, assertion, credential: .login(key))
+        return await adopt(result.tokens, key: key)
     }
 
     /// The logged-in account's passkeys, oldest first.
@@ -325,12 +353,26 @@ public actor KeyboundClient {
 
     // MARK: - Tokens
 
-    private func adopt(_ tokens: TokenResponse) async -> Session {
+    /// Sends a login (or a refresh that opens the client's session), with a proof by the client's
+    /// DPoP key when it has one, and holds the session it opens.
+    private func logIn<Request>(_ endpoint: Endpoint<Request, TokenResponse>, _ request: Request) async throws
+        -> Session
+    {
+        let key = dpopKey
+        let tokens = try await send(endpoint, request, credential: .login(key))
+        return await adopt(tokens, key: key)
+    }
+
+    /// Holds the session of `tokens`, bound to `key` when the server says so (`token_type` DPoP).
+    private func adopt(_ tokens: TokenResponse, key: DPoPKey?) async -> Session {
+        let bound = tokens.tokenType == DPoP.scheme && key != nil
         let adopted = Session(
             accessToken: tokens.accessToken, refreshToken: tokens.refreshToken, sessionID: tokens.sessionID,
             userID: tokens.userID,
-            accessTokenExpiresAt: clock.now().addingTimeInterval(TimeInterval(tokens.expiresIn)))
+            accessTokenExpiresAt: clock.now().addingTimeInterval(TimeInterval(tokens.expiresIn)),
+            isDPoPBound: bound)
         session = adopted
+        sessionKey = bound ? key : nil
         await notifyTokensChanged(adopted)
         return adopted
     }
@@ -349,10 +391,12 @@ public actor KeyboundClient {
         if let session, session.accessToken != stale.accessToken { return session }  // already refreshed
         // The refusal is turned into `sessionExpired` inside the task, so that every caller
         // waiting for this refresh gets it, not only the one that started it.
+        // A bound session refreshes with proofs by its own key (RFC 9449 §5).
+        let key = stale.isDPoPBound ? sessionKey : nil
         let task = Task { () async throws -> Session in
             do {
                 let tokens: TokenResponse = try await send(
-                    API.refresh, RefreshRequest(refreshToken: stale.refreshToken))
+                    API.refresh, RefreshRequest(refreshToken: stale.refreshToken), credential: .login(key))
                 // A login or logout while the refresh was in flight wins over its result.
                 guard session?.accessToken == stale.accessToken else {
                     guard let session else {
@@ -360,8 +404,10 @@ public actor KeyboundClient {
                     }
                     return session
                 }
-                return await adopt(tokens)
-            } catch let error as KeyboundError where error.code == .server && error.native == .httpStatus(401)
+                return await adopt(tokens, key: key)
+            } catch let error as KeyboundError
+                where error.code == .server
+                && (error.native == .httpStatus(401) || error.serverCode == .dpopProofInvalid)
             {
                 if let newer = session, newer.accessToken != stale.accessToken { return newer }
                 session = nil
@@ -383,12 +429,15 @@ public actor KeyboundClient {
     ) async throws -> Response {
         let token = try await accessToken(forceRefresh: false)
         do {
-            return try await send(endpoint, body, parameters: parameters, bearer: token)
+            return try await send(
+                endpoint, body, parameters: parameters, credential: .accessToken(token, sessionKey))
         } catch let error as KeyboundError where error.serverCode == .tokenInvalid {
             // The server no longer takes this token (expired by its clock): refresh once, retry once.
             guard let current = session else { throw KeyboundError(.sessionExpired, message: error.message) }
             let fresh = current.accessToken == token ? try await refreshOnce(replacing: current) : current
-            return try await send(endpoint, body, parameters: parameters, bearer: fresh.accessToken)
+            return try await send(
+                endpoint, body, parameters: parameters,
+                credential: .accessToken(fresh.accessToken, sessionKey))
         }
     }
 
@@ -401,29 +450,51 @@ public actor KeyboundClient {
 
     // MARK: - HTTP
 
+    /// What a request carries to say who sends it.
+    private enum Credential {
+        /// Nothing.
+        case none
+        /// A login or refresh: a DPoP proof by the key, when there is one.
+        case login(DPoPKey?)
+        /// A session's access token: as `Bearer`, or, with the key its session is bound to, as
+        /// `DPoP` with a proof by that key.
+        case accessToken(String, DPoPKey?)
+
+        /// The key that signs the request's proof.
+        var key: DPoPKey? {
+            switch self {
+            case .none: nil
+            case .login(let key), .accessToken(_, let key): key
+            }
+        }
+    }
+
     private func send<Request, Response>(
         _ endpoint: Endpoint<Request, Response>, _ body: Request, parameters: [String] = [],
-        bearer: String? = nil
+        credential: Credential = .none
     ) async throws -> Response {
         let method = endpoint.method.rawValue
         let path = endpoint.path(parameters)
-        var request = URLRequest(url: baseURL.appendingPathComponent(String(path.dropFirst())))
+        let url = baseURL.appendingPathComponent(String(path.dropFirst()))
+        var request = URLRequest(url: url)
         request.httpMethod = method
         request.setValue("application/json", forHTTPHeaderField: "Accept")
-        if let bearer { request.setValue("Bearer \(bearer)", forHTTPHeaderField: "Authorization") }
         if Request.self != NoBody.self {
             request.httpBody = body.jsonData
             request.setValue("application/json", forHTTPHeaderField: "Content-Type")
         }
-        let data: Data
-        let response: URLResponse
-        do {
-            (data, response) = try await urlSession.data(for: request)
-        } catch {
-            throw KeyboundError(.network, message: "\(method) \(path): \(error.localizedDescription)")
+        var accessToken: String?
+        if case .accessToken(let token, let key) = credential {
+            accessToken = token
+            request.setValue(
+                "\(key == nil ? "Bearer" : DPoP.scheme) \(token)", forHTTPHeaderField: "Authorization")
         }
-        guard let http = response as? HTTPURLResponse else {
-            throw KeyboundError(.network, message: "\(method) \(path): not an HTTP response")
+        var (data, http) = try await exchange(request, credential.key, accessToken: accessToken)
+        // RFC 9449 §8, §9: the server wants its nonce in the proof; the answer carried it. Once.
+        if credential.key != nil, [400, 401].contains(http.statusCode),
+            (try? Problem(jsonData: data))?.code == .useDPoPNonce
+        {
+            (data, http) = try await exchange(request, credential.key, accessToken: accessToken)
         }
         guard (200..<300).contains(http.statusCode) else {
             throw Self.error(
@@ -439,6 +510,43 @@ public actor KeyboundClient {
         }
     }
 
+    /// Sends `request` once, with a new DPoP proof by `key` when there is one (naming the
+    /// server's latest nonce), and keeps the nonce the answer carries.
+    private func exchange(_ request: URLRequest, _ key: DPoPKey?, accessToken: String?) async throws -> (
+        Data, HTTPURLResponse
+    ) {
+        var request = request
+        let method = request.httpMethod ?? "GET"
+        let target = request.url?.absoluteString ?? ""
+        if let key {
+            let jwk = try await publicJWK(of: key)
+            let proof = try await key.proof(
+                jwk: jwk, method: method, uri: target, issuedAt: clock.now(), nonce: dpopNonce,
+                accessToken: accessToken)
+            request.setValue(proof, forHTTPHeaderField: DPoP.proofHeader)
+        }
+        let data: Data
+        let response: URLResponse
+        do {
+            (data, response) = try await urlSession.data(for: request)
+        } catch {
+            throw KeyboundError(.network, message: "\(method) \(target): \(error.localizedDescription)")
+        }
+        guard let http = response as? HTTPURLResponse else {
+            throw KeyboundError(.network, message: "\(method) \(target): not an HTTP response")
+        }
+        if let nonce = http.value(forHTTPHeaderField: DPoP.nonceHeader) { dpopNonce = nonce }
+        return (data, http)
+    }
+
+    /// The key's public JWK, read from its vault once.
+    private func publicJWK(of key: DPoPKey) async throws -> ECPublicJWK {
+        if let known = dpopJWKs[key.name] { return known }
+        let jwk = try await key.publicJWK()
+        dpopJWKs[key.name] = jwk
+        return jwk
+    }
+
     /// The Keybound error for a server problem response, with the recovery the problem implies.
     static func error(status: Int, body: Data, retryAfter: String?) -> KeyboundError {
         let problem = try? Problem(jsonData: body)
@@ -450,13 +558,16 @@ public actor KeyboundClient {
             return KeyboundError(
                 .throttled, native: .httpStatus(status), message: problem?.detail, serverCode: code,
                 retryAfter: seconds)
-        case .invalidCredentials, .stepUpRequired, .tokenInvalid: recovery = .usePassword
+        // A proof the server refuses that is not about its nonce: the key is not the session's
+        // (deleted and made again) or the device's clock is far off; a new login binds afresh.
+        case .invalidCredentials, .stepUpRequired, .tokenInvalid, .dpopProofInvalid: recovery = .usePassword
         case .deviceRevoked, .deviceSuspended, .passkeySuspended: recovery = .usePassword
         // The server requires App Attest and this device was bound without it (before the
         // requirement): only a new binding helps. (A refused binding itself is final: see
         // `BiometricLogin.enable()`.)
         case .appAttestRequired: recovery = .reenroll
-        case .challengeExpired, .challengeUsed, .unavailable: recovery = .retry
+        // The client answers a nonce request once by itself; a second one in a row: try again.
+        case .challengeExpired, .challengeUsed, .unavailable, .useDPoPNonce: recovery = .retry
         default: recovery = status >= 500 ? .retryLater : .none
         }
         return KeyboundError(

@@ -1,6 +1,7 @@
 #if !canImport(CryptoKit)
     internal import COpenSSL
     import Foundation
+    import KeyboundWire
 
     /// A P-256 key pair in OpenSSL.
     struct P256PrivateKeyBacking: Sendable {

@@ -1,4 +1,5 @@
 import Foundation
+import KeyboundWire
 
 /// A P-256 (secp256r1, prime256v1) private key for ECDSA with SHA-256.
 ///
@@ -211,95 +212,5 @@ enum P256Curve {
             borrow = (difference >> 8) & 1
         }
         return (nonZero != 0) && (borrow == 1)
-    }
-}
-
-/// The DER `ECDSA-Sig-Value` codec, strict in both directions.
-enum ECDSASignatureDER {
-    /// `r || s` from strict DER, or `nil`.
-    static func rawRepresentation(fromDER der: Data) -> Data? {
-        var reader = DERReader(bytes: [UInt8](der))
-        guard let sequence = reader.read(tag: 0x30), reader.isAtEnd else { return nil }
-        var fields = DERReader(bytes: sequence)
-        guard let r = fields.readPositiveInteger(), let s = fields.readPositiveInteger(), fields.isAtEnd,
-            let rawR = padded(r), let rawS = padded(s)
-        else { return nil }
-        return Data(rawR + rawS)
-    }
-
-    /// Strict DER from `r || s` (64 bytes).
-    static func der(fromRawRepresentation raw: Data) -> Data {
-        let bytes = [UInt8](raw)
-        let half = bytes.count / 2
-        let r = integer(bytes[..<half])
-        let s = integer(bytes[half...])
-        // At most 2 * 35 content bytes, so the sequence length always fits DER's short form.
-        return Data([0x30, UInt8(r.count + s.count)] + r + s)
-    }
-
-    /// A DER INTEGER holding the unsigned big-endian `magnitude`.
-    private static func integer(_ magnitude: ArraySlice<UInt8>) -> [UInt8] {
-        var content = Array(magnitude.drop { $0 == 0 })
-        if content.isEmpty || content[0] & 0x80 != 0 {
-            content.insert(0, at: 0)
-        }
-        return [0x02, UInt8(content.count)] + content
-    }
-
-    /// The unsigned integer left-padded to 32 bytes, or `nil` if it is wider.
-    private static func padded(_ magnitude: [UInt8]) -> [UInt8]? {
-        guard magnitude.count <= P256Curve.scalarByteCount else { return nil }
-        return [UInt8](repeating: 0, count: P256Curve.scalarByteCount - magnitude.count) + magnitude
-    }
-}
-
-/// Reads DER tag-length-value items, refusing anything that is not DER.
-struct DERReader {
-    private let bytes: [UInt8]
-    private var offset = 0
-
-    init(bytes: [UInt8]) {
-        self.bytes = bytes
-    }
-
-    var isAtEnd: Bool { offset == bytes.count }
-
-    /// The contents of the next item if it has `tag` and a minimal definite length.
-    mutating func read(tag: UInt8) -> [UInt8]? {
-        guard offset + 2 <= bytes.count, bytes[offset] == tag else { return nil }
-        var cursor = offset + 1
-        let first = bytes[cursor]
-        cursor += 1
-        var length = 0
-        if first < 0x80 {
-            length = Int(first)
-        } else {
-            // Long form: 1 or 2 length bytes (more is never needed here), no leading zero, and
-            // only for lengths the short form cannot express. 0x80 alone (indefinite) is BER.
-            let lengthByteCount = Int(first & 0x7F)
-            guard (1...2).contains(lengthByteCount), cursor + lengthByteCount <= bytes.count,
-                bytes[cursor] != 0
-            else { return nil }
-            for byte in bytes[cursor..<(cursor + lengthByteCount)] {
-                length = length << 8 | Int(byte)
-            }
-            cursor += lengthByteCount
-            guard length >= 0x80 else { return nil }
-        }
-        guard length <= bytes.count - cursor else { return nil }
-        offset = cursor + length
-        return Array(bytes[cursor..<offset])
-    }
-
-    /// The magnitude of the next INTEGER if it is minimally encoded and not negative; zero is an
-    /// empty magnitude.
-    mutating func readPositiveInteger() -> [UInt8]? {
-        guard let content = read(tag: 0x02), let first = content.first else { return nil }
-        guard first & 0x80 == 0 else { return nil }  // Negative.
-        if first == 0 {
-            guard content.count == 1 || content[1] & 0x80 != 0 else { return nil }  // Zero-padded.
-            return Array(content.dropFirst())
-        }
-        return content
     }
 }

@@ -10,6 +10,8 @@ final class Application: Sendable {
     let hasher: PasswordHasher
     /// The HMAC key of login challenges, shared through the database (``LoginChallenge``).
     let challengeKey: Data
+    /// The server's DPoP nonces, the same on every instance (``DPoPNonces``).
+    let dpopNonces: DPoPNonces
     let metrics = Metrics()
     /// The issuer's private signing keys, opened, by kid (``SigningKeyRecord``).
     let signingKeyCache = Locked<[String: P256SigningKey]>([:])
@@ -48,9 +50,10 @@ final class Application: Sendable {
     /// leave this process (SQLite). Handing such a request over costs more than answering it: two
     /// thread switches, and a wake-up of the HTTP thread to send the answer. A request that
     /// writes waits for its group commit, and one that reads from PostgreSQL waits for the
-    /// network: those always go to a handler thread, so that they hold no HTTP thread.
+    /// network: those always go to a handler thread, so that they hold no HTTP thread. A request
+    /// with a DPoP proof writes (its proof's single use), so it is handed over too.
     func answersAtOnce(_ request: HTTPRequest) -> Bool {
-        database.readsInProcess
+        database.readsInProcess && request.headers["dpop"] == nil
             && Self.answeredAtOnce.contains(RequestLine(method: request.method, path: request.path))
     }
 
@@ -71,6 +74,7 @@ final class Application: Sendable {
         try Self.checkOAuthSettings(configuration)
         try Migrations.apply(to: self.database)
         challengeKey = try ServerSecrets.read(ServerSecrets.loginChallengeKey, from: self.database)
+        dpopNonces = try DPoPNonces(challengeKey: challengeKey, lifetime: configuration.dpopNonceLifetime)
         hasher = try PasswordHasher(
             parameters: configuration.argon2, concurrency: configuration.hashingConcurrency)
         try prepareSigningKeys()
@@ -83,7 +87,9 @@ final class Application: Sendable {
         let client = ClientAddress.resolve(
             peer: request.clientAddress, headers: request.headers,
             trustedProxies: configuration.trustedProxies, header: configuration.forwardedHeader)
-        let (routeName, response) = dispatch(request, router: listener.router, client: client)
+        var (routeName, response) = dispatch(request, router: listener.router, client: client)
+        // RFC 9449 §8, §9: a fresh nonce with every answer to a DPoP request, refusals included.
+        if let nonce = dpopNonceHeader(for: request) { response.headers[DPoP.nonceHeader] = nonce }
         let seconds = Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9
         metrics.recordRequest(route: routeName, status: response.status, seconds: seconds)
         logger.log(

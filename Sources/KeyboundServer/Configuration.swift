@@ -186,6 +186,14 @@ public struct Configuration: Sendable {
     /// (`/.well-known/assetlinks.json`).
     public var androidApps: [String] = []
 
+    // MARK: DPoP (docs/server.md, "DPoP")
+
+    /// How long a server nonce for DPoP proofs lasts, in seconds (300): every answer to a request
+    /// with a proof carries the current one (`DPoP-Nonce`), proofs must name it, and one is
+    /// accepted until the end of the next period. 0 turns server nonces off; proofs are then
+    /// bounded by their `iat` alone.
+    public var dpopNonceLifetime: Int = 300
+
     /// Where the JSON-lines log goes (standard error).
     public var log: LogSink = .standardError
     /// The clock (tests inject one that moves only when they say).

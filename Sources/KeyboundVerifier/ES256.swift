@@ -12,10 +12,16 @@ package enum ES256 {
     /// Whether `jws` says `alg: ES256` and its signature (`r || s`, 64 bytes) verifies over its
     /// signing input with `key`.
     package static func isValid(_ jws: CompactJWS, key: ECPublicJWK) -> Bool {
-        guard jws.algorithm == name, let publicKey = try? P256PublicKey(x963Representation: key.x963),
-            let signature = try? P256Signature(rawRepresentation: jws.signature)
+        guard let publicKey = try? P256PublicKey(x963Representation: key.x963) else { return false }
+        return isValid(jws, key: publicKey)
+    }
+
+    /// Whether `jws` says `alg: ES256` and its signature verifies with `key`, parsed already (a
+    /// caller that sees one key often keeps it parsed).
+    package static func isValid(_ jws: CompactJWS, key: P256PublicKey) -> Bool {
+        guard jws.algorithm == name, let signature = try? P256Signature(rawRepresentation: jws.signature)
         else { return false }
-        return publicKey.isValidSignature(signature, for: jws.signingInput)
+        return key.isValidSignature(signature, for: jws.signingInput)
     }
 
     /// Signs `payload` under `header` (whose `alg` must be ES256) with `key`.

@@ -1,5 +1,6 @@
 import Foundation
 import KeyboundCrypto
+import KeyboundWire
 
 /// The attestation statement formats Keybound verifies (WebAuthn §8, IANA registry names).
 public enum AttestationFormat: String, Sendable, Hashable, CaseIterable {

@@ -236,38 +236,3 @@ final class X509Handle: @unchecked Sendable {
         return Data(bytes: bytes, count: count)
     }
 }
-
-/// Reads DER tag–length–value items with single-byte tags and definite, minimal lengths: enough
-/// for the few certificate extensions WebAuthn defines.
-struct DERReader {
-    private let bytes: [UInt8]
-    private var offset = 0
-
-    init(_ data: Data) {
-        self.bytes = [UInt8](data)
-    }
-
-    var isAtEnd: Bool { offset == bytes.count }
-
-    /// The contents of the next item if its tag is `tag`; `nil` for another tag or bad encoding.
-    mutating func read(tag: UInt8) -> Data? {
-        guard bytes.count - offset >= 2, bytes[offset] == tag else { return nil }
-        var cursor = offset + 1
-        let first = bytes[cursor]
-        cursor += 1
-        var length = Int(first)
-        if first >= 0x80 {
-            // Long form: 1 to 3 length bytes, only for lengths the short form cannot hold.
-            let count = Int(first & 0x7F)
-            guard (1...3).contains(count), bytes.count - cursor >= count, bytes[cursor] != 0 else {
-                return nil
-            }
-            length = bytes[cursor..<cursor + count].reduce(0) { $0 << 8 | Int($1) }
-            cursor += count
-            guard length >= 0x80 else { return nil }
-        }
-        guard length <= bytes.count - cursor else { return nil }
-        offset = cursor + length
-        return Data(bytes[cursor..<offset])
-    }
-}

@@ -111,6 +111,16 @@ public struct ProblemCode: OpenVocabulary {
     /// An App Attest assertion's counter is not above the last one accepted: a replay (401).
     public static let replayedAssertion = ProblemCode(rawValue: "replayed_assertion")
 
+    // DPoP (RFC 9449).
+
+    /// The `DPoP` proof is missing, malformed, not for this request (method, URI, time, access
+    /// token), used before, or not by the key the session is bound to (400 on a login or refresh,
+    /// 401 on a bearer route, with `WWW-Authenticate: DPoP error="invalid_dpop_proof"`).
+    public static let dpopProofInvalid = ProblemCode(rawValue: "dpop_proof_invalid")
+    /// The proof lacks the server's current nonce: send it again with the `DPoP-Nonce` header's
+    /// value as its `nonce` (400 on a login or refresh, 401 on a bearer route).
+    public static let useDPoPNonce = ProblemCode(rawValue: "use_dpop_nonce")
+
     // OAuth 2.0 and OpenID Connect (`POST /v1/oauth/authorize`).
 
     /// No OAuth client with this `client_id` is registered (400).
@@ -133,7 +143,8 @@ public struct ProblemCode: OpenVocabulary {
         .unknownCredential,
         .credentialExists, .lastPasskey, .passkeyLimitReached, .passkeySuspended, .appAttestRequired,
         .environmentMismatch,
-        .replayedAssertion, .usernameMismatch, .unknownClient, .unregisteredRedirectURI,
+        .replayedAssertion, .usernameMismatch, .dpopProofInvalid, .useDPoPNonce, .unknownClient,
+        .unregisteredRedirectURI,
     ]
 }
 

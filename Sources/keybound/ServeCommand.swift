@@ -50,6 +50,9 @@ enum ServeCommand {
                     .integer(0...315_360_000)),
                 .value(
                     "max-devices", "N", "active devices per user", \.maxDevicesPerUser, .integer(1...1000)),
+                .value(
+                    "dpop-nonce-lifetime", "SEC", "period of the DPoP server nonces, 0: no nonces",
+                    \.dpopNonceLifetime, .integer(0...86_400)),
             ]
         ),
         (

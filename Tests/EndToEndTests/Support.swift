@@ -91,24 +91,28 @@ final class Backend: Sendable {
         KeyboundClient(baseURL: baseURL, urlSession: urlSession ?? self.urlSession, clock: clientClock)
     }
 
-    /// An app's biometric-login flow at launch: a new client, the given device.
+    /// An app's biometric-login flow at launch: a new client, the given device. Its sessions are
+    /// bound to a DPoP key on the device unless `dpop` is false.
     func app(
         _ mode: BiometricLogin.Mode, device: EmulatedDevice, policy: AccessPolicy = .biometryCurrentSet,
         serverID: String = Backend.serverID, clientID: String? = nil, namespace: String? = nil,
-        urlSession: URLSession? = nil
+        urlSession: URLSession? = nil, dpop: Bool = true
     ) throws -> BiometricLogin {
         try BiometricLogin(
             client: client(urlSession: urlSession), device: DeviceBackends(device),
             configuration: .init(
                 clientID: clientID ?? "phone-\(mode.rawValue)", serverID: serverID, mode: mode,
                 policy: policy, deviceName: "Ada's iPhone", keyProtection: .emulator,
-                unlockReason: "Log in to Acme", namespace: namespace ?? "acme-\(mode.rawValue)"),
+                unlockReason: "Log in to Acme", namespace: namespace ?? "acme-\(mode.rawValue)",
+                bindSessionsWithDPoP: dpop),
             clock: clientClock)
     }
 
     /// An app that logged in with Ada's password and enabled biometric login.
-    func enabledApp(_ mode: BiometricLogin.Mode, device: EmulatedDevice) async throws -> BiometricLogin {
-        let app = try app(mode, device: device)
+    func enabledApp(_ mode: BiometricLogin.Mode, device: EmulatedDevice, dpop: Bool = true) async throws
+        -> BiometricLogin
+    {
+        let app = try app(mode, device: device, dpop: dpop)
         try await app.loginWithPassword(username: "ada", password: Backend.password)
         try await app.enable()
         return app

@@ -56,16 +56,18 @@ struct TokenLoginTests {
         }
     }
 
+    /// Bearer sessions (no DPoP key): the server cannot tell the thief from the owner, and ends
+    /// the family. (A DPoP-bound session refuses the thief and stays: EndToEndTests' DPoP suite.)
     @Test func theOldRefreshTokenReplayedAfterUnlockKillsTheWholeFamily() async throws {
         let backend = try Backend()
         defer { backend.shutDown() }
         let phone = try makePhone()
         try await backend.createUser("ada")
-        let first = try await backend.enabledApp(.token, device: phone)
+        let first = try await backend.enabledApp(.token, device: phone, dpop: false)
         // An attacker copied the item's value (say, from a backup) before the next launch.
         let stolen = try #require(await first.client.currentSession).refreshToken
 
-        let relaunched = try backend.app(.token, device: phone)
+        let relaunched = try backend.app(.token, device: phone, dpop: false)
         await phone.present(.match)
         try await relaunched.unlock()
         let sessionID = try await relaunched.client.me().sessionID

@@ -357,7 +357,7 @@ struct OAuthAttackTests {
         // Without any credentials, the challenge names no error (RFC 6750 §3.1).
         let bare = try await oauth.client.send("GET", OAuthPaths.userinfo)
         #expect(bare.status == 401)
-        #expect(bare.header("www-authenticate") == #"Bearer realm="keybound""#)
+        #expect(bare.header("www-authenticate") == #"Bearer realm="keybound", DPoP algs="ES256""#)
     }
 
     @Test func parametersWithoutAValueCountAsLeftOutAndOnlyReadOnesMustBeSingle() async throws {

@@ -68,7 +68,7 @@ private actor HeldPromptVerifier: UserVerifier {
     @Test func sessionsAndSecretMessagesNeverPrintTheirSecrets() {
         let session = KeyboundClient.Session(
             accessToken: "ACCESS-SECRET", refreshToken: "REFRESH-SECRET", sessionID: "ses_1", userID: "usr_1",
-            accessTokenExpiresAt: Date())
+            accessTokenExpiresAt: Date(), isDPoPBound: false)
         let tokens = TokenResponse(
             accessToken: "ACCESS-SECRET", refreshToken: "REFRESH-SECRET", expiresIn: 900, sessionID: "ses_1",
             userID: "usr_1")

@@ -175,6 +175,14 @@ struct NativeCodeMappingTests {
             ])
     }
 
+    @Test("The DPoP key: privateKeyUsage alone (no user presence), this device only, after the first unlock")
+    func dpopKey() throws {
+        let access = try AppleAccessControl.key(DPoPKey.policy)
+        #expect(access.flags == [.privateKeyUsage])
+        #expect(access.accessibility == "kSecAttrAccessibleAfterFirstUnlockThisDeviceOnly")
+        #expect(!access.synchronizable && !DPoPKey.policy.requiresVerification)
+    }
+
     @Test("An and-combination and the application password")
     func andCombination() throws {
         let policy = try AccessPolicy(

@@ -15,6 +15,10 @@
   approval payload names; half of the positive device logins and approval confirmations for such
   a payload then carry a real signature of its bytes instead of a generated one, so the stateful
   phase reaches the 200s of POST /v1/sessions/device and POST /v1/approvals/{id}/confirm too.
+- No DPoP header: a proof is an ES256 signature over the request's method, URI and time, naming
+  the server's latest nonce, which no schema can state and the generator cannot make; every
+  made-up one is refused (400 or 401 dpop_proof_invalid), so the run sends none and its sessions
+  are bearer sessions. Tests/KeyboundServerTests/DPoPTests refuses each defect of a proof.
 - The check `keybound_refusal_codes`: where the configuration lets a schema-valid request get 400
   (a documented semantic refusal no schema can state, such as a WebAuthn ceremony that was never
   started), the problem code must say so; `invalid_request` or `unknown_member` on schema-valid
@@ -99,6 +103,14 @@ class KeyboundBearer:
         token = data["oauth"] if case.path == "/oauth/userinfo" and data["oauth"] else data["v1"]
         case.headers = case.headers or {}
         case.headers["Authorization"] = f"Bearer {token}"
+
+
+@schemathesis.hook
+def before_call(context, case, **kwargs):
+    """Drops a generated DPoP header (see the module's docstring), in every phase: the coverage
+    phase's cases do not go through the generation hooks."""
+    if case.headers:
+        case.headers.pop("DPoP", None)
 
 
 # --- the p256-spki format -----------------------------------------------------------------------

@@ -60,6 +60,12 @@ public actor BiometricLogin {
         public var fallbackTitle: String?
         /// Names of the items and key Keybound keeps for this flow.
         public var namespace: String
+        /// Whether the sessions this flow opens are bound to a DPoP key (RFC 9449) on this
+        /// device, where the server supports it (default true): a key of the vault with
+        /// ``DPoPKey/policy`` (no prompt: it signs every request), made at the first login, kept
+        /// across launches, so a token copied off the device is useless. Where the vault cannot
+        /// make one (the Simulator has no Secure Enclave), sessions are bearer sessions.
+        public var bindSessionsWithDPoP: Bool
 
         /// Settings with the defaults most apps want: device-key mode, bound to the current
         /// biometric enrollment, a Secure Enclave key.
@@ -77,12 +83,13 @@ public actor BiometricLogin {
         ///   - fallbackTitle: the fallback button's title; nil for the system's, `""` to hide it.
         ///   - namespace: the prefix of this flow's item and key names; use another namespace
         ///     for a second account on the same device.
+        ///   - bindSessionsWithDPoP: whether sessions are bound to a DPoP key on this device.
         public init(
             clientID: String, serverID: String, mode: Mode = .deviceKey,
             policy: AccessPolicy = .biometryCurrentSet,
             deviceName: String = "This device", keyProtection: KeyProtection = .secureEnclave,
             unlockReason: String = "Log in", fallbackTitle: String? = "Use Password",
-            namespace: String = "keybound"
+            namespace: String = "keybound", bindSessionsWithDPoP: Bool = true
         ) {
             self.clientID = clientID
             self.serverID = serverID
@@ -93,6 +100,7 @@ public actor BiometricLogin {
             self.unlockReason = unlockReason
             self.fallbackTitle = fallbackTitle
             self.namespace = namespace
+            self.bindSessionsWithDPoP = bindSessionsWithDPoP
         }
     }
 
@@ -107,6 +115,10 @@ public actor BiometricLogin {
     private let deviceIDName: ItemName
     /// The id of the App Attest key that attested the binding, when there is one.
     private let appAttestKeyName: ItemName
+    /// The DPoP key the flow's sessions are bound to.
+    private let dpopKeyName: ItemName
+    /// Whether the client already has the flow's DPoP key (or the vault could not make one).
+    private var isDPoPKeyPrepared = false
     private let appAttest: (any AppAttestService)?
     private let clock: Clock
     /// Whether this flow already follows the client's token rotation.
@@ -141,6 +153,7 @@ public actor BiometricLogin {
         keyName = try ItemName("\(configuration.namespace).device-key")
         deviceIDName = try ItemName("\(configuration.namespace).device-id")
         appAttestKeyName = try ItemName("\(configuration.namespace).app-attest-key-id")
+        dpopKeyName = try ItemName("\(configuration.namespace).dpop-key")
         _ = try KeyboundError.validating { try ClientID(configuration.clientID) }
     }
 
@@ -153,6 +166,7 @@ public actor BiometricLogin {
         // The server ends this client's previous session, whose refresh token an enabled token
         // item holds: keep the item current, or the next biometric login would fail.
         if configuration.mode == .token { await keepRefreshTokenStored() }
+        try await prepareDPoPKey()
         return try await client.loginWithPassword(
             username: username, password: password, clientID: configuration.clientID)
     }
@@ -280,6 +294,7 @@ public actor BiometricLogin {
             }
             let verification = try await device.verifier.verify(configuration.policy, prompt: prompt)
             let refreshToken = try await items.read(tokenName, as: String.self, verification: verification)
+            try await prepareDPoPKey()
             let session = try await client.resume(refreshToken: refreshToken)
             try await items.store(session.refreshToken, as: tokenName, policy: configuration.policy)
             await keepRefreshTokenStored()
@@ -299,6 +314,7 @@ public actor BiometricLogin {
                 now: clock.now())
             let verification = try await device.verifier.verify(configuration.policy, prompt: prompt)
             let signature = try await keys.sign(challenge.payload, with: keyName, verification: verification)
+            try await prepareDPoPKey()
             return try await client.loginWithDevice(
                 challengeID: challenge.challengeID, signature: signature,
                 appAttestAssertion: try await appAttestAssertion(over: challenge.payload))
@@ -332,6 +348,17 @@ public actor BiometricLogin {
     {
         _ = try await device.verifier.verify(
             .devicePasscode, prompt: VerificationPrompt(reason: passcodeReason))
+    }
+
+    /// Gives the client the flow's DPoP key (``Configuration/bindSessionsWithDPoP``), made in the
+    /// vault the first time; once per flow. A vault that cannot make such a key leaves the
+    /// sessions bearer sessions.
+    private func prepareDPoPKey() async throws {
+        guard configuration.bindSessionsWithDPoP, !isDPoPKeyPrepared else { return }
+        do {
+            await client.bindSessions(to: try await DPoPKey.prepare(in: device.vault, name: dpopKeyName))
+        } catch let error as KeyboundError where error == .notSupported {}
+        isDPoPKeyPrepared = true
     }
 
     /// Keeps the stored refresh token current when the client rotates it (token mode).

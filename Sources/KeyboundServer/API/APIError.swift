@@ -22,7 +22,16 @@ struct APIError: Error {
         401, .invalidCredentials, "The username or the password is wrong.")
     static let tokenInvalid = APIError(
         401, .tokenInvalid, "The token is missing, unknown, expired or revoked.",
-        headers: ["WWW-Authenticate": "Bearer error=\"invalid_token\""])
+        headers: ["WWW-Authenticate": #"Bearer error="invalid_token", DPoP algs="ES256""#])
+    /// A token of a session bound to a DPoP key, presented as a bearer token (RFC 9449 §7.1).
+    static let boundTokenAsBearer = APIError(
+        401, .tokenInvalid,
+        "This token is bound to a DPoP key: send it as Authorization: DPoP, with a proof.",
+        headers: ["WWW-Authenticate": #"DPoP algs="ES256", error="invalid_token""#])
+    /// A token of a bearer session, presented with the DPoP scheme: it is bound to no key.
+    static let unboundTokenAsDPoP = APIError(
+        401, .tokenInvalid, "This token is bound to no DPoP key: send it as Authorization: Bearer.",
+        headers: ["WWW-Authenticate": #"Bearer error="invalid_token""#])
     static let notFound = APIError(404, .notFound, "No such resource.")
     static let challengeUsed = APIError(409, .challengeUsed, "This challenge was already used.")
     static let challengeExpired = APIError(410, .challengeExpired, "This challenge has expired.")
@@ -89,6 +98,8 @@ struct APIError: Error {
         case .invalidAttestation: "Invalid attestation"
         case .appAttestRequired: "App Attest required"
         case .replayedAssertion: "Replayed assertion"
+        case .dpopProofInvalid: "Invalid DPoP proof"
+        case .useDPoPNonce: "DPoP nonce required"
         case .clientDataTypeMismatch, .originNotAllowed, .crossOriginNotAllowed, .rpIDMismatch,
             .userPresenceMissing, .userVerificationMissing, .invalidBackupState, .algorithmNotAllowed,
             .credentialMismatch, .userHandleMismatch, .environmentMismatch:

@@ -55,6 +55,14 @@ struct OAuthError: Error {
     }
 }
 
+extension OAuthError {
+    /// A refused DPoP proof at the token endpoint (RFC 9449 §5, §8): 400 `invalid_dpop_proof` or
+    /// `use_dpop_nonce` (the answer then carries the nonce in `DPoP-Nonce`).
+    init(dpop failure: DPoPFailure) {
+        self.init(status: 400, error: failure.oauthError, description: failure.detail)
+    }
+}
+
 extension APIError {
     /// The response: problem+json, or, on a route that speaks OAuth, the same refusal in OAuth's
     /// format (`server_error` and `temporarily_unavailable` as RFC 6749 §4.1.2.1 names them,

@@ -18,7 +18,7 @@ extension Application {
     func createApproval(_ context: RequestContext, _ body: RequestBody<CreateApprovalRequest>) throws
         -> ApprovalChallengeResponse
     {
-        _ = try authenticate(context)  // 401 comes before any complaint about the body
+        _ = try checkCaller(context)  // 401 comes before any complaint about the body
         let request = try body.decode()
         let approvalID = SecureRandomBytes.identifier("apr")
         let payload = try authenticatedWrite(context) { connection, caller in
@@ -57,7 +57,7 @@ extension Application {
     func confirmApproval(_ context: RequestContext, _ body: RequestBody<ConfirmApprovalRequest>) throws
         -> ConfirmApprovalResponse
     {
-        let caller = try authenticate(context)  // 401 comes before any complaint about the body
+        let caller = try checkCaller(context)  // 401 comes before any complaint about the body
         let request = try body.decode()
         let approvalID = context.parameter("id")
         guard Grammar.isIdentifier(approvalID) else { throw APIError.notFound }

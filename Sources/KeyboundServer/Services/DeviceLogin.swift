@@ -34,6 +34,7 @@ extension Application {
         -> TokenResponse
     {
         let request = try body.decode()
+        let proof = try loginProof(context)
         // An id this server did not make (or whose tag was changed) is unknown, like any other.
         guard
             let challenge = LoginChallenge(
@@ -109,7 +110,7 @@ extension Application {
             return .done(
                 try openSession(
                     connection, context, userID: device.userID, clientID: device.clientID, method: .device,
-                    deviceID: device.id))
+                    deviceID: device.id, proof: proof))
         }.get()
     }
 }

@@ -18,7 +18,7 @@ struct DeviceRecord {
 
     /// Whether `signature` (DER) verifies over the exact payload bytes the server issued.
     func signatureIsValid(_ signature: Data, over payload: Data) -> Bool {
-        guard let key = DeviceKeys.key(publicKey),
+        guard let key = ParsedKeys.key(publicKey),
             let parsed = try? P256Signature(derRepresentation: signature)
         else { return false }
         return key.isValidSignature(parsed, for: payload)
@@ -35,20 +35,32 @@ extension DeviceRecord: SQLRecord {
     }
 }
 
-/// Device public keys, parsed once: a login then neither decodes nor parses its key again, and
-/// the key's verification contexts are reused. A stored key text always means the same key, so
-/// nothing here can go stale; the cache is bounded by starting over when it is full.
-enum DeviceKeys {
+/// Device and DPoP public keys, parsed once: a login or a DPoP proof then neither decodes nor
+/// parses its key again, and the key's verification contexts are reused. A stored key text (or a
+/// key's thumbprint) always means the same key, so nothing here can go stale; the cache is
+/// bounded by starting over when it is full.
+enum ParsedKeys {
     private static let cache = Locked<[String: P256PublicKey]>([:])
     private static let capacity = 1024
 
     /// The key stored as `text` (base64url SPKI DER), or nil when it is not a P-256 key.
     static func key(_ text: String) -> P256PublicKey? {
-        if let key = cache.withLock({ $0[text] }) { return key }
-        guard let der = Base64URL.decode(text), let key = try? P256PublicKey(spkiDER: der) else { return nil }
+        cached(text) { Base64URL.decode(text).flatMap { try? P256PublicKey(spkiDER: $0) } }
+    }
+
+    /// The key of a JWK whose RFC 7638 thumbprint is `thumbprint` (a DPoP proof's), or nil when
+    /// its point is not on the curve.
+    static func key(_ jwk: ECPublicJWK, thumbprint: String) -> P256PublicKey? {
+        // A thumbprint is no SPKI's base64url (those start "MFkw"): the two kinds never meet.
+        cached("jkt:" + thumbprint) { try? P256PublicKey(x963Representation: jwk.x963) }
+    }
+
+    private static func cached(_ name: String, parse: () -> P256PublicKey?) -> P256PublicKey? {
+        if let key = cache.withLock({ $0[name] }) { return key }
+        guard let key = parse() else { return nil }
         cache.withLock { keys in
             if keys.count >= capacity { keys.removeAll(keepingCapacity: true) }
-            keys[text] = key
+            keys[name] = key
         }
         return key
     }
@@ -98,7 +110,7 @@ extension Application {
     func bindDevice(_ context: RequestContext, _ body: RequestBody<BindDeviceRequest>) throws
         -> BindDeviceResponse
     {
-        let caller = try authenticate(context)
+        let caller = try checkCaller(context)
         // Step-up: a password or passkey authentication in this session within the window (the
         // end /v1/me states, so the SDK asks for it before it makes a key).
         try requireStepUp(caller, context, for: "Binding a device")

@@ -47,6 +47,9 @@ extension StoredToken: SQLRecord {
 }
 
 extension Application {
+    /// An access token longer than this is none of ours (they are about 700 bytes).
+    static let longestAccessToken = 4096
+
     /// The issuer's published keys, as verifiers see them.
     func publishedKeySet(at now: Date) throws -> JWKSet {
         JWKSet(keys: try publishedSigningKeys(at: now).map(\.publicJWK))
@@ -83,17 +86,16 @@ extension Application {
     /// the `openid` scope.
     func userinfo(_ context: RequestContext) throws -> HTTPResponse {
         guard let issuer = configuration.issuer else { throw APIError.notFound }
-        guard let header = context.request.headers["authorization"] else {
+        guard context.request.headers["authorization"] != nil else {
             // No credentials at all: the challenge names no error (RFC 6750 §3.1).
             throw OAuthError(
                 status: 401, error: "invalid_token", description: "an access token is required",
-                headers: ["WWW-Authenticate": #"Bearer realm="keybound""#])
+                headers: ["WWW-Authenticate": #"Bearer realm="keybound", DPoP algs="ES256""#])
         }
-        guard header.lowercased().hasPrefix("bearer "),
-            let found = try liveAccessToken(
-                String(header.dropFirst(7)).trimmingCharacters(in: .whitespaces), issuer: issuer,
-                at: context.now)
+        guard let presented = try? PresentedToken(context.request, sizes: 16...Self.longestAccessToken),
+            let found = try liveAccessToken(presented.token, issuer: issuer, at: context.now)
         else { throw OAuthError.invalidToken("the access token is missing, unknown, expired or revoked") }
+        try checkSenderConstraint(found.claims, presented, context)
         guard found.claims.scopes.contains("openid") else { throw OAuthError.insufficientScope("openid") }
         return .oauthJSON(
             200,
@@ -101,6 +103,43 @@ extension Application {
                 JSONMember("sub", .string(found.claims.subject)),
                 JSONMember("preferred_username", .string(found.session.username)),
             ]))
+    }
+
+    /// A DPoP-bound token (`cnf.jkt`) must come as `Authorization: DPoP` with a fresh proof by
+    /// its key over this request and the token (`ath`), used up here; a bearer token as `Bearer`
+    /// (RFC 9449 §7).
+    /// - Throws: ``OAuthError`` 401 with a `DPoP` challenge.
+    private func checkSenderConstraint(
+        _ claims: AccessToken, _ presented: PresentedToken, _ context: RequestContext
+    )
+        throws
+    {
+        func refuse(_ error: String, _ description: String) -> OAuthError {
+            OAuthError(
+                status: 401, error: error, description: description,
+                headers: ["WWW-Authenticate": #"DPoP algs="ES256", error="\#(error)""#])
+        }
+        guard let jkt = claims.boundKeyThumbprint else {
+            guard presented.scheme == .bearer else {
+                throw OAuthError.invalidToken(
+                    "this token is not DPoP-bound: send it as Authorization: Bearer")
+            }
+            return
+        }
+        guard presented.scheme == .dpop else {
+            throw refuse(
+                "invalid_token", "this token is DPoP-bound: send it as Authorization: DPoP, with a proof")
+        }
+        let proof: DPoPProof?
+        do { proof = try dpopProof(context, accessToken: presented.token) } catch {
+            throw refuse(error.oauthError, error.detail)
+        }
+        guard let proof, proof.thumbprint == jkt else {
+            throw refuse("invalid_dpop_proof", "a DPoP proof by the key this token is bound to is required")
+        }
+        guard try database.write({ try useUp(proof, $0) }) else {
+            throw refuse("invalid_dpop_proof", "this DPoP proof was used before")
+        }
     }
 
     /// `POST /oauth/introspect` (RFC 7662), for confidential clients: any token Keybound issued —

@@ -64,18 +64,17 @@ extension Application {
         guard let issuer = configuration.issuer else { throw APIError.notFound }
         let parameters = try OAuthParameters(body: context.request)
         let client = try authenticateClient(parameters, context)
-        let dpopJKT: String? = nil
-        if client.dpopRequired && dpopJKT == nil {
-            throw OAuthError(
-                status: 400, error: "invalid_dpop_proof",
-                description: "this client's tokens must be DPoP-bound")
+        let proof: DPoPProof?
+        do { proof = try dpopProof(context, accessToken: nil) } catch { throw OAuthError(dpop: error) }
+        if client.dpopRequired && proof == nil {
+            throw OAuthError(dpop: .invalid("this client's tokens must be DPoP-bound: send a DPoP proof"))
         }
         let answer: JSONValue
         switch parameters["grant_type"] {
         case "authorization_code":
-            answer = try exchangeCode(parameters, client: client, dpopJKT: dpopJKT, issuer: issuer, context)
+            answer = try exchangeCode(parameters, client: client, proof: proof, issuer: issuer, context)
         case "refresh_token":
-            answer = try refreshOAuthTokens(parameters, client: client, issuer: issuer, context)
+            answer = try refreshOAuthTokens(parameters, client: client, proof: proof, issuer: issuer, context)
         case nil: throw OAuthError.invalidRequest("grant_type is missing")
         case let other?: throw OAuthError.unsupportedGrantType("grant_type \(other) is not supported")
         }
@@ -84,9 +83,13 @@ extension Application {
 
     /// The `authorization_code` grant: the code, single use, 60 s, bound to the client, its
     /// redirect URI and the PKCE verifier. A second use ends what the first opened (RFC 6749
-    /// §4.1.2, RFC 9700 §4.5).
+    /// §4.1.2, RFC 9700 §4.5). With a DPoP proof (used up in the exchange's transaction) the
+    /// access token is bound to its key, and so is a public client's session: its refresh needs a
+    /// proof by the same key (RFC 9449 §5). A confidential client's refresh token is bound to the
+    /// client's own authentication instead; each of its token requests binds its access token to
+    /// the key of that request's proof.
     private func exchangeCode(
-        _ parameters: OAuthParameters, client: OAuthClient, dpopJKT: String?, issuer: String,
+        _ parameters: OAuthParameters, client: OAuthClient, proof: DPoPProof?, issuer: String,
         _ context: RequestContext
     ) throws -> JSONValue {
         guard let code = parameters["code"], (16...128).contains(code.utf8.count) else {
@@ -135,19 +138,21 @@ extension Application {
                 return .refused(
                     OAuthError.invalidGrant("the code_verifier does not match the code_challenge"))
             }
+            // Thrown: a replayed proof rolls the exchange back, and the code stays unused.
+            try useUp(proof)(connection)
             try connection.execute(
                 "UPDATE oauth_codes SET used_at = ? WHERE hash = ?", [.date(context.now), .text(hash)])
             let tokens = try openSession(
                 connection, context, userID: row.userID, clientID: client.id, method: row.authMethod,
-                deviceID: nil,
-                authTime: row.authTime, scope: row.scope, dpopJKT: dpopJKT)
+                deviceID: nil, authTime: row.authTime, scope: row.scope,
+                dpopJKT: client.isConfidential ? nil : proof?.thumbprint)
             try connection.execute(
                 "UPDATE oauth_codes SET session_id = ? WHERE hash = ?",
                 [.text(tokens.sessionID), .text(hash)])
             let subject = TokenSubject(
                 userID: row.userID, sessionID: tokens.sessionID, clientID: client.id,
                 scopes: row.scope.split(separator: " ").map(String.init), authMethod: row.authMethod,
-                authTime: row.authTime, dpopJKT: dpopJKT)
+                authTime: row.authTime, dpopJKT: proof?.thumbprint)
             let refresh = subject.scopes.contains("offline_access") ? tokens.refreshToken : nil
             return .done((subject, OAuthTokenSet(refreshToken: refresh, nonce: row.nonce)))
         }.get()
@@ -158,7 +163,8 @@ extension Application {
     /// included; the new access token has the session's scope, or the narrower one asked for. A
     /// request that widens the scope is refused before the token is used up.
     private func refreshOAuthTokens(
-        _ parameters: OAuthParameters, client: OAuthClient, issuer: String, _ context: RequestContext
+        _ parameters: OAuthParameters, client: OAuthClient, proof: DPoPProof?, issuer: String,
+        _ context: RequestContext
     ) throws -> JSONValue {
         guard let token = parameters["refresh_token"] else {
             throw OAuthError.invalidRequest("refresh_token is missing")
@@ -166,8 +172,12 @@ extension Application {
         let asked = parameters["scope"].map { $0.split(separator: " ").map(String.init) }
         let (subject, tokens): (TokenSubject, OAuthTokenSet)
         do {
-            (subject, tokens) = try rotateRefreshToken(token, context, of: .oauthClient(client.id)) {
-                connection, row in
+            // A public client's bound session: the proof must be by its key (checked and used up
+            // by the rotation). A confidential client's: the proof, if any, binds the new access
+            // token, and is used up here.
+            (subject, tokens) = try rotateRefreshToken(
+                token, context, of: .oauthClient(client.id), proof: client.isConfidential ? nil : proof
+            ) { connection, row in
                 guard
                     let session = try connection.queryOne(
                         OAuthSessionRecord.self,
@@ -178,18 +188,24 @@ extension Application {
                 if let asked, !Set(asked).isSubset(of: session.scopes) {
                     throw OAuthError.invalidScope("a refresh may narrow the scope, not widen it")
                 }
+                if client.isConfidential { try useUp(proof)(connection) }
                 let tokens = try issueTokens(
                     connection, sessionID: row.sessionID, userID: row.userID, now: context.now)
                 let subject = TokenSubject(
                     userID: row.userID, sessionID: row.sessionID, clientID: client.id,
-                    scopes: asked ?? session.scopes,
-                    authMethod: session.authMethod, authTime: session.authTime, dpopJKT: session.dpopJKT)
+                    scopes: asked ?? session.scopes, authMethod: session.authMethod,
+                    authTime: session.authTime,
+                    dpopJKT: client.isConfidential ? proof?.thumbprint : session.dpopJKT)
                 // The refresh token keeps the session's scope, whatever the access token's (RFC 6749 §6).
                 let refresh = session.scopes.contains("offline_access") ? tokens.refreshToken : nil
                 return (subject, OAuthTokenSet(refreshToken: refresh, nonce: nil))
             }
         } catch let error as APIError where error.code == .tokenInvalid {
             throw OAuthError.invalidGrant("the refresh token is unknown, expired, used or revoked")
+        } catch let error as APIError where [.dpopProofInvalid, .useDPoPNonce].contains(error.code) {
+            throw OAuthError(
+                status: 400, error: error.code == .useDPoPNonce ? "use_dpop_nonce" : "invalid_dpop_proof",
+                description: error.detail)
         }
         return try tokenResponse(subject, tokens, issuer: issuer, at: context.now)
     }
@@ -220,6 +236,15 @@ extension Application {
         }
         members.append(JSONMember("scope", .string(subject.scopes.joined(separator: " "))))
         return .object(members)
+    }
+
+    /// Records the use of `proof`, if any, in a transaction: a replay throws (and rolls back).
+    private func useUp(_ proof: DPoPProof?) -> (any SQLConnection) throws -> Void {
+        { connection in
+            if let proof, try !self.useUp(proof, connection) {
+                throw OAuthError(dpop: .invalid("this DPoP proof was used before"))
+            }
+        }
     }
 
     /// An RFC 9068 access token: `typ: at+jwt`; `aud` the issuer (the resource Keybound

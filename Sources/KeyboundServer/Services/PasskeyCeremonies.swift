@@ -135,10 +135,11 @@ extension Application {
     /// Opens a session for a passkey ceremony and records which passkey opened it.
     func openPasskeySession(
         _ connection: any SQLConnection, _ context: RequestContext, userID: String, clientID: String,
-        passkeyID: String
+        passkeyID: String, proof: DPoPProof?
     ) throws -> TokenResponse {
         let tokens = try openSession(
-            connection, context, userID: userID, clientID: clientID, method: .passkey, deviceID: nil)
+            connection, context, userID: userID, clientID: clientID, method: .passkey, deviceID: nil,
+            proof: proof)
         try connection.execute(
             "UPDATE sessions SET passkey_id = ? WHERE id = ?", [.text(passkeyID), .text(tokens.sessionID)])
         return tokens

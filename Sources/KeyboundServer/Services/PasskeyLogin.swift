@@ -33,6 +33,7 @@ extension Application {
     {
         // Browsers' JSON, read as KeyboundWebAuthn reads it: members it does not use are ignored.
         let response = try APIError.refusing(as: 400) { try AuthenticationResponse(json: body.data) }
+        let proof = try loginProof(context)
         let ceremony = try ceremony(
             of: try APIError.refusing(as: 400) { try response.clientData() }, purpose: .login, refusal: 401,
             context)
@@ -102,7 +103,7 @@ extension Application {
                 try clearThrottle(connection, passkeyScope)
                 let tokens = try openPasskeySession(
                     connection, context, userID: passkey.userID, clientID: ceremony.clientID,
-                    passkeyID: passkey.id)
+                    passkeyID: passkey.id, proof: proof)
                 return .done(
                     PasskeyLoginResult(
                         username: passkey.username, credentialID: passkey.record.id,

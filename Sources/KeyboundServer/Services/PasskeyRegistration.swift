@@ -71,9 +71,14 @@ extension Application {
         let ceremony = try ceremony(
             of: try APIError.refusing(as: 400) { try response.clientData() }, purpose: .register,
             refusal: 400, context)
+        // A sign-up opens a session, which a DPoP proof binds to its key; adding a passkey is a
+        // bearer request, whose proof (if its session is bound) the write below uses up.
+        var proof: DPoPProof?
         if let sessionID = ceremony.sessionID {
             // Adding a passkey: only the session that asked may finish.
-            guard try authenticate(context).sessionID == sessionID else { throw APIError.tokenInvalid }
+            guard try checkCaller(context).sessionID == sessionID else { throw APIError.tokenInvalid }
+        } else {
+            proof = try loginProof(context)
         }
         // §7.1 steps 1–25 and 27–29, in order (KeyboundWebAuthn); attestation certificates are
         // checked at the server's time. An attestation from a root not configured counts as
@@ -124,7 +129,8 @@ extension Application {
                         connection, context, registration, userID: userID, sessionID: nil)
                 else { throw APIError.credentialExists }
                 let tokens = try openPasskeySession(
-                    connection, context, userID: userID, clientID: ceremony.clientID, passkeyID: passkeyID)
+                    connection, context, userID: userID, clientID: ceremony.clientID, passkeyID: passkeyID,
+                    proof: proof)
                 return PasskeyRegistrationResult(registration, username: username, tokens: tokens)
             }
         }

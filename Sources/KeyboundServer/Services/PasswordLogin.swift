@@ -15,6 +15,8 @@ extension Application {
         let request = try body.decode()
         let username = request.username.rawValue
         try Validate.loginPassword(request.password)
+        // Before anything else: a proof without the server's nonce is sent again with it.
+        let proof = try loginProof(context)
         let scopes = PasswordScopes(
             pair: ThrottleScope.accountAddress(username, context.clientAddress),
             account: ThrottleScope.account(username),
@@ -72,7 +74,7 @@ extension Application {
             if let address = claim.address { try withdraw(connection, address) }
             return try openSession(
                 connection, context, userID: user.id, clientID: request.clientID.rawValue, method: .password,
-                deviceID: nil)
+                deviceID: nil, proof: proof)
         }
     }
 

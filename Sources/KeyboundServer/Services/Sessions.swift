@@ -10,6 +10,15 @@ struct Caller {
     let deviceID: String?
     let authMethod: AuthMethod
     let authTime: Date
+    /// The proof of a request that presented a DPoP-bound token, checked against the session's key.
+    var proof: DPoPProof?
+
+    /// The same caller, with the proof its request carried.
+    func with(_ proof: DPoPProof) -> Caller {
+        var caller = self
+        caller.proof = proof
+        return caller
+    }
 }
 
 /// An access token with its session, as ``Application/authenticate(_:)`` checks it.
@@ -18,29 +27,34 @@ private struct AccessTokenRecord {
     let sessionRevokedAt: Date?
     let sessionCreatedAt: Date
     let deviceRevokedAt: Date?
+    /// The thumbprint of the DPoP key the session is bound to, if it is.
+    let dpopJKT: String?
     let caller: Caller
 }
 
 extension AccessTokenRecord: SQLRecord {
     static let columns = """
-        t.expires_at, s.revoked_at, s.created_at, d.revoked_at,
+        t.expires_at, s.revoked_at, s.created_at, d.revoked_at, s.dpop_jkt,
             s.id, s.user_id, u.username, s.client_id, s.device_id, s.auth_method, s.auth_time
         """
 
     init(row: inout SQLRowReader) throws {
-        let (expiresAt, revokedAt, createdAt, deviceRevokedAt) =
-            (try row.date(), try row.optionalDate(), try row.date(), try row.optionalDate())
+        let (expiresAt, revokedAt, createdAt, deviceRevokedAt, dpopJKT) =
+            (
+                try row.date(), try row.optionalDate(), try row.date(), try row.optionalDate(),
+                try row.optionalText()
+            )
         let caller = Caller(
             sessionID: try row.text(), userID: try row.text(), username: try row.text(),
             clientID: try row.text(),
             deviceID: try row.optionalText(), authMethod: try row.vocabulary(), authTime: try row.date())
         self.init(
             expiresAt: expiresAt, sessionRevokedAt: revokedAt, sessionCreatedAt: createdAt,
-            deviceRevokedAt: deviceRevokedAt, caller: caller)
+            deviceRevokedAt: deviceRevokedAt, dpopJKT: dpopJKT, caller: caller)
     }
 }
 
-/// A refresh token of a live session, as ``Application/rotateRefreshToken(_:_:of:then:)`` rotates it.
+/// A refresh token of a live session, as ``Application/rotateRefreshToken(_:_:of:proof:then:)`` rotates it.
 struct RefreshTokenRecord {
     let expiresAt: Date
     let usedAt: Date?
@@ -50,16 +64,19 @@ struct RefreshTokenRecord {
     let clientID: String
     /// The session's OAuth scope; nil for a /v1 session.
     let scope: String?
+    /// The thumbprint of the DPoP key the session is bound to, if it is.
+    let dpopJKT: String?
 }
 
 extension RefreshTokenRecord: SQLRecord {
-    static let columns = "t.expires_at, t.used_at, s.id, s.user_id, s.created_at, s.client_id, s.scope"
+    static let columns =
+        "t.expires_at, t.used_at, s.id, s.user_id, s.created_at, s.client_id, s.scope, s.dpop_jkt"
 
     init(row: inout SQLRowReader) throws {
         self.init(
             expiresAt: try row.date(), usedAt: try row.optionalDate(), sessionID: try row.text(),
             userID: try row.text(), sessionCreatedAt: try row.date(), clientID: try row.text(),
-            scope: try row.optionalText())
+            scope: try row.optionalText(), dpopJKT: try row.optionalText())
     }
 }
 
@@ -77,13 +94,65 @@ enum RefreshTokenHolder {
     }
 }
 
+/// The access token a request presents: `Authorization: Bearer <token>`, or `Authorization: DPoP
+/// <token>` for a token bound to a DPoP key, with the proof in the `DPoP` header (RFC 9449 §7.1).
+struct PresentedToken {
+    enum Scheme: Sendable, Equatable {
+        case bearer
+        case dpop
+    }
+
+    let scheme: Scheme
+    /// The token as it came: 16 to 128 bytes, a /v1 token's size, unless told otherwise.
+    let token: String
+
+    /// SHA-256 of the token, the key it is stored under.
+    var hash: String { TokenHash.of(token) }
+
+    /// Reads the `Authorization` header: the scheme in any case, then one or more spaces as
+    /// RFC 7235 says, then the token (blanks after it ignored). Read byte by byte: Foundation's
+    /// trimming and splitting cost more than the database lookup that follows.
+    /// - Parameter sizes: the token's length in bytes (an OAuth access token, a JWT, is longer).
+    /// - Throws: ``APIError/tokenInvalid`` when the header is missing or malformed.
+    init(_ request: HTTPRequest, sizes: ClosedRange<Int> = 16...128) throws {
+        guard let header = request.headers["authorization"], let scheme = Self.scheme(of: request) else {
+            throw APIError.tokenInvalid
+        }
+        let bytes = Array(header.utf8)
+        func isBlank(_ byte: UInt8) -> Bool { byte == UInt8(ascii: " ") || byte == UInt8(ascii: "\t") }
+        var start = scheme == .bearer ? 6 : 4
+        var end = bytes.count
+        while start < end, isBlank(bytes[start]) { start += 1 }
+        while end > start, isBlank(bytes[end - 1]) { end -= 1 }
+        guard sizes.contains(end - start) else { throw APIError.tokenInvalid }
+        self.scheme = scheme
+        token = String(decoding: bytes[start..<end], as: UTF8.self)
+    }
+
+    /// The scheme of the request's `Authorization` header, if it is `Bearer` or `DPoP` (in any
+    /// case) followed by a space.
+    static func scheme(of request: HTTPRequest) -> Scheme? {
+        guard let header = request.headers["authorization"] else { return nil }
+        let bytes = header.utf8
+        for (name, scheme) in [("bearer", Scheme.bearer), ("dpop", Scheme.dpop)]
+        where bytes.count > name.utf8.count
+            && bytes[bytes.index(bytes.startIndex, offsetBy: name.utf8.count)] == UInt8(ascii: " ")
+            && zip(bytes, name.utf8).allSatisfy({ $0 | 0x20 == $1 })
+        {
+            return scheme
+        }
+        return nil
+    }
+}
+
 extension Application {
     // MARK: Tokens and sessions
 
     /// Issues a fresh access and refresh token for a session.
-    func issueTokens(_ connection: any SQLConnection, sessionID: String, userID: String, now: Date) throws
-        -> TokenResponse
-    {
+    /// - Parameter bound: whether the session is bound to a DPoP key: then `token_type` is `DPoP`.
+    func issueTokens(
+        _ connection: any SQLConnection, sessionID: String, userID: String, bound: Bool = false, now: Date
+    ) throws -> TokenResponse {
         let access = SecureRandomBytes.token()
         let refresh = SecureRandomBytes.token()
         try Rows.insertToken(
@@ -93,8 +162,8 @@ extension Application {
             connection, refresh, kind: .refresh, sessionID: sessionID,
             expiresAt: now.adding(seconds: configuration.refreshTokenLifetime))
         return TokenResponse(
-            accessToken: access, refreshToken: refresh, expiresIn: configuration.accessTokenLifetime,
-            sessionID: sessionID, userID: userID)
+            accessToken: access, refreshToken: refresh, tokenType: bound ? DPoP.scheme : "Bearer",
+            expiresIn: configuration.accessTokenLifetime, sessionID: sessionID, userID: userID)
     }
 
     /// Opens a session: ends the user's previous session from the same client (or all of the
@@ -103,11 +172,15 @@ extension Application {
     ///   - authTime: when the user authenticated, if not now (an OAuth code exchange).
     ///   - scope: an OAuth client's granted scope; nil for a /v1 session.
     ///   - dpopJKT: the DPoP key the session is bound to (RFC 9449), if any.
+    ///   - proof: the DPoP proof of a /v1 login: used up here (``useUp(_:_:at:)``; a replay
+    ///     throws, and the whole login rolls back), and the session is bound to its key.
     func openSession(
         _ connection: any SQLConnection, _ context: RequestContext, userID: String, clientID: String,
         method: AuthMethod, deviceID: String?, authTime: Date? = nil, scope: String? = nil,
-        dpopJKT: String? = nil
+        dpopJKT: String? = nil, proof: DPoPProof? = nil
     ) throws -> TokenResponse {
+        try useUp(proof, connection, at: .login)
+        let dpopJKT = dpopJKT ?? proof?.thumbprint
         // An OAuth client's sessions (a scope) replace nothing: a web app's user may sign in from
         // two browsers. A /v1 login replaces the /v1 session of its client, or, with
         // --single-session, every session of the user.
@@ -117,8 +190,7 @@ extension Application {
         } else if scope == nil {
             try revokeSessions(
                 connection, where: "user_id = ? AND client_id = ? AND scope IS NULL",
-                [.text(userID), .text(clientID)],
-                reason: "replaced", now: context.now)
+                [.text(userID), .text(clientID)], reason: "replaced", now: context.now)
         }
         let sessionID = SecureRandomBytes.timeOrderedIdentifier("ses", milliseconds: context.now.milliseconds)
         try Rows.insertSession(
@@ -128,7 +200,8 @@ extension Application {
             connection, context, .login, method: AuditMethod(method), userID: userID, deviceID: deviceID,
             sessionID: sessionID)
         metrics.recordLogin(method: method.rawValue, outcome: "success")
-        return try issueTokens(connection, sessionID: sessionID, userID: userID, now: context.now)
+        return try issueTokens(
+            connection, sessionID: sessionID, userID: userID, bound: dpopJKT != nil, now: context.now)
     }
 
     /// Revokes every live session matching `condition`; their tokens stop working at once.
@@ -145,12 +218,24 @@ extension Application {
     /// however often it was refreshed.
     func sessionEnd(createdAt: Date) -> Date { createdAt.adding(seconds: configuration.sessionMaxAge) }
 
-    /// Authenticates `Authorization: Bearer <access token>` with a read. A handler that then
-    /// writes does so through ``authenticatedWrite(_:_:)``, which checks again.
-    /// - Throws: ``APIError/tokenInvalid`` for a missing, unknown, expired or revoked token.
+    /// Authenticates the access token of a request that only reads: `Authorization: Bearer`, or
+    /// `Authorization: DPoP` with a proof by the session's key, which is then used up in a write of
+    /// its own (the request has no other). A handler that writes does so through
+    /// ``authenticatedWrite(_:_:)``, which checks again, and uses the proof up with its write.
+    /// - Throws: ``APIError/tokenInvalid`` for a missing, unknown, expired or revoked token, or one
+    ///   presented with the wrong scheme; `dpop_proof_invalid` or `use_dpop_nonce` (401) for a
+    ///   proof that is not acceptable, not by the session's key, or used before.
     func authenticate(_ context: RequestContext) throws -> Caller {
-        let hash = try bearerTokenHash(context)
-        return try database.read { try bearerCaller(hash, context, $0) }
+        let caller = try checkCaller(context)
+        if let proof = caller.proof { try database.write { try useUp(proof, $0, at: .resource) } }
+        return caller
+    }
+
+    /// ``authenticate(_:)`` without using the proof up: for a handler that checks the caller
+    /// before anything else and then writes through ``authenticatedWrite(_:_:)``, which uses it up.
+    func checkCaller(_ context: RequestContext) throws -> Caller {
+        let (presented, proof) = try presentedCredentials(context)
+        return try database.read { try bearerCaller(presented, proof, context, $0) }
     }
 
     /// Runs `body` in one write transaction for the caller the bearer token names, checked inside
@@ -164,20 +249,42 @@ extension Application {
     func authenticatedWrite<T>(_ context: RequestContext, _ body: (any SQLConnection, Caller) throws -> T)
         throws -> T
     {
-        let hash = try bearerTokenHash(context)
-        _ = try database.read { try bearerCaller(hash, context, $0) }
+        let (presented, proof) = try presentedCredentials(context)
+        _ = try database.read { try bearerCaller(presented, proof, context, $0) }
         return try database.write { connection in
-            try body(connection, try bearerCaller(hash, context, connection))
+            let caller = try bearerCaller(presented, proof, context, connection)
+            // In the request's own transaction: of several uses of one proof, one commits. (One
+            // that rolls back, refused by a thrown error, changed nothing and leaves the proof
+            // unused, as if it had never arrived.)
+            try useUp(proof, connection, at: .resource)
+            return try body(connection, caller)
         }
     }
 
-    /// Looks the bearer token up on `connection`: its access token unexpired, its session neither
-    /// revoked nor past its maximum age, and the session's device (if any) not revoked. (Revoking
-    /// a device also ends its sessions; the device is checked too so that this stays the one rule.)
-    private func bearerCaller(_ hash: String, _ context: RequestContext, _ connection: any SQLConnection)
-        throws
-        -> Caller
-    {
+    /// The token the request presents and, for the DPoP scheme, its proof, checked without
+    /// storage (``dpopProof(_:accessToken:)``, with `ath`).
+    private func presentedCredentials(_ context: RequestContext) throws -> (PresentedToken, DPoPProof?) {
+        let presented = try PresentedToken(context.request)
+        guard presented.scheme == .dpop else { return (presented, nil) }
+        do throws(DPoPFailure) {
+            guard let proof = try dpopProof(context, accessToken: presented.token) else {
+                throw DPoPFailure.invalid("Authorization: DPoP needs a proof in the DPoP header.")
+            }
+            return (presented, proof)
+        } catch {
+            throw APIError.dpop(error, at: .resource)
+        }
+    }
+
+    /// Looks the presented token up on `connection`: its access token unexpired, its session
+    /// neither revoked nor past its maximum age, and the session's device (if any) not revoked.
+    /// (Revoking a device also ends its sessions; the device is checked too so that this stays
+    /// the one rule.) A session bound to a DPoP key takes its token only with the DPoP scheme and
+    /// a proof by that key; an unbound one only as a bearer token.
+    private func bearerCaller(
+        _ presented: PresentedToken, _ proof: DPoPProof?, _ context: RequestContext,
+        _ connection: any SQLConnection
+    ) throws -> Caller {
         // Looked up by SHA-256(token), a preimage-resistant index key: the lookup's timing can at
         // most leak a prefix of a stored hash, which does not help to find a token for it. That is
         // what makes the check timing-safe; a comparison after `WHERE t.hash = ?` would add nothing.
@@ -188,51 +295,56 @@ extension Application {
             FROM tokens t JOIN sessions s ON s.id = t.session_id JOIN users u ON u.id = s.user_id
                 LEFT JOIN devices d ON d.id = s.device_id
             WHERE t.hash = ? AND t.kind = 'access'
-            """, [.text(hash)])
+            """, [.text(presented.hash)])
         guard let row, row.expiresAt > context.now, row.sessionRevokedAt == nil, row.deviceRevokedAt == nil,
             context.now < sessionEnd(createdAt: row.sessionCreatedAt)
         else { throw APIError.tokenInvalid }
-        return row.caller
-    }
-
-    /// The hash of the token in `Authorization: Bearer <token>` (the scheme in any case, then one
-    /// or more spaces as RFC 7235 says; blanks after the token ignored), read byte by byte:
-    /// Foundation's trimming and splitting cost more than the database lookup that follows.
-    /// - Throws: ``APIError/tokenInvalid`` when the header is missing or malformed.
-    private func bearerTokenHash(_ context: RequestContext) throws -> String {
-        guard let header = context.request.headers["authorization"] else { throw APIError.tokenInvalid }
-        let bytes = Array(header.utf8)
-        let scheme = "bearer".utf8
-        func isBlank(_ byte: UInt8) -> Bool { byte == UInt8(ascii: " ") || byte == UInt8(ascii: "\t") }
-        guard bytes.count > scheme.count, bytes[scheme.count] == UInt8(ascii: " "),
-            zip(bytes, scheme).allSatisfy({ $0 | 0x20 == $1 })
-        else { throw APIError.tokenInvalid }
-        var start = scheme.count
-        var end = bytes.count
-        while start < end, isBlank(bytes[start]) { start += 1 }
-        while end > start, isBlank(bytes[end - 1]) { end -= 1 }
-        guard (16...128).contains(end - start) else { throw APIError.tokenInvalid }
-        return TokenHash.of(String(decoding: bytes[start..<end], as: UTF8.self))
+        switch (row.dpopJKT, proof) {
+        case (nil, nil): return row.caller
+        case (nil, _?): throw APIError.unboundTokenAsDPoP
+        case (_?, nil): throw APIError.boundTokenAsBearer
+        case (let jkt?, let proof?):
+            guard proof.thumbprint == jkt else {
+                throw APIError.dpop(
+                    .invalid("The DPoP proof is not by the key this token is bound to."), at: .resource)
+            }
+            return row.caller.with(proof)
+        }
     }
 
     // MARK: Handlers
 
     /// `POST /v1/sessions/refresh`: rotates the refresh token. Reuse of a rotated one ends the
-    /// whole session (RFC 9700 §4.14.2), and so does the session's maximum age.
+    /// whole session (RFC 9700 §4.14.2), and so does the session's maximum age. A session bound to
+    /// a DPoP key refreshes only with a proof by that key (``rotateRefreshToken(_:_:of:proof:then:)``).
     func refresh(_ context: RequestContext, _ body: RequestBody<RefreshRequest>) throws -> TokenResponse {
         let request = try body.decode()
-        return try rotateRefreshToken(request.refreshToken, context, of: .api) { connection, row in
-            try issueTokens(connection, sessionID: row.sessionID, userID: row.userID, now: context.now)
+        let proof = try loginProof(context)
+        return try rotateRefreshToken(request.refreshToken, context, of: .api, proof: proof) {
+            connection, row in
+            try issueTokens(
+                connection, sessionID: row.sessionID, userID: row.userID, bound: row.dpopJKT != nil,
+                now: context.now)
         }
     }
 
     /// Rotates a refresh token of a live session of `holder`: marks it used and runs `issue` in the
     /// same transaction. A rotated token presented again is a copy in someone else's hands: the
     /// whole session ends (RFC 9700 §4.14.2), and so it does past its maximum age.
+    ///
+    /// A session bound to a DPoP key refreshes only with a proof by that key (RFC 9449 §5),
+    /// checked before anything is written: a copy of its refresh token without the key can
+    /// neither rotate it nor, presenting a used one, end the session. The proof is used up in the
+    /// rotation's transaction. A session opened without a proof stays a bearer session, proof or
+    /// not: a key is bound when a session opens, so whoever copied a bearer refresh token cannot
+    /// bind the session to a key of their own.
+    /// - Parameter proof: the request's DPoP proof (``dpopProof(_:accessToken:)``), if any.
     /// - Throws: ``APIError/tokenInvalid`` for a token that rotates nothing (unknown, expired,
     ///   used, another holder's, its session ended); what ends a session is committed first.
+    ///   400 `dpop_proof_invalid` (``APIError/dpop(_:at:)``) for a bound session's refresh without
+    ///   a proof by its key, or with a used one.
     func rotateRefreshToken<T>(
-        _ token: String, _ context: RequestContext, of holder: RefreshTokenHolder,
+        _ token: String, _ context: RequestContext, of holder: RefreshTokenHolder, proof: DPoPProof?,
         then issue: (any SQLConnection, RefreshTokenRecord) throws -> T
     ) throws -> T {
         guard (16...128).contains(token.utf8.count) else { throw APIError.tokenInvalid }
@@ -246,16 +358,24 @@ extension Application {
         // A token that is not stored, or whose session has ended, changes nothing: refused after
         // a read, so random tokens cost no write transaction. The write checks everything again.
         guard
-            try database.read({
+            let known = try database.read({
                 try $0.queryOne(RefreshTokenRecord.self, query, [.text(hash)] + holderParameters)
             })
-                != nil
         else { throw APIError.tokenInvalid }
+        if let jkt = known.dpopJKT, proof?.thumbprint != jkt {
+            throw APIError.dpop(
+                .invalid(
+                    proof == nil
+                        ? "This session is bound to a DPoP key: its refresh needs a proof by that key."
+                        : "The DPoP proof is not by the key this session is bound to."), at: .login)
+        }
         return try database.write { connection -> WriteOutcome<T> in
             guard
                 let row = try connection.queryOne(
                     RefreshTokenRecord.self, query, [.text(hash)] + holderParameters)
             else { return .refused(.tokenInvalid) }
+            // First: a replayed proof rolls back before anything else is written.
+            if row.dpopJKT != nil { try useUp(proof, connection, at: .login) }
             if row.usedAt != nil {
                 // Reuse of a rotated refresh token: someone else has a copy. End the whole family.
                 try revokeSessions(
