@@ -12,6 +12,8 @@ let package = Package(
         .library(name: "KeyboundApple", targets: ["KeyboundApple"]),
         .library(name: "KeyboundEmulator", targets: ["KeyboundEmulator"]),
         .library(name: "KeyboundServer", targets: ["KeyboundServer"]),
+        // For a team's Swift services: verify Keybound's access tokens offline (docs/oauth.md).
+        .library(name: "KeyboundVerifier", targets: ["KeyboundVerifier"]),
         .executable(name: "keybound", targets: ["keybound"]),
         .executable(name: "keybound-bench", targets: ["keybound-bench"]),
     ],
@@ -72,7 +74,7 @@ let package = Package(
             name: "keybound",
             dependencies: [
                 "Keybound", "KeyboundWire", "KeyboundCrypto", "KeyboundEmulator", "KeyboundServer",
-                "KeyboundWebAuthn",
+                "KeyboundVerifier", "KeyboundWebAuthn",
             ]),
         // The performance targets of docs/design.md, measured in one run against a loopback server.
         // It seeds large populations through the server's own storage and measures the raw Argon2id

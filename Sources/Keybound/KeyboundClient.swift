@@ -351,6 +351,43 @@ public actor KeyboundClient {
         return response.events
     }
 
+    // MARK: - Signing in to other apps (OAuth 2.0 / OpenID Connect)
+
+    /// Completes an OAuth authorization request for the logged-in user, as Keybound's sign-in
+    /// page does once the user signed in there: a web app, a TV or another device sent the user
+    /// to `authorizationURL`, and this app, which holds a session, answers it (docs/oauth.md).
+    /// The session's sign-in must be at most 5 minutes old.
+    /// - Parameter authorizationURL: the authorization request, `…/oauth/authorize?client_id=…`
+    ///   with `redirect_uri`, `response_type=code`, PKCE and the rest in its query.
+    /// - Returns: where the browser goes next: the client's redirect URI with `code`, `state` and
+    ///   `iss`, or, for a request the server refuses, with `error`.
+    /// - Throws: ``KeyboundError/invalidInput`` for a URL without `client_id`, `redirect_uri` and
+    ///   `response_type`; `server` with `unknown_client` or `unregistered_redirect_uri` (400:
+    ///   nothing may be sent there), or `step_up_required` (403) when the sign-in is older.
+    public func authorize(_ authorizationURL: URL) async throws -> URL {
+        var values: [String: String] = [:]
+        for item in URLComponents(url: authorizationURL, resolvingAgainstBaseURL: false)?.queryItems ?? [] {
+            if let value = item.value, !value.isEmpty, values[item.name] == nil { values[item.name] = value }
+        }
+        guard let clientID = values["client_id"], let redirectURI = values["redirect_uri"],
+            let responseType = values["response_type"]
+        else {
+            throw KeyboundError.invalidInput(
+                "an authorization request has client_id, redirect_uri and response_type")
+        }
+        let answer: OAuthAuthorizeResponse = try await authorized(
+            API.oauthAuthorize,
+            OAuthAuthorizeRequest(
+                clientID: clientID, redirectURI: redirectURI, responseType: responseType,
+                scope: values["scope"],
+                state: values["state"], nonce: values["nonce"], codeChallenge: values["code_challenge"],
+                codeChallengeMethod: values["code_challenge_method"]))
+        guard let next = URL(string: answer.redirectTo) else {
+            throw KeyboundError(.unexpected, message: "the server's redirect is not a URL")
+        }
+        return next
+    }
+
     // MARK: - Tokens
 
     /// Sends a login (or a refresh that opens the client's session), with a proof by the client's

@@ -22,9 +22,10 @@ enum DemoCommand {
         database (production Argon2id settings), creates an emulated Face ID device, and runs
         every story: password login, biometric login, device-key login, a what-you-see-is-what-
         you-sign approval with replay and tampering refused, app lock, enrollment change and
-        re-enrollment, lockout and recovery by passcode, a passkey sign-up and sign-in, and a
+        re-enrollment, lockout and recovery by passcode, a passkey sign-up and sign-in, a
         device binding attested by App Attest (under a test CA the demo's server trusts as
-        Apple's), refused when the attestation is for another app.
+        Apple's), refused when the attestation is for another app, and a web app signing in
+        through OpenID Connect with a passkey while the phone's session is DPoP-bound.
 
         options:
         \(Option.help(options))
@@ -127,8 +128,8 @@ struct DemoStory {
     let narrator: Narrator
     let keepDatabase: Bool
 
-    private let username = "ada"
-    private let password = "correct horse battery staple"
+    let username = "ada"
+    let password = "correct horse battery staple"
     private let recipient = "0x12a4c8b2e19d7f3a5c6b8e0d4f2a1b3c9d7e5fef"
     /// The passkeys' relying party; Apple's platform authenticator writes `https://` and it as
     /// the origin for an app of that domain.
@@ -155,8 +156,7 @@ struct DemoStory {
         configuration.appIDs = [Self.appID]
         configuration.appAttestEnvironment = .development
         configuration.appAttestRoots = [appAttestCA.rootCertificate]
-        let server = try Server(configuration: configuration)
-        try server.start()
+        let server = try Self.startWithIssuer(&configuration)
         defer { server.stop() }
         guard let baseURL = server.baseURL else {
             throw DemoFailure(description: "the server has no address")
@@ -178,7 +178,10 @@ struct DemoStory {
         try await enrollmentChange(
             tokenLogin: tokenLogin, keyLogin: keyLogin, device: device, oldDeviceID: deviceID)
         try await lockout(keyLogin, device: device, baseURL: baseURL)
-        try await passkeysAndAppAttest(device: device, baseURL: baseURL, appAttestCA: appAttestCA)
+        let passkeys = try await passkeysAndAppAttest(
+            device: device, baseURL: baseURL, appAttestCA: appAttestCA)
+        try await openIDConnect(
+            configuration: configuration, baseURL: baseURL, device: device, passkeys: passkeys)
     }
 
     // MARK: - Stories
@@ -376,10 +379,11 @@ struct DemoStory {
 
     /// Passkeys and App Attest: a passkey sign-up and sign-in on the emulated iPhone, then device
     /// bindings attested by App Attest, accepted from the genuine app and refused from another.
+    /// - Returns: Grace's passkey authenticator, for chapter 8.
     private func passkeysAndAppAttest(
         device: EmulatedDevice, baseURL: URL, appAttestCA: EmulatedAppAttestAuthority
     )
-        async throws
+        async throws -> EmulatedPasskeyAuthenticator
     {
         narrator.chapter("7. Passkeys and App Attest")
         let passkeys = try EmulatedPasskeyAuthenticator(device: device)
@@ -422,6 +426,7 @@ struct DemoStory {
             try await repackaged.enable()
         }
         try check(try await repackaged.boundDeviceID() == nil, "the refused binding should leave no device")
+        return passkeys
     }
 
     // MARK: - Helpers
@@ -440,7 +445,7 @@ struct DemoStory {
             appAttest: try EmulatedAppAttestService(device: device, appID: appID, authority: appAttestCA))
     }
 
-    private func flow(_ mode: BiometricLogin.Mode, baseURL: URL, device: EmulatedDevice) throws
+    func flow(_ mode: BiometricLogin.Mode, baseURL: URL, device: EmulatedDevice) throws
         -> BiometricLogin
     {
         try BiometricLogin(
@@ -453,7 +458,7 @@ struct DemoStory {
                 namespace: mode == .token ? "demo-token" : "demo-key"))
     }
 
-    private func check(_ condition: Bool, _ what: String) throws {
+    func check(_ condition: Bool, _ what: String) throws {
         guard condition else { throw DemoFailure(description: what) }
     }
 
