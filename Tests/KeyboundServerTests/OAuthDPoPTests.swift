@@ -42,6 +42,15 @@ struct OAuthDPoPTests {
             accessToken: token)
     }
 
+    /// The form of a public client's code exchange.
+    private func exchangeForm(_ code: String, _ pkce: PKCE, _ clientID: String) -> [(String, String)] {
+        [
+            ("grant_type", "authorization_code"), ("code", code),
+            ("redirect_uri", "http://127.0.0.1/callback"),
+            ("code_verifier", pkce.verifier), ("client_id", clientID),
+        ]
+    }
+
     /// A code exchange by a public client with `proof`.
     private func boundTokens(_ oauth: OAuthFixture, _ clientID: String, _ key: DPoPTestKey, username: String)
         async throws -> JSONValue
@@ -50,11 +59,7 @@ struct OAuthDPoPTests {
         let pkce = PKCE()
         let code = try await oauth.code(clientID, session: session, pkce: pkce)
         let reply = try await oauth.token(
-            [
-                ("grant_type", "authorization_code"), ("code", code),
-                ("redirect_uri", "http://127.0.0.1/callback"),
-                ("code_verifier", pkce.verifier), ("client_id", clientID),
-            ], headers: ["DPoP": try await tokenProof(oauth, key)])
+            exchangeForm(code, pkce, clientID), headers: ["DPoP": try await tokenProof(oauth, key)])
         #expect(reply.status == 200, "\(reply.text)")
         return try JSON.parse(reply.body)
     }
@@ -131,11 +136,7 @@ struct OAuthDPoPTests {
         let (_, session) = try await oauth.signedInUser("carol")
         let pkce = PKCE()
         let code = try await oauth.code(app.clientID, session: session, pkce: pkce)
-        let exchange = [
-            ("grant_type", "authorization_code"), ("code", code),
-            ("redirect_uri", "http://127.0.0.1/callback"),
-            ("code_verifier", pkce.verifier), ("client_id", app.clientID),
-        ]
+        let exchange = exchangeForm(code, pkce, app.clientID)
         // Without the nonce: use_dpop_nonce, with the nonce to use (RFC 9449 §8).
         let withoutNonce = try key.proof(
             "POST", testIssuer + OAuthPaths.token, at: oauth.test.clock.now, nonce: nil)
@@ -157,11 +158,7 @@ struct OAuthDPoPTests {
         let (_, session) = try await oauth.signedInUser("erin")
         let pkce = PKCE()
         let code = try await oauth.code(app.clientID, session: session, pkce: pkce)
-        let exchange = [
-            ("grant_type", "authorization_code"), ("code", code),
-            ("redirect_uri", "http://127.0.0.1/callback"),
-            ("code_verifier", pkce.verifier), ("client_id", app.clientID),
-        ]
+        let exchange = exchangeForm(code, pkce, app.clientID)
         let proof = try await tokenProof(oauth, key)
         let first = try await oauth.token(exchange, headers: ["DPoP": proof])
         #expect(first.status == 200)

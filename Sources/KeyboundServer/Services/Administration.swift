@@ -4,6 +4,13 @@ import KeyboundWire
 // What operators do on the server's database (`keybound user`).
 
 extension Application {
+    /// The application an operator command works through: the database of `configuration`,
+    /// opened and migrated like the server's.
+    /// - Throws: ``ServerError`` when it cannot be opened (``ServerError/opening(_:)``).
+    static func forOperator(_ configuration: Configuration) throws -> Application {
+        do { return try Application(configuration: configuration) } catch { throw ServerError.opening(error) }
+    }
+
     /// Creates an account for an operator (`keybound user add`), with the same rules as the API.
     func addAccount(username rawUsername: String, password: String) throws -> String {
         let username: Username
@@ -62,11 +69,7 @@ public struct AccountAdministration: Sendable {
     /// Opens (and if needed migrates) the database of `configuration`.
     /// - Throws: ``ServerError`` when the database cannot be opened.
     public init(configuration: Configuration) throws {
-        do {
-            application = try Application(configuration: configuration)
-        } catch {
-            throw ServerError.opening(error)
-        }
+        application = try Application.forOperator(configuration)
     }
 
     /// Creates an account.

@@ -13,11 +13,7 @@ public struct ProviderAdministration: Sendable {
     /// - Throws: ``ServerError`` when the database cannot be opened or a stored key cannot be
     ///   opened with the configured encryption key.
     public init(configuration: Configuration) throws {
-        do {
-            application = try Application(configuration: configuration)
-        } catch {
-            throw ServerError.opening(error)
-        }
+        application = try Application.forOperator(configuration)
     }
 
     /// Registers a client. A confidential client without keys gets a secret, returned here
