@@ -1,9 +1,11 @@
 """The flows and attacks of the interop suite. In each, an independent library does the OAuth side:
 `requests-oauth2client` ("roc") and `authlib` build the authorization requests, exchange codes,
 authenticate the clients, validate ID tokens against the JWKS, refresh, revoke and introspect;
-`joserfc` verifies the access tokens as a resource server would. The suite itself plays only the
-user (a password sign-in, then POST /v1/oauth/authorize with the parameters of the URL the
-library built) and the attacker (forged tokens, replays).
+requests-oauth2client also makes the DPoP proofs (RFC 9449) and answers the server's nonce;
+`joserfc` verifies the access tokens as a resource server would, and PyJWT runs the snippet of
+docs/oauth.md. The suite itself plays only the user (a password sign-in, then POST
+/v1/oauth/authorize with the parameters of the URL the library built) and the attacker (forged
+tokens, replays, DPoP proofs that no library would send, made with joserfc).
 
 A flow is a function of a `Context`; it passes when it returns, fails when it raises.
 """
@@ -14,11 +16,14 @@ import base64
 import hashlib
 import hmac
 import json
+import os
+import re
 import secrets
 import time
 from urllib.parse import urljoin, parse_qs, urlencode, urlsplit
 
 import jwskate
+import jwt as pyjwt  # PyJWT, for docs/oauth.md's snippet (`jwt` below is joserfc's)
 import requests
 from authlib.integrations.base_client.sync_app import BaseApp, OAuth2Mixin
 from authlib.integrations.base_client.sync_openid import OpenIDMixin
@@ -35,6 +40,9 @@ from joserfc.jwk import ECKey, KeySet
 from requests_oauth2client import (
     ClientSecretBasic,
     ClientSecretPost,
+    DPoPKey,
+    DPoPToken,
+    InvalidUseDPoPNonceResponse,
     OAuth2Client,
     PrivateKeyJwt,
     PublicApp,
@@ -51,7 +59,12 @@ FLOWS: list[tuple[str, object]] = []
 #: interoperability"): label -> (a fragment of the failure it gives, what is wrong). Such a flow
 #: is reported as a known defect and does not fail the run unless it fails some other way; once
 #: the server is fixed it passes, and the run fails until its entry here is deleted.
-KNOWN_DEFECTS: dict[str, tuple[str, str]] = {}
+KNOWN_DEFECTS: dict[str, tuple[str, str]] = {
+    "DPoP, confidential client: introspection of its bound access token has cnf.jkt (RFC 9449 6.2)": (
+        "introspection of a confidential client's DPoP-bound access token: cnf None",
+        "introspection answers token_type DPoP but no cnf for a confidential client's DPoP-bound access token "
+        "(it reads cnf from the session, which is bound only for public clients; RFC 9449 6.2)"),
+}
 
 
 def flow(name: str):
@@ -173,6 +186,29 @@ class AuthlibApp(OAuth2Mixin, OpenIDMixin, BaseApp):
         super().__init__(_NoFramework(), **kwargs)
 
 
+class RecordingDPoPKey(DPoPKey):
+    """requests-oauth2client's DPoP key: the library makes every proof with it (the claims, the
+    server's nonce, the signature). This subclass only keeps each proof it made, so that a flow can
+    see what the library sent (and an attacker replay it), and counts them."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.made: list[jwskate.SignedJwt] = []
+        self.on_proof = None
+
+    def proof(self, htm: str, htu: str, ath: str | None = None, nonce: str | None = None) -> jwskate.SignedJwt:
+        made = super().proof(htm, htu, ath=ath, nonce=nonce)
+        self.made.append(made)
+        if self.on_proof:
+            self.on_proof()
+        return made
+
+
+def thumbprint(key: DPoPKey) -> str:
+    """The RFC 7638 thumbprint of the library's key, computed by joserfc (not by the library)."""
+    return ECKey.import_key(key.public_jwk.to_dict()).thumbprint()
+
+
 # --- the context of one engine's run ------------------------------------------------------------
 
 
@@ -263,9 +299,10 @@ class Context:
 
     # --- clients ----------------------------------------------------------------------------
 
-    def register(self, method: str, *, scopes: list[str] | None = None) -> Client:
+    def register(self, method: str, *, scopes: list[str] | None = None, dpop_required: bool = False) -> Client:
         """A new client that authenticates with `method`: none, client_secret_basic,
-        client_secret_post or private_key_jwt (an ES256 key made here)."""
+        client_secret_post or private_key_jwt (an ES256 key made here); `dpop_required`
+        registers it with `--dpop-required`."""
         redirect_uri = ("http://127.0.0.1/callback" if method == "none"
                         else f"https://rp-{secrets.token_hex(3)}.example/callback")
         private_jwk = None
@@ -276,13 +313,14 @@ class Context:
             jwks = {"keys": [key.as_dict(private=False)]}
         answer = self.server.register_client(
             f"interop {method}", [redirect_uri], confidential=method.startswith("client_secret"), jwks=jwks,
-            scopes=scopes)
+            scopes=scopes, dpop_required=dpop_required)
         self.count("clients registered")
         return Client(method, answer["client_id"], redirect_uri, answer.get("secret"), private_jwk)
 
     def roc(self, client: Client) -> OAuth2Client:
         """requests-oauth2client for `client`, from the discovery document. (`testing=True` only
-        lets it accept this http://127.0.0.1 issuer; every token check stays on.)"""
+        lets it accept this http://127.0.0.1 issuer; every token check stays on.) A token request
+        made with `dpop=True` gets a new key from ``dpop_key``."""
         if client.method == "none":
             auth = PublicApp(client.client_id)
         elif client.method == "client_secret_basic":
@@ -296,7 +334,28 @@ class Context:
                                  aud=self.metadata["token_endpoint"])
         return OAuth2Client.from_discovery_endpoint(
             issuer=self.issuer, auth=auth, session=self.http, testing=True, redirect_uri=client.redirect_uri,
-            id_token_signed_response_alg="ES256")
+            id_token_signed_response_alg="ES256", dpop_key_generator=self.dpop_key)
+
+    # --- DPoP (RFC 9449) --------------------------------------------------------------------
+
+    def dpop_key(self, alg: str = "ES256") -> RecordingDPoPKey:
+        """A new DPoP key of requests-oauth2client's, whose proofs are counted."""
+        key = RecordingDPoPKey.generate(alg)
+        key.on_proof = lambda: self.count("DPoP proofs made by requests-oauth2client")
+        return key
+
+    def joserfc_proof(self, key: ECKey, htm: str, htu: str, *, nonce: str | None = None,
+                      token: str | None = None) -> str:
+        """A DPoP proof (RFC 9449 4.2) made with joserfc, for what the library would not send: by
+        another key, without the server's nonce. `token`: the access token it is for (`ath`)."""
+        claims = {"jti": secrets.token_urlsafe(16), "htm": htm, "htu": htu, "iat": int(time.time())}
+        if nonce is not None:
+            claims["nonce"] = nonce
+        if token is not None:
+            claims["ath"] = _b64url(hashlib.sha256(token.encode()).digest())
+        header = {"typ": "dpop+jwt", "alg": "ES256", "jwk": key.as_dict(private=False)}
+        self.count("DPoP proofs made by joserfc")
+        return jwt.encode(header, claims, key, algorithms=["ES256"])
 
     def authlib_app(self, client: Client, scope: str) -> AuthlibApp:
         kwargs = {"scope": scope, "code_challenge_method": "S256", "token_endpoint_auth_method": client.method}
@@ -334,9 +393,10 @@ class Context:
 
     # --- what a resource server checks ------------------------------------------------------
 
-    def verify_access_token(self, token: str, client: Client, scope: str) -> dict:
+    def verify_access_token(self, token: str, client: Client, scope: str, jkt: str | None = None) -> dict:
         """RFC 9068, verified with joserfc against the JWKS: typ at+jwt, ES256 with a kid of the
-        set, and the claims §2.2 requires."""
+        set, and the claims §2.2 requires; `cnf.jkt` (RFC 9449 6.1) is `jkt`, none for a Bearer
+        token."""
         keys = KeySet.import_key_set(self.jwks())
         decoded = jwt.decode(token, keys, algorithms=["ES256"])
         header, claims = decoded.header, decoded.claims
@@ -354,7 +414,10 @@ class Context:
         registry.validate(claims)
         expect(0 < claims["exp"] - claims["iat"] <= 86400, f"exp {claims['exp']} - iat {claims['iat']}")
         expect(claims.get("amr") == ["pwd"], f"amr {claims.get('amr')!r} for a password sign-in (RFC 8176)")
-        expect("cnf" not in claims, "a Bearer token has no cnf")
+        if jkt is None:
+            expect("cnf" not in claims, "a Bearer token has no cnf")
+        else:
+            expect(claims.get("cnf") == {"jkt": jkt}, f"cnf {claims.get('cnf')!r}, not the key's jkt {jkt}")
         self.count("access tokens verified (joserfc)")
         return claims
 
@@ -372,6 +435,11 @@ class Context:
 
     def userinfo_raw(self, token: str) -> requests.Response:
         return self.http.get(self.metadata["userinfo_endpoint"], headers={"Authorization": f"Bearer {token}"})
+
+    def userinfo_dpop(self, token: str, proof: str | None, method: str = "GET") -> requests.Response:
+        """Userinfo with `Authorization: DPoP`, and `proof` in the DPoP header (none if None)."""
+        headers = {"Authorization": f"DPoP {token}", **({"DPoP": proof} if proof else {})}
+        return self.http.request(method, self.metadata["userinfo_endpoint"], headers=headers)
 
     def token_raw(self, data: dict, auth=None, headers=None) -> requests.Response:
         return self.http.post(self.metadata["token_endpoint"], data=data, auth=auth, headers=headers)
@@ -1073,6 +1141,309 @@ def errors_http_level(ctx: Context) -> None:
         expect(400 <= reply.status_code < 500, f"{method} {url}: {reply.status_code}")
         problems += [f"{method} {urlsplit(url).path} -> {reply.status_code}: {p}" for p in oauth_error_problems(reply)]
     expect(not problems, "; ".join(problems))
+
+
+# --- DPoP (RFC 9449) ----------------------------------------------------------------------------
+
+#: RFC 9449 8.1: nonce = 1*NQCHAR.
+_NONCE = re.compile(r"[\x21\x23-\x5b\x5d-\x7e]+")
+
+
+def expect_dpop_nonce(response: requests.Response) -> str:
+    """The DPoP-Nonce header the server sends on every answer to a request with a DPoP header:
+    one, of RFC 9449 8.1's syntax."""
+    nonce = response.headers.get("DPoP-Nonce", "")
+    expect(_NONCE.fullmatch(nonce) is not None,
+           f"{response.request.method} {urlsplit(response.url).path} -> {response.status_code}: DPoP-Nonce {nonce!r}")
+    return nonce
+
+
+def expect_dpop_refusal(response: requests.Response, status: int, error: str) -> None:
+    """An OAuth error; at a resource (401) with the DPoP challenge of RFC 9449 7.1 naming it."""
+    expect_oauth_error(response, status, error)
+    if status == 401:
+        challenge = response.headers.get("WWW-Authenticate", "")
+        expect(challenge.startswith("DPoP ") and f'error="{error}"' in challenge and 'algs="ES256"' in challenge,
+               f"WWW-Authenticate {challenge!r}, expected a DPoP challenge with error={error}")
+    expect_dpop_nonce(response)
+
+
+def roc_dpop_sign_in(ctx: Context, client: Client, scope: str):
+    """requests-oauth2client's code flow with a DPoP-bound token: the authorization request and
+    the user's step as in ``roc_sign_in``, then the exchange with `dpop=True`: the library makes a
+    new key and a proof, gets `use_dpop_nonce` and the server's DPoP-Nonce, and sends a new proof
+    with that nonce. (No `dpop_jkt` in the authorization request: RFC 9449 10 makes it optional,
+    and DESIGN.md does not have it.)"""
+    oauth = ctx.roc(client)
+    request = oauth.authorization_request(scope=scope, dpop=False)
+    response = request.validate_callback(ctx.authorize(str(request.uri)))
+    return oauth, roc_dpop_exchange(ctx, oauth, response)
+
+
+def roc_dpop_exchange(ctx: Context, oauth: OAuth2Client, response: AuthorizationResponse) -> DPoPToken:
+    """The exchange of ``roc_dpop_sign_in``, and the ID token's validation by the library."""
+    token = oauth.authorization_code(response, dpop=True, validate=False)
+    expect(isinstance(token, DPoPToken) and token.token_type == "DPoP", f"token_type {token.token_type}")
+    if token.id_token is not None:
+        # The library's ID-token checks, on a BearerToken holding the same tokens: 1.8.0's
+        # validate_id_token ends in `self.__class__(...)` without the DPoP key, a TypeError for a
+        # DPoPToken (docs/testing.md).
+        BearerToken(access_token=token.access_token, id_token=token.id_token).validate_id_token(oauth, response)
+        ctx.count("ID tokens validated (requests-oauth2client)")
+    key = token.dpop_key
+    proofs = [p.claims for p in key.made]
+    expect(len(proofs) == 2 and "nonce" not in proofs[0] and proofs[1].get("nonce") == key.as_nonce,
+           f"the library's proofs at the token endpoint: first without a nonce, then the server's: {proofs}")
+    expect(all(p["htm"] == "POST" and p["htu"] == ctx.metadata["token_endpoint"] and "ath" not in p
+               for p in proofs), f"htm, htu: {proofs}")
+    return token
+
+
+def _expect_userinfo(ctx: Context, oauth: OAuth2Client, token: DPoPToken) -> None:
+    """Userinfo through the library with the bound token: `Authorization: DPoP` and a proof with
+    `ath`, the hash of that token (RFC 9449 7); the server's nonce as the library last heard it."""
+    before = len(token.dpop_key.made)
+    info = oauth.userinfo(token)
+    expect(info == {"sub": ctx.user.user_id, "preferred_username": ctx.user.username}, f"userinfo {info!r}")
+    proofs = [p.claims for p in token.dpop_key.made[before:]]
+    ath = _b64url(hashlib.sha256(token.access_token.encode()).digest())
+    expect(proofs and all(p["ath"] == ath and p["htu"] == ctx.metadata["userinfo_endpoint"] for p in proofs),
+           f"the library's proofs at userinfo: {proofs}")
+    expect(proofs[-1].get("nonce") == token.dpop_key.rs_nonce, f"the last proof has the server's nonce: {proofs}")
+
+
+@flow("DPoP, public client: code+PKCE with the server's nonce, userinfo, refresh with the key, introspection "
+      "(requests-oauth2client)")
+def dpop_public(ctx: Context) -> None:
+    """RFC 9449 5, 7, 8, 6.2: a public client's session and refresh token are bound to the key."""
+    expect(ctx.metadata.get("dpop_signing_alg_values_supported") == ["ES256"],
+           f"dpop_signing_alg_values_supported {ctx.metadata.get('dpop_signing_alg_values_supported')!r}")
+    client = ctx.register("none")
+    scope = "openid offline_access"
+    oauth, first = roc_dpop_sign_in(ctx, client, scope)
+    key = first.dpop_key
+    jkt = thumbprint(key)
+    expect(jkt == key.dpop_jkt, f"joserfc's thumbprint {jkt}, the library's {key.dpop_jkt}")
+    ctx.verify_access_token(first.access_token, client, scope, jkt=jkt)
+    # The first userinfo request's proof has no nonce: 401 use_dpop_nonce, and the library retries.
+    _expect_userinfo(ctx, oauth, first)
+    expect(len(key.made) == 4 and "nonce" not in key.made[2].claims, "userinfo: the nonce asked for and sent")
+    access = ctx.introspect(first.access_token)
+    expect(access["active"] and access["token_type"] == "DPoP" and access.get("cnf") == {"jkt": jkt},
+           f"introspection of the bound access token (RFC 9449 6.2): {access}")
+    refresh = ctx.introspect(first.refresh_token, "refresh_token")
+    expect(refresh["active"] and refresh.get("cnf") == {"jkt": jkt}, f"the bound refresh token: {refresh}")
+    # The refresh: the same key (the library takes it from the token), the nonce it already has.
+    second = oauth.refresh_token(first)
+    expect(isinstance(second, DPoPToken) and second.dpop_key is key and second.token_type == "DPoP",
+           f"the refreshed token: {second!r}")
+    expect(len(key.made) == 5 and key.made[4].claims.get("nonce") == key.as_nonce,
+           "the refresh's one proof carries the nonce the library kept")
+    expect(second.refresh_token != first.refresh_token, "the refresh token rotated")
+    ctx.verify_access_token(second.access_token, client, scope, jkt=jkt)
+    _expect_userinfo(ctx, oauth, second)
+    expect(ctx.introspect(second.access_token).get("cnf") == {"jkt": jkt}, "the refreshed token's cnf")
+
+
+@flow("DPoP, confidential client: each token request binds its access token to its own key "
+      "(requests-oauth2client)")
+def dpop_confidential(ctx: Context) -> None:
+    """A confidential client's refresh token is bound to its authentication, not to a key: a
+    refresh with another key's proof binds that access token to that key; one without, Bearer."""
+    client = ctx.register("client_secret_basic")
+    scope = "openid offline_access"
+    oauth, first = roc_dpop_sign_in(ctx, client, scope)
+    ctx.verify_access_token(first.access_token, client, scope, jkt=thumbprint(first.dpop_key))
+    _expect_userinfo(ctx, oauth, first)
+    other = ctx.dpop_key()
+    second = oauth.token_request({"grant_type": "refresh_token", "refresh_token": first.refresh_token},
+                                 dpop_key=other)
+    expect(isinstance(second, DPoPToken) and second.dpop_key is other, f"refreshed with another key: {second!r}")
+    ctx.verify_access_token(second.access_token, client, scope, jkt=thumbprint(other))
+    _expect_userinfo(ctx, oauth, second)
+    third = oauth.refresh_token(second.refresh_token)  # a string: the library sends no proof
+    expect(not isinstance(third, DPoPToken) and third.token_type.lower() == "bearer", f"no proof: {third!r}")
+    ctx.verify_access_token(third.access_token, client, scope)
+    expect(oauth.userinfo(third)["sub"] == ctx.user.user_id, "the Bearer token at userinfo")
+
+
+@flow("DPoP, confidential client: introspection of its bound access token has cnf.jkt (RFC 9449 6.2)")
+def dpop_confidential_introspection(ctx: Context) -> None:
+    client = ctx.register("client_secret_basic")
+    _, token = roc_dpop_sign_in(ctx, client, "openid offline_access")
+    answer = ctx.introspect(token.access_token)
+    expect(answer["active"] and answer["token_type"] == "DPoP", f"introspection: {answer}")
+    expect(answer.get("cnf") == {"jkt": thumbprint(token.dpop_key)},
+           f"introspection of a confidential client's DPoP-bound access token: cnf {answer.get('cnf')!r}, "
+           f"not the jkt of its key (RFC 9449 6.2)")
+
+
+@flow("DPoP: the server's nonce is asked for with use_dpop_nonce and DPoP-Nonce, at the token endpoint and "
+      "userinfo (joserfc)")
+def dpop_nonce(ctx: Context) -> None:
+    """RFC 9449 8, 9, 11.3: a proof without the nonce, or with one the server never gave, is
+    refused; the refusal carries the nonce, burns nothing, and every answer carries DPoP-Nonce."""
+    client = ctx.register("none")
+    _, _, response = roc_authorize(ctx, client, "openid")
+    key = ECKey.generate_key("P-256")
+    token_endpoint, userinfo = ctx.metadata["token_endpoint"], ctx.metadata["userinfo_endpoint"]
+    exchange = {"grant_type": "authorization_code", "code": response.code, "code_verifier": response.code_verifier,
+                "redirect_uri": client.redirect_uri, "client_id": client.client_id}
+    for nonce in (None, "made-up-" + secrets.token_urlsafe(8)):
+        reply = ctx.token_raw(exchange, headers={"DPoP": ctx.joserfc_proof(key, "POST", token_endpoint, nonce=nonce)})
+        expect_dpop_refusal(reply, 400, "use_dpop_nonce")
+    reply = ctx.token_raw(exchange, headers={
+        "DPoP": ctx.joserfc_proof(key, "POST", token_endpoint, nonce=expect_dpop_nonce(reply))})
+    expect(reply.status_code == 200 and reply.json()["token_type"] == "DPoP",
+           f"the code after two use_dpop_nonce refusals: {reply.status_code} {reply.text}")
+    nonce = expect_dpop_nonce(reply)
+    access = reply.json()["access_token"]
+    expect(_jwt_parts(access)[1].get("cnf") == {"jkt": key.thumbprint()}, "cnf.jkt is the proof key's thumbprint")
+    for bad in (None, "made-up-" + secrets.token_urlsafe(8)):
+        reply = ctx.userinfo_dpop(access, ctx.joserfc_proof(key, "GET", userinfo, nonce=bad, token=access))
+        expect_dpop_refusal(reply, 401, "use_dpop_nonce")
+    reply = ctx.userinfo_dpop(access, ctx.joserfc_proof(key, "GET", userinfo, nonce=nonce, token=access))
+    expect(reply.status_code == 200 and reply.json()["sub"] == ctx.user.user_id, f"userinfo: {reply.status_code}")
+    expect_dpop_nonce(reply)
+
+
+@flow("attack: a DPoP-bound token sent as Bearer, or without a proof, is refused with a DPoP challenge")
+def attack_dpop_as_bearer(ctx: Context) -> None:
+    """RFC 9449 7.1, 7.2: a resource MUST reject a DPoP-bound token presented as a bearer token."""
+    client = ctx.register("none")
+    oauth, token = roc_dpop_sign_in(ctx, client, "openid")
+    for method in ("GET", "POST"):
+        reply = ctx.http.request(method, ctx.metadata["userinfo_endpoint"],
+                                 headers={"Authorization": f"Bearer {token.access_token}"})
+        expect_oauth_error(reply, 401, "invalid_token")
+        challenge = reply.headers.get("WWW-Authenticate", "")
+        expect(challenge.startswith("DPoP ") and 'error="invalid_token"' in challenge,
+               f"{method} as Bearer: WWW-Authenticate {challenge!r}, expected DPoP error=invalid_token")
+        expect_dpop_refusal(ctx.userinfo_dpop(token.access_token, None, method), 401, "invalid_dpop_proof")
+    # and the owner, through the library, is still served
+    _expect_userinfo(ctx, oauth, token)
+
+
+@flow("attack: a stolen DPoP-bound token or refresh token with another key's proof is refused, and the "
+      "refresh token is not burned (requests-oauth2client, joserfc)")
+def attack_dpop_other_key(ctx: Context) -> None:
+    """RFC 9449 4.3 step 12, 5, 7.1: a proof must be by the key the token is bound to."""
+    client = ctx.register("none")
+    oauth, token = roc_dpop_sign_in(ctx, client, "openid offline_access")
+    # The thief has the tokens and its own key, and uses the library: its proofs are valid proofs,
+    # by the wrong key (the library answers the nonce first).
+    thief = DPoPToken(access_token=token.access_token, refresh_token=token.refresh_token, _dpop_key=ctx.dpop_key())
+    try:
+        oauth.userinfo(thief)
+        raise AssertionError("userinfo served the token with the thief's proof")
+    # The library reads any 401 with a DPoP challenge as a request for a nonce: it retries once
+    # with the nonce, and on a second 401 raises RepeatedDPoPNonce with that answer.
+    except (requests.HTTPError, InvalidUseDPoPNonceResponse) as failure:
+        expect_dpop_refusal(failure.response, 401, "invalid_dpop_proof")
+        nonce = failure.response.headers["DPoP-Nonce"]
+    refused = expect_roc_error(lambda: oauth.refresh_token(thief), roc_errors.EndpointError, "invalid_dpop_proof")
+    expect_dpop_refusal(refused.response, 400, "invalid_dpop_proof")
+    # The same by joserfc, with the server's nonce: at userinfo, at the token endpoint, and no proof at all.
+    stranger = ECKey.generate_key("P-256")
+    proof = ctx.joserfc_proof(stranger, "GET", ctx.metadata["userinfo_endpoint"], nonce=nonce,
+                              token=token.access_token)
+    expect_dpop_refusal(ctx.userinfo_dpop(token.access_token, proof), 401, "invalid_dpop_proof")
+    grant = {"grant_type": "refresh_token", "refresh_token": token.refresh_token, "client_id": client.client_id}
+    proof = ctx.joserfc_proof(stranger, "POST", ctx.metadata["token_endpoint"], nonce=nonce)
+    expect_dpop_refusal(ctx.token_raw(grant, headers={"DPoP": proof}), 400, "invalid_dpop_proof")
+    reply = ctx.token_raw(grant)
+    expect_oauth_error(reply, 400, "invalid_dpop_proof")
+    # None of that used the refresh token up, nor ended the session: the owner refreshes.
+    expect(ctx.introspect(token.refresh_token, "refresh_token")["active"], "the refresh token after the thefts")
+    refreshed = oauth.refresh_token(token)
+    expect(refreshed.token_type == "DPoP" and refreshed.refresh_token != token.refresh_token, "the owner's refresh")
+    _expect_userinfo(ctx, oauth, refreshed)
+
+
+@flow("attack: a DPoP proof replayed at userinfo or at the token endpoint is refused, and burns nothing")
+def attack_dpop_replay(ctx: Context) -> None:
+    """RFC 9449 11.1, 4.3 step 12: a proof the library sent, captured and sent again within its
+    time, with everything else as it was: refused; the same request with a fresh proof passes."""
+    client = ctx.register("none")
+    oauth, token = roc_dpop_sign_in(ctx, client, "openid offline_access")
+    exchange_proof = str(token.dpop_key.made[-1])
+    _expect_userinfo(ctx, oauth, token)
+    userinfo_proof = str(token.dpop_key.made[-1])
+    replay = ctx.userinfo_dpop(token.access_token, userinfo_proof, "POST")  # the library's method
+    expect_dpop_refusal(replay, 401, "invalid_dpop_proof")
+    _expect_userinfo(ctx, oauth, token)
+    # The exchange's proof (POST to the token endpoint, the session's key, a live nonce) with the
+    # refresh token.
+    grant = {"grant_type": "refresh_token", "refresh_token": token.refresh_token, "client_id": client.client_id}
+    expect_dpop_refusal(ctx.token_raw(grant, headers={"DPoP": exchange_proof}), 400, "invalid_dpop_proof")
+    refreshed = oauth.refresh_token(token)
+    expect(refreshed.token_type == "DPoP", "the refresh token was not burned by the replay")
+    # A refresh's own proof, replayed with the refresh token it returned.
+    expect_dpop_refusal(ctx.token_raw({**grant, "refresh_token": refreshed.refresh_token},
+                                      headers={"DPoP": str(token.dpop_key.made[-1])}), 400, "invalid_dpop_proof")
+    oauth.refresh_token(refreshed)
+
+
+@flow("DPoP: a --dpop-required client without a proof gets invalid_dpop_proof (requests-oauth2client)")
+def dpop_required(ctx: Context) -> None:
+    for method in ("none", "client_secret_basic"):
+        client = ctx.register(method, dpop_required=True)
+        oauth, _, response = roc_authorize(ctx, client, "openid offline_access")
+        refused = expect_roc_error(lambda: oauth.authorization_code(response), roc_errors.EndpointError,
+                                   "invalid_dpop_proof")
+        expect_oauth_error(refused.response, 400, "invalid_dpop_proof")
+        token = roc_dpop_exchange(ctx, oauth, response)  # the refusal left the code unused
+        # A refresh without a proof too (the confidential client's refresh token is not bound).
+        expect_roc_error(lambda: oauth.refresh_token(token.refresh_token), roc_errors.EndpointError,
+                         "invalid_dpop_proof")
+        expect(oauth.refresh_token(token).token_type == "DPoP", f"{method}: the refresh with a proof")
+
+
+# --- docs/oauth.md ------------------------------------------------------------------------------
+
+
+def _docs_snippet(section: str, language: str) -> str:
+    """The first ```language block under `section` of docs/oauth.md in this checkout."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "docs", "oauth.md")
+    with open(path) as f:
+        text = f.read()
+    expect(section in text, f"docs/oauth.md has no section {section!r}")
+    after = text[text.index(section):]
+    match = re.search(rf"^```{language}\n(.*?)^```", after, re.MULTILINE | re.DOTALL)
+    expect(match is not None, f"no {language} snippet in {section!r} of docs/oauth.md")
+    return match.group(1)
+
+
+@flow("docs/oauth.md's PyJWT snippet verifies an access token and refuses an ID token and a DPoP-bound token")
+def docs_pyjwt_snippet(ctx: Context) -> None:
+    """The Python of "Verifying a token offline", run as written with PyJWT: only `token` given
+    and the example issuer replaced by this one."""
+    snippet = _docs_snippet("## Verifying a token offline", "python")
+    example = '"https://login.example.com"'
+    expect(snippet.count(example) == 1, f"the snippet names the issuer {example} once: {snippet}")
+    code = compile(snippet.replace(example, json.dumps(ctx.issuer)), "docs/oauth.md (PyJWT snippet)", "exec")
+
+    def run(token: str) -> dict:
+        scope: dict = {"token": token}
+        exec(code, scope)  # noqa: S102 - the documentation's own code, from this checkout
+        return scope["claims"]
+
+    client = ctx.register("none")
+    _, token = roc_sign_in(ctx, client, "openid profile")
+    claims = run(token.access_token)
+    expect(claims["sub"] == ctx.user.user_id and claims["client_id"] == client.client_id
+           and claims["iss"] == ctx.issuer, f"the snippet's claims: {claims}")
+    ctx.count("access tokens verified (PyJWT, docs/oauth.md)")
+    _, bound = roc_dpop_sign_in(ctx, ctx.register("none"), "openid")
+    for label, refused in (("an ID token", str(token.id_token)), ("a DPoP-bound token", bound.access_token),
+                           ("changed claims", _forgeries(token.access_token, ctx.jwks())["changed claims, real signature"])):
+        try:
+            run(refused)
+        except pyjwt.InvalidTokenError:
+            continue
+        except AssertionError as failure:
+            raise AssertionError(f"the snippet refused {label} with an assert, which python -O leaves out") from failure
+        raise AssertionError(f"the snippet accepted {label}")
 
 
 # --- what the whole run saw ---------------------------------------------------------------------

@@ -334,35 +334,21 @@ class Server:
 # --- the operator's side ------------------------------------------------------------------------
 
 
-def register_client(self, name: str, redirect_uris: list[str], **options) -> dict:
-        """Registers an OAuth client on this server's database (`register_client`)."""
-        return register_client(self.keybound, self.engine, name, redirect_uris, **options)
-
-
-# --- the operator's side ------------------------------------------------------------------------
-
-
-def cli_has_client_command(keybound: str) -> bool:
-    """Whether this `keybound` has `client add` (another helper is adding it)."""
-    done = subprocess.run([keybound, "client", "--help"], capture_output=True, text=True, timeout=30)
-    return done.returncode == 0
-
-
 def register_client(keybound: str, engine: Engine, name: str, redirect_uris: list[str], *,
-                    confidential: bool = False, jwks: dict | None = None, scopes: list[str] | None = None) -> dict:
+                    confidential: bool = False, jwks: dict | None = None, scopes: list[str] | None = None,
+                    dpop_required: bool = False) -> dict:
     """Registers an OAuth client as the operator does, with `keybound client add … --json`, and
-    returns {"client_id", "secret"?}."""
-    return _register_with_cli(keybound, engine, name, redirect_uris, confidential, jwks, scopes or [])
-
-
-def _register_with_cli(keybound, engine, name, redirect_uris, confidential, jwks, scopes) -> dict:
+    returns {"client_id", "secret"?}. `dpop_required`: `--dpop-required`, the client's token
+    requests must carry a DPoP proof."""
     arguments = [keybound, "client", "add", name, "--db", engine.url, "--json"]
     for uri in redirect_uris:
         arguments += ["--redirect-uri", uri]
-    for scope in scopes:
+    for scope in scopes or []:
         arguments += ["--scope", scope]
     if confidential:
         arguments.append("--confidential")
+    if dpop_required:
+        arguments.append("--dpop-required")
     jwks_file = None
     if jwks is not None:
         jwks_file = tempfile.NamedTemporaryFile("w", suffix=".json", delete=False)
@@ -384,6 +370,3 @@ def _register_with_cli(keybound, engine, name, redirect_uris, confidential, jwks
     # `keybound client add --json` names the secret client_secret, shown only for a confidential client.
     return {"ok": True, "client_id": answer["client_id"],
             **({"secret": answer["client_secret"]} if answer.get("client_secret") else {})}
-
-
-
