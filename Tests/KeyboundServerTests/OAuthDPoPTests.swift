@@ -197,6 +197,15 @@ struct OAuthDPoPTests {
         #expect(refreshed.status == 200, "\(refreshed.text)")
         let access = try #require(try JSON.parse(refreshed.body)[string: "access_token"])
         #expect(try await oauth.verify(access).boundKeyThumbprint == key.thumbprint)
+        // Introspection names the token's own key (its session is not bound), and the first
+        // access token, made without a proof, stays a bearer token.
+        let introspected = try await oauth.introspect(access, by: web)
+        #expect(introspected[string: "token_type"] == "DPoP")
+        #expect(introspected[member: "cnf"]?[string: "jkt"] == key.thumbprint)
+        let first = try #require(try JSON.parse(exchanged.body)[string: "access_token"])
+        let unbound = try await oauth.introspect(first, by: web)
+        #expect(unbound[string: "token_type"] == "Bearer")
+        #expect(unbound[member: "cnf"] == nil)
 
         // A client registered with --dpop-required gets nothing without a proof.
         let strictCode = try await oauth.code(strict.clientID, session: session, pkce: pkce)

@@ -59,12 +59,7 @@ FLOWS: list[tuple[str, object]] = []
 #: interoperability"): label -> (a fragment of the failure it gives, what is wrong). Such a flow
 #: is reported as a known defect and does not fail the run unless it fails some other way; once
 #: the server is fixed it passes, and the run fails until its entry here is deleted.
-KNOWN_DEFECTS: dict[str, tuple[str, str]] = {
-    "DPoP, confidential client: introspection of its bound access token has cnf.jkt (RFC 9449 6.2)": (
-        "introspection of a confidential client's DPoP-bound access token: cnf None",
-        "introspection answers token_type DPoP but no cnf for a confidential client's DPoP-bound access token "
-        "(it reads cnf from the session, which is bound only for public clients; RFC 9449 6.2)"),
-}
+KNOWN_DEFECTS: dict[str, tuple[str, str]] = {}
 
 
 def flow(name: str):

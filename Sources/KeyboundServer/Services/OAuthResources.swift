@@ -159,8 +159,7 @@ extension Application {
             return .oauthJSON(
                 200,
                 activeToken(
-                    session, type: claims.boundKeyThumbprint == nil ? "Bearer" : "DPoP",
-                    scope: claims.scopes.joined(separator: " "),
+                    session, boundTo: claims.boundKeyThumbprint, scope: claims.scopes.joined(separator: " "),
                     issuedAt: claims.issuedAt, expiresAt: claims.expiresAt, issuer: issuer))
         }
         guard (16...128).contains(token.utf8.count),
@@ -171,19 +170,19 @@ extension Application {
             }), stored.usedAt == nil, context.now < stored.expiresAt,
             let session = try liveSession(stored.sessionID, at: context.now)
         else { return .oauthJSON(200, inactive) }
-        // token_type is an access token's type (RFC 7662 §2.2, RFC 6749 §7.1): none for a refresh token.
-        let type: String? =
-            stored.kind == TokenKind.refresh.rawValue ? nil : session.dpopJKT == nil ? "Bearer" : "DPoP"
         return .oauthJSON(
             200,
             activeToken(
-                session, type: type, scope: session.scope, issuedAt: nil, expiresAt: stored.expiresAt,
-                issuer: issuer))
+                session, boundTo: session.dpopJKT, isRefreshToken: stored.kind == TokenKind.refresh.rawValue,
+                scope: session.scope, issuedAt: nil, expiresAt: stored.expiresAt, issuer: issuer))
     }
 
+    /// An active introspection answer. `boundTo` is the thumbprint the token itself is bound to: a
+    /// JWT's own `cnf.jkt` (a confidential client's access token is bound per request, its session
+    /// is not), an opaque token's session's key.
     private func activeToken(
-        _ session: IntrospectedSession, type: String?, scope: String?, issuedAt: Date?, expiresAt: Date,
-        issuer: String
+        _ session: IntrospectedSession, boundTo jkt: String?, isRefreshToken: Bool = false, scope: String?,
+        issuedAt: Date?, expiresAt: Date, issuer: String
     ) -> JSONValue {
         var members = [
             JSONMember("active", .bool(true)), JSONMember("sub", .string(session.userID)),
@@ -194,8 +193,9 @@ extension Application {
         members.append(JSONMember("exp", .integer(Int(expiresAt.milliseconds / 1000))))
         if let issuedAt { members.append(JSONMember("iat", .integer(Int(issuedAt.milliseconds / 1000)))) }
         members.append(JSONMember("iss", .string(issuer)))
-        if let type { members.append(JSONMember("token_type", .string(type))) }
-        if let jkt = session.dpopJKT {
+        // token_type is an access token's type (RFC 7662 §2.2, RFC 6749 §7.1): none for a refresh token.
+        if !isRefreshToken { members.append(JSONMember("token_type", .string(jkt == nil ? "Bearer" : "DPoP"))) }
+        if let jkt {
             members.append(JSONMember("cnf", .object([JSONMember("jkt", .string(jkt))])))
         }
         return .object(members)
