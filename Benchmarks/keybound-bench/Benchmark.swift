@@ -38,7 +38,12 @@ final class Benchmark {
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         defer { removeDatabases(andFolder: true) }
         let started = nanoseconds()
-        if options.abuseOnly || options.housekeepingOnly {
+        if options.abuseOnly || options.housekeepingOnly || options.providerOnly {
+            if options.providerOnly {
+                report.raw.verifiesPerSecond = try measureVerify()
+                try measureProvider()
+                removeDatabases()
+            }
             if options.abuseOnly { try measureAbuse() }
             if options.housekeepingOnly { try measureHousekeeping() }
             report.totalSeconds = seconds(since: started)
@@ -256,10 +261,34 @@ final class Benchmark {
         return (inserted, elapsed)
     }
 
+    /// The configuration of a server with the provider on (``BenchProvider``), and the id of the
+    /// public client registered on its new database.
+    private func providerConfiguration(_ name: String) throws -> (Configuration, clientID: String) {
+        var configuration = configuration(name, synchronous: options.synchronous)
+        configuration.issuer = BenchProvider.issuer
+        try createSchema(configuration)
+        return (configuration, try BenchProvider.registerClient(configuration))
+    }
+
+    /// `--oauth`: only issue 23's figures (DPoP-bound reads, code exchanges, token-endpoint
+    /// refreshes), on a server of their own with 64 device clients.
+    private func measureProvider() throws {
+        let (configuration, clientID) = try providerConfiguration("provider")
+        let (server, port) = try start(configuration)
+        defer { server.stop(gracePeriod: 1) }
+        let clients = try deviceClients(port: port, tag: "provider")
+        try measureDPoPReads(port: port, bearerClients: clients)
+        try measureOAuth(
+            port: port, clientID: clientID,
+            apiRefreshes: clients.map {
+                RefreshWorker(connection: $0.connection, refreshToken: $0.refreshToken)
+            })
+    }
+
     @discardableResult
     private func measureDeviceLoginsAndReads() throws -> LoadResult {
-        let configuration = configuration("small", synchronous: options.synchronous)
-        try createSchema(configuration)
+        // The provider is on (issue 23's figures run on this server too); nothing else changes.
+        let (configuration, clientID) = try providerConfiguration("small")
         let fillers = max(0, 1000 - options.concurrency)
         _ = try seedFillers(configuration, users: fillers, budget: 30)
         let (server, port) = try start(configuration)
@@ -285,9 +314,10 @@ final class Benchmark {
             duration: durations.bound)
 
         progress("refresh-token rotations, \(clients.count) clients, \(durations.refresh) s")
-        report.refreshes = runLoad(
-            clients.map { RefreshWorker(connection: $0.connection, refreshToken: $0.refreshToken) },
-            warmup: durations.warmup, duration: durations.refresh)
+        let refreshers = clients.map {
+            RefreshWorker(connection: $0.connection, refreshToken: $0.refreshToken)
+        }
+        report.refreshes = runLoad(refreshers, warmup: durations.warmup, duration: durations.refresh)
 
         progress(
             "GET /healthz and GET /v1/me alternating, \(clients.count) clients, \(durations.reads) s each")
@@ -296,7 +326,8 @@ final class Benchmark {
             clients.map { GetWorker(connection: $0.connection, endpoint: API.me, bearer: $0.accessToken) },
             rounds: 2, roundSeconds: durations.reads / 2, warmup: 0.1)
         report.reads = ReadNumbers(health: health, me: me, clients: clients.count)
-        try measureDPoPReads(port: port)
+        try measureDPoPReads(port: port, bearerClients: clients)
+        try measureOAuth(port: port, clientID: clientID, apiRefreshes: refreshers)
         return logins
     }
 

@@ -142,18 +142,28 @@ private func processCPUSeconds() -> Double {
 func alternate(
     _ first: [any LoadWorker], _ second: [any LoadWorker], rounds: Int, roundSeconds: Double, warmup: Double
 ) -> (LoadResult, LoadResult) {
-    var results = (LoadResult(), LoadResult())
-    func measure(_ side: Int, _ round: Int) {
-        let result = runLoad(side == 0 ? first : second, warmup: warmup, duration: roundSeconds)
-        progress(
-            "  round \(round + 1) \(side == 0 ? "a" : "b"): \(f(result.perSecond, 0))/s, "
-                + "p50 \(f(result.percentile(0.5), 2)) ms, p99 \(f(result.percentile(0.99), 2)) ms")
-        if side == 0 { results.0.absorb(result) } else { results.1.absorb(result) }
-    }
+    let results = alternate(
+        [first, second], names: ["a", "b"], rounds: rounds, roundSeconds: roundSeconds, warmup: warmup)
+    return (results[0], results[1])
+}
+
+/// Runs several loads in alternating rounds, each round starting with the next side (a b c,
+/// b c a, …), and pools each side's rounds.
+func alternate(
+    _ sides: [[any LoadWorker]], names: [String], rounds: Int, roundSeconds: Double, warmup: Double
+) -> [LoadResult] {
+    var results = [LoadResult](repeating: LoadResult(), count: sides.count)
     for round in 0..<max(1, rounds) {
-        // a b, b a, a b, …: neither side always goes first.
-        let order = round % 2 == 0 ? [0, 1] : [1, 0]
-        for side in order { measure(side, round) }
+        // Neither side always goes first.
+        for offset in sides.indices {
+            let side = (round + offset) % sides.count
+            let result = runLoad(sides[side], warmup: warmup, duration: roundSeconds)
+            progress(
+                "  round \(round + 1) \(names[side]): \(f(result.perSecond, 0))/s, "
+                    + "p50 \(f(result.percentile(0.5), 2)) ms, p99 \(f(result.percentile(0.99), 2)) ms, "
+                    + "CPU \(f(result.cpuPerOperation, 0)) us each")
+            results[side].absorb(result)
+        }
     }
     return results
 }

@@ -10,6 +10,9 @@ struct BenchOptions {
     var abuseOnly = false
     /// `--housekeeping`: only the housekeeping section (the purge of piled-up expired rows).
     var housekeepingOnly = false
+    /// `--oauth`: only issue 23's section (DPoP-bound reads, code exchanges, token-endpoint
+    /// refreshes).
+    var providerOnly = false
     /// Client threads (connections) for device logins, refreshes and the read comparison: enough
     /// requests in flight that a group commit has company while it waits for its sync.
     var concurrency = 64
@@ -28,7 +31,7 @@ struct BenchOptions {
     static let usage = """
         usage: keybound-bench [--quick] [--json] [--concurrency N] [--sqlite-synchronous full|normal]
                               [--growth-users N] [--sessions N] [--no-postgres] [--abuse]
-                              [--housekeeping]
+                              [--housekeeping] [--oauth]
                keybound-bench --profile healthz|me|challenge|login|refresh|dpop-me N
 
           Measures the performance targets of docs/design.md against an in-process server on 127.0.0.1
@@ -49,6 +52,10 @@ struct BenchOptions {
           --housekeeping          only the housekeeping section: the server's purge of 1.25M expired
                                   challenges and 100k ended sessions (250k and 20k with --quick), and
                                   the refresh rotations that wait for it meanwhile
+          --oauth                 only the provider's section (issue 23): DPoP-bound GET /v1/me (with its
+                                  bound and bearer GET /v1/me alternating), OAuth code exchanges, and
+                                  refresh rotations on /oauth/token alternating with /v1's, on a server
+                                  of their own (about 30 s; 15 s with --quick)
           --profile OPERATION N   instead: N operations one after another through the server's
                                   in-process handler (no sockets), to run under perf or callgrind
         """
@@ -77,6 +84,7 @@ struct BenchOptions {
             case "--json": options.json = true
             case "--abuse": options.abuseOnly = true
             case "--housekeeping": options.housekeepingOnly = true
+            case "--oauth": options.providerOnly = true
             case "-h", "--help": options.help = true
             case "--concurrency": options.concurrency = try count(argument, 1...256)
             case "--growth-users": options.growthUsers = try count(argument, 1000...10_000_000)
@@ -112,6 +120,8 @@ struct Durations {
     let bound: Double
     let refresh: Double
     let reads: Double
+    /// OAuth code exchanges (issue 23).
+    let exchanges: Double
     let growthRounds: Int
     let growthRoundSeconds: Double
     let passwordLogins: Double
@@ -125,14 +135,14 @@ struct Durations {
             (verify, argon2, warmup, deviceLogins, reads, passwordLogins, growthSeedBudget) =
                 (1, 0.4, 0.2, 1.5, 1, 1.5, 4)
             (growthRounds, growthRoundSeconds) = (2, 0.75)
-            (bound, refresh) = (1, 1)
+            (bound, refresh, exchanges) = (1, 1, 1)
             growthUsers = options.growthUsers ?? 100_000
             postgresSeedBudget = 30
         } else {
             (verify, argon2, warmup, deviceLogins, reads, passwordLogins, growthSeedBudget) =
                 (2, 1.5, 0.3, 4, 2, 4, 30)
             (growthRounds, growthRoundSeconds) = (3, 1.5)
-            (bound, refresh) = (2, 2)
+            (bound, refresh, exchanges) = (2, 2, 2)
             growthUsers = options.growthUsers ?? 1_000_000
             postgresSeedBudget = 240
         }

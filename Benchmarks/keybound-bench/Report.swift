@@ -102,6 +102,8 @@ struct Report {
     var housekeeping: HousekeepingNumbers?
     /// DPoP-bound `GET /v1/me` (issue 23, item 8).
     var dpopReads: DPoPNumbers?
+    /// OAuth code exchanges and token-endpoint refreshes (issue 23, item 8).
+    var oauth: OAuthNumbers?
     var totalSeconds = 0.0
 
     init(options: BenchOptions, cores: Int) {
@@ -140,6 +142,11 @@ struct Report {
 
     /// Measurements without a target, printed with their ratio.
     var information: [(title: String, line: String, numbers: [String: Any])] {
+        apiRefreshInformation + oauthInformation
+    }
+
+    /// The /v1 refresh rotations, printed with their ratio.
+    private var apiRefreshInformation: [(title: String, line: String, numbers: [String: Any])] {
         guard let refreshes else { return [] }
         let ratio = raw.verifiesPerSecond > 0 ? refreshes.perSecond / raw.verifiesPerSecond : 0
         // Keycloak's sizing guide budgets 120 refresh requests per second per vCPU.
