@@ -96,8 +96,11 @@ test: build lint docs test-deps api-test-deps
 test-sanitizers: deps test-deps
 	SWIFT="$(SWIFT)" bash scripts/test-sanitizers.sh
 
+## lint: swift-format's strict lint, and the server's files stay readable: none over 400 lines.
 lint:
 	$(SWIFT) format lint --strict -r Sources Tests Package.swift Plugins Benchmarks Fuzz
+	@long=$$(find Sources/KeyboundServer -name '*.swift' -exec wc -l {} + | awk '$$2 != "total" && $$1 > 400'); \
+	if [ -n "$$long" ]; then echo "lint: files over 400 lines in Sources/KeyboundServer:"; echo "$$long"; exit 1; fi
 
 ## demo: the whole story on an emulated Face ID device against a real local server
 demo: deps
