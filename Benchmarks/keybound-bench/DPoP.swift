@@ -18,23 +18,11 @@ final class DPoPMeWorker: LoadWorker, @unchecked Sendable {
     init(port: UInt16, username: String) throws {
         connection = try HTTPConnection(port: port, keepsHeaders: true)
         key = try DPoPTestKey()
-        let password = "bench password of " + username
-        try expect(
-            connection.send(
-                API.createAccount, CreateAccountRequest(username: try Username(username), password: password)),
-            201, "create account")
         // Any answer to a request with a DPoP header carries the server's nonce.
         nonce = try connection.send(API.health, headers: [DPoP.proofHeader: "none"]).headers["dpop-nonce"]
-        let login = try connection.send(
-            API.passwordLogin,
-            PasswordLoginRequest(
-                username: try Username(username), password: password, clientID: "bench-dpop"),
-            headers: [
-                DPoP.proofHeader: try key.proof(
-                    "POST", Self.base + API.passwordLogin.template, at: Date(), nonce: nonce)
-            ])
-        try expect(login, 200, "password login with a DPoP proof")
-        let tokens = try TokenResponse(jsonData: login.body)
+        let proof = try key.proof("POST", Self.base + API.passwordLogin.template, at: Date(), nonce: nonce)
+        let tokens = try signUpAndLogIn(
+            connection, username: username, clientID: "bench-dpop", headers: [DPoP.proofHeader: proof])
         guard tokens.tokenType == DPoP.scheme else {
             throw HTTPClientError(description: "the login with a proof opened a \(tokens.tokenType) session")
         }

@@ -69,16 +69,7 @@ final class CodeExchangeWorker: LoadWorker, @unchecked Sendable {
     init(port: UInt16, username: String, clientID: String) throws {
         connection = try HTTPConnection(port: port)
         self.clientID = clientID
-        let password = "bench password of " + username
-        try expect(
-            connection.send(
-                API.createAccount, CreateAccountRequest(username: try Username(username), password: password)),
-            201, "create account")
-        let login = try connection.send(
-            API.passwordLogin,
-            PasswordLoginRequest(username: try Username(username), password: password, clientID: "bench-web"))
-        try expect(login, 200, "password login")
-        session = try TokenResponse(jsonData: login.body).accessToken
+        session = try signUpAndLogIn(connection, username: username, clientID: "bench-web").accessToken
         exchangePrefix =
             BenchProvider.form([
                 ("grant_type", "authorization_code"), ("redirect_uri", BenchProvider.redirectURI),

@@ -11,6 +11,26 @@ func expect(_ result: HTTPResult, _ status: Int, _ what: String) throws {
     }
 }
 
+/// Creates `username`'s account through the API and logs in with its password (a sign-in that
+/// step-up and `POST /v1/oauth/authorize` accept), on `connection`.
+/// - Parameter headers: sent with the login (a DPoP proof, say).
+/// - Returns: the login's tokens.
+func signUpAndLogIn(
+    _ connection: HTTPConnection, username: String, clientID: ClientID, headers: [String: String] = [:]
+) throws -> TokenResponse {
+    let password = "bench password of " + username
+    try expect(
+        connection.send(
+            API.createAccount, CreateAccountRequest(username: try Username(username), password: password)),
+        201, "create account")
+    let login = try connection.send(
+        API.passwordLogin,
+        PasswordLoginRequest(username: try Username(username), password: password, clientID: clientID),
+        headers: headers)
+    try expect(login, 200, "password login")
+    return try TokenResponse(jsonData: login.body)
+}
+
 /// A client with its own account, key and bound device, logging in with the device key:
 /// `POST /v1/challenges`, sign the payload, `POST /v1/sessions/device`.
 final class DeviceLoginWorker: LoadWorker, @unchecked Sendable {
@@ -25,17 +45,7 @@ final class DeviceLoginWorker: LoadWorker, @unchecked Sendable {
     /// fresh P-256 key, all through the public API.
     init(port: UInt16, username: String) throws {
         connection = try HTTPConnection(port: port)
-        let password = "bench password of " + username
-        try expect(
-            connection.send(
-                API.createAccount, CreateAccountRequest(username: try Username(username), password: password)),
-            201, "create account")
-        let login = try connection.send(
-            API.passwordLogin,
-            PasswordLoginRequest(
-                username: try Username(username), password: password, clientID: "bench-phone"))
-        try expect(login, 200, "password login")
-        let tokens = try TokenResponse(jsonData: login.body)
+        let tokens = try signUpAndLogIn(connection, username: username, clientID: "bench-phone")
         (accessToken, refreshToken) = (tokens.accessToken, tokens.refreshToken)
         key = try P256SigningKey()
         let bound = try connection.send(
