@@ -77,6 +77,10 @@ public protocol KeyVault: Sendable {
 
     /// Whether a key of that name exists (never prompts).
     func keyExists(_ name: ItemName) async throws -> Bool
+
+    /// SHA-256 of `message`, by the platform's crypto (CryptoKit, OpenSSL): the SDK hashes
+    /// nothing itself. For short public values, such as a DPoP proof's `ath`.
+    func sha256(_ message: Data) -> Data
 }
 
 /// Wall-clock time, injected so tests control it.

@@ -61,7 +61,7 @@ public struct DPoPKey: Sendable {
         let input = DPoP.signingInput(
             key: jwk, id: Base64URL.encode(RandomSource.system.bytes(16)), method: method, uri: uri,
             issuedAt: Int64(issuedAt.timeIntervalSince1970.rounded(.down)), nonce: nonce,
-            accessToken: accessToken)
+            accessTokenHash: accessToken.map { DPoP.accessTokenHash(sha256: vault.sha256(Data($0.utf8))) })
         let signature = try await vault.sign(Data(input.utf8), with: name, verification: nil)
         guard let raw = ECDSASignatureDER.rawRepresentation(fromDER: signature) else {
             throw KeyboundError(.unexpected, message: "the vault's signature is not a DER ECDSA signature")

@@ -171,6 +171,9 @@
             try await Keychain.perform { try Keychain.delete(base.query) }
         }
 
+        /// SHA-256 by CryptoKit.
+        public func sha256(_ message: Data) -> Data { Data(SHA256.hash(data: message)) }
+
         /// Whether a key of that name exists. Never prompts.
         public func keyExists(_ name: ItemName) async throws -> Bool {
             let base = baseQuery(name)

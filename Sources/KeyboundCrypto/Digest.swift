@@ -1,4 +1,5 @@
 import Foundation
+import KeyboundWire
 
 /// Message digests.
 ///
@@ -17,4 +18,11 @@ public enum Digest {
 
     /// The size of a SHA-256 digest in bytes.
     static let sha256ByteCount = 32
+}
+
+extension DPoP {
+    /// `ath` of `accessToken` (RFC 9449 §4.2): base64url of SHA-256 of its ASCII.
+    package static func accessTokenHash(_ accessToken: String) -> String {
+        accessTokenHash(sha256: Digest.sha256(Data(accessToken.utf8)))
+    }
 }

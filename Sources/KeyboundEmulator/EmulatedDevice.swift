@@ -530,6 +530,9 @@ public actor EmulatedDevice: UserVerifier, SecureStore, KeyVault {
         state.keys[name] != nil
     }
 
+    /// SHA-256 by KeyboundCrypto (OpenSSL here, CryptoKit on Apple platforms).
+    public nonisolated func sha256(_ message: Data) -> Data { Digest.sha256(message) }
+
     /// The policy a key was created with — what the emulated OS evaluates when it prompts.
     public func keyPolicy(_ name: ItemName) throws -> AccessPolicy { try existing(\.keys, name).policy }
 

@@ -27,10 +27,9 @@ package enum DPoP {
         case accessTokenHash = "ath"
     }
 
-    /// `ath`: base64url of SHA-256 of the access token's ASCII (RFC 9449 §4.2).
-    package static func accessTokenHash(_ accessToken: String) -> String {
-        Base64URL.encode(SHA256.hash(accessToken.utf8))
-    }
+    /// `ath` (RFC 9449 §4.2) from SHA-256 of the access token's ASCII, computed by the caller's
+    /// crypto (this module hashes nothing): its base64url.
+    package static func accessTokenHash(sha256 digest: Data) -> String { Base64URL.encode(digest) }
 
     /// What a proof's signature covers: its header (naming `key`) and its claims, each base64url,
     /// joined by a dot. Sign it with ES256 and pass the raw signature to ``proof(signingInput:signature:)``.
@@ -41,10 +40,11 @@ package enum DPoP {
     ///   - uri: `htu`, the request's URI without query and fragment.
     ///   - issuedAt: `iat`, seconds since 1970.
     ///   - nonce: the server's latest `DPoP-Nonce`, if it sent one.
-    ///   - accessToken: the access token the request carries, if any (its hash is `ath`).
+    ///   - accessTokenHash: `ath`, when the request carries an access token
+    ///     (``accessTokenHash(sha256:)``).
     package static func signingInput(
         key: ECPublicJWK, id: String, method: String, uri: String, issuedAt: Int64, nonce: String?,
-        accessToken: String?
+        accessTokenHash: String?
     ) -> String {
         var publicKey = key
         (publicKey.kid, publicKey.alg, publicKey.use) = (nil, nil, nil)
@@ -58,8 +58,8 @@ package enum DPoP {
             JSONMember(Claim.issuedAt.rawValue, .number(String(issuedAt))),
         ]
         if let nonce { claims.append(JSONMember(Claim.nonce.rawValue, .string(nonce))) }
-        if let accessToken {
-            claims.append(JSONMember(Claim.accessTokenHash.rawValue, .string(accessTokenHash(accessToken))))
+        if let accessTokenHash {
+            claims.append(JSONMember(Claim.accessTokenHash.rawValue, .string(accessTokenHash)))
         }
         return Base64URL.encode(JSON.serialize(header)) + "."
             + Base64URL.encode(JSON.serialize(.object(claims)))

@@ -30,8 +30,8 @@ package struct DPoPTestKey: Sendable {
     ) throws -> String {
         let input = DPoP.signingInput(
             key: jwk, id: id ?? Base64URL.encode(SecureRandom.bytes(16)), method: method, uri: uri,
-            issuedAt: Int64(time.timeIntervalSince1970.rounded(.down)), nonce: nonce, accessToken: accessToken
-        )
+            issuedAt: Int64(time.timeIntervalSince1970.rounded(.down)), nonce: nonce,
+            accessTokenHash: accessToken.map(DPoP.accessTokenHash))
         return DPoP.proof(
             signingInput: input, signature: try signingKey.signature(for: Data(input.utf8)).rawRepresentation)
     }
