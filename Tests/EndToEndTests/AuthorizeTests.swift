@@ -9,9 +9,19 @@ import Testing
 /// (``KeyboundClient/authorize(_:)``), as the sign-in page does after a sign-in there.
 @Suite("The SDK completes authorization requests")
 struct AuthorizeTests {
-    @Test func anAppWithASessionAnswersAnAuthorizationRequest() async throws {
-        let issuer = "http://127.0.0.1:8420"
-        let backend = try Backend { $0.issuer = issuer }
+    /// - Parameter dpopBound: the app's session is bound to a DPoP key, as `BiometricLogin`'s
+    ///   are by default.
+    @Test(arguments: [false, true]) func anAppWithASessionAnswersAnAuthorizationRequest(dpopBound: Bool)
+        async throws
+    {
+        // The issuer is the server's own URL: DPoP proofs name it (htu).
+        let port = try LoopbackPorts.claim()
+        defer { LoopbackPorts.release(port) }
+        let issuer = "http://127.0.0.1:\(port)"
+        let backend = try Backend {
+            $0.port = port
+            $0.issuer = issuer
+        }
         defer { backend.shutDown() }
         var configuration = Configuration.testing(
             databasePath: backend.directory.appendingPathComponent("keybound.sqlite").path)
@@ -19,8 +29,12 @@ struct AuthorizeTests {
         let web = try ProviderAdministration(configuration: configuration).addClient(
             OAuthClientRegistration(name: "TV app", redirectURIs: ["https://tv.example/callback"]))
         let client = backend.client()
+        if dpopBound {
+            await client.bindSessions(to: try await DPoPKey.prepare(in: try makePhone(), name: "tv.dpop-key"))
+        }
         _ = try await client.createAccount(username: "ada", password: Backend.password)
         try await client.loginWithPassword(username: "ada", password: Backend.password, clientID: "phone")
+        #expect(await client.currentSession?.isDPoPBound == dpopBound)
         func request(_ clientID: String, _ redirectURI: String) throws -> URL {
             var parts = try #require(URLComponents(string: issuer + "/oauth/authorize"))
             parts.queryItems = [

@@ -100,13 +100,13 @@ public final class PostgresCluster: Sendable {
             // A free port can be taken between our probe and the server's bind: try a few.
             var lastError: (any Error)?
             for _ in 0..<5 where started == nil {
-                let candidate = try Self.freePort()
+                let candidate = try LoopbackPorts.claim()
                 do {
                     try tools.start(port: candidate, settings: settings)
                     started = candidate
                 } catch {
                     lastError = error
-                    _ = Self.takenPorts.withLock { $0.remove(candidate) }
+                    LoopbackPorts.release(candidate)
                 }
             }
             guard let started else { throw lastError ?? Unavailable(description: "pg_ctl start failed") }
@@ -114,14 +114,14 @@ public final class PostgresCluster: Sendable {
             try tools.psql("CREATE ROLE \(Self.role) LOGIN PASSWORD '\(password)'", port: started)
         } catch {
             Self.destroy(tools)
-            if let started { _ = Self.takenPorts.withLock { $0.remove(started) } }
+            if let started { LoopbackPorts.release(started) }
             throw error as? Unavailable ?? Unavailable(description: "\(error)")
         }
     }
 
     deinit {
         Self.destroy(tools)
-        _ = Self.takenPorts.withLock { $0.remove(port) }
+        LoopbackPorts.release(port)
     }
 
     // MARK: Use
@@ -159,7 +159,7 @@ public final class PostgresCluster: Sendable {
     }
 
     /// Starts the server again after ``stop(immediate:)``, on the same port. The port lies outside
-    /// the ephemeral range (see ``freePort()``), so no connection takes it meanwhile; should
+    /// the ephemeral range (see ``LoopbackPorts/claim()``), so no connection takes it meanwhile; should
     /// something still hold it for a moment, this tries again, for up to 30 s.
     public func start() throws {
         let deadline = Date().addingTimeInterval(30)
@@ -280,56 +280,6 @@ public final class PostgresCluster: Sendable {
             return URL(fileURLWithPath: folder)
         }
         return nil
-    }
-
-    /// The ports of this process's clusters, kept while a cluster lives (also while it is
-    /// stopped, since it starts again on the same port).
-    private static let takenPorts = Mutex<Set<UInt16>>([])
-
-    /// A port for a new cluster: free on 127.0.0.1 now, below the range the kernel draws
-    /// ephemeral ports from, and not another cluster's of this process.
-    ///
-    /// Below the ephemeral range, because a cluster that is stopped and started again needs its
-    /// port back. An ephemeral one can be taken meanwhile by any connection's local end (the
-    /// tests keep hundreds of connections open, some of them for seconds), and the server then
-    /// fails to listen, for as long as that connection lives. This happened in CI once.
-    private static func freePort() throws -> UInt16 {
-        let candidates = UInt16(10_000)..<ephemeralPortsStart()
-        for _ in 0..<100 {
-            guard let port = candidates.randomElement() else { break }
-            let claimed = takenPorts.withLock { $0.insert(port).inserted }
-            guard claimed else { continue }
-            if canListen(on: port) { return port }
-            _ = takenPorts.withLock { $0.remove(port) }
-        }
-        throw Unavailable(description: "cannot find a free port in \(candidates)")
-    }
-
-    /// The first port of the kernel's ephemeral range (Linux's setting; otherwise 32768, below
-    /// both Linux's and macOS's defaults).
-    private static func ephemeralPortsStart() -> UInt16 {
-        let setting = try? String(contentsOfFile: "/proc/sys/net/ipv4/ip_local_port_range", encoding: .utf8)
-        let first = setting?.split(whereSeparator: \.isWhitespace).first.flatMap { UInt16($0) }
-        return min(first ?? 32_768, 32_768)
-    }
-
-    /// Whether a listening socket can be bound to 127.0.0.1:`port` now (with `SO_REUSEADDR`, as
-    /// PostgreSQL binds).
-    private static func canListen(on port: UInt16) -> Bool {
-        let socketDescriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard socketDescriptor >= 0 else { return false }
-        defer { close(socketDescriptor) }
-        var reuse: Int32 = 1
-        setsockopt(socketDescriptor, SOL_SOCKET, SO_REUSEADDR, &reuse, socklen_t(MemoryLayout<Int32>.size))
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = port.bigEndian
-        return withUnsafePointer(to: &address) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                bind(socketDescriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0
-            }
-        }
     }
 
     // MARK: Clean-up at exit, and after a crash

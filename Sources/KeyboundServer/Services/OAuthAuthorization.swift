@@ -161,7 +161,9 @@ extension Application {
         -> OAuthAuthorizeResponse
     {
         guard configuration.issuer != nil else { throw APIError.notFound }
-        let caller = try authenticate(context)  // 401 comes before any complaint about the body
+        // 401 comes before any complaint about the body. Checked, not used up: a DPoP proof is
+        // used up by the write below, in the code's transaction (once, not twice).
+        let caller = try checkCaller(context)
         let request = try body.decode()
         let authorization: AuthorizationRequest
         switch try checkAuthorization(request) {
