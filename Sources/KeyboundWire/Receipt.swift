@@ -46,13 +46,13 @@ package struct ReceiptClaims: Sendable, Hashable {
     /// `device.id`.
     package let deviceID: String
     /// `device.jwk`: the device's P-256 public key.
-    package let deviceKey: ECPublicJWK
+    package var deviceKey: ECPublicJWK
     /// `device.attested`: whether an App Attest attestation vouched for the device's binding.
     package let attested: Bool
     /// `payload`: the exact bytes the device signed.
-    package let payload: Data
+    package var payload: Data
     /// `signature`: the device's ECDSA signature over ``payload``, DER.
-    package let signature: Data
+    package var signature: Data
 
     /// The claims from their values.
     package init(

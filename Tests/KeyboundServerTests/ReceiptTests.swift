@@ -162,23 +162,24 @@ struct ReceiptTests {
         for index in approved.payload.indices {
             var payload = approved.payload
             payload[index] ^= 0x01
-            let step = Self.failingStep(try forger.sign(claims.with(payload: payload)), forger.keys)
+            let step = Self.failingStep(try forger.sign(claims) { $0.payload = payload }, forger.keys)
             #expect(step == .deviceSignature, "payload byte \(index)")
         }
         for index in approved.signature.indices {
             var signature = approved.signature
             signature[index] ^= 0x01
-            let step = Self.failingStep(try forger.sign(claims.with(signature: signature)), forger.keys)
+            let step = Self.failingStep(try forger.sign(claims) { $0.signature = signature }, forger.keys)
             #expect(step == .deviceSignature, "signature byte \(index)")
         }
         let other = try ECPublicJWK(x963: P256SigningKey().publicKey.x963Representation)
         #expect(
-            Self.failingStep(try forger.sign(claims.with(deviceKey: other)), forger.keys) == .deviceSignature)
+            Self.failingStep(try forger.sign(claims) { $0.deviceKey = other }, forger.keys)
+                == .deviceSignature)
         for index in 0..<32 {
             var x = [UInt8](claims.deviceKey.x)
             x[index] ^= 0x01
             let moved = try ECPublicJWK(x963: Data([0x04] + x) + claims.deviceKey.y)
-            let step = Self.failingStep(try forger.sign(claims.with(deviceKey: moved)), forger.keys)
+            let step = Self.failingStep(try forger.sign(claims) { $0.deviceKey = moved }, forger.keys)
             #expect(step == .deviceSignature, "jwk x byte \(index)")
         }
     }
@@ -209,8 +210,11 @@ struct ReceiptTests {
             device: field == "device" ? "dev_other" : original.device, challenge: original.challenge,
             expires: original.expires,
             action: field == "purpose" ? nil : field == "action" ? try transfer("500") : original.action)
-        let signed = try forger.sign(
-            claims.with(payload: other.bytes, signature: sign(other.bytes, with: approved.deviceKey)))
+        let signature = try sign(other.bytes, with: approved.deviceKey)
+        let signed = try forger.sign(claims) {
+            $0.payload = other.bytes
+            $0.signature = signature
+        }
         #expect(Self.failingStep(signed, forger.keys) == .payloadMatch)
     }
 
@@ -281,23 +285,16 @@ struct ReceiptForger {
         keys = JWKS(JWKSet(keys: published.keySet.keys + [jwk]))
     }
 
-    func sign(_ claims: ReceiptClaims, kid: String? = nil) throws -> String {
+    /// Signs `claims`, changed by `change`, under `kid` (its own unless given).
+    func sign(_ claims: ReceiptClaims, kid: String? = nil, _ change: (inout ReceiptClaims) -> Void = { _ in })
+        throws -> String
+    {
+        var claims = claims
+        change(&claims)
         let header = JSONValue.object([
             JSONMember("alg", .string("ES256")), JSONMember("typ", .string(ReceiptClaims.type)),
             JSONMember("kid", .string(kid ?? self.kid)),
         ])
         return try ES256.sign(header: header, payload: JSON.serialize(claims.json), with: key)
-    }
-}
-
-extension ReceiptClaims {
-    /// The same claims with another payload, signature or device key.
-    func with(payload: Data? = nil, signature: Data? = nil, deviceKey: ECPublicJWK? = nil) -> ReceiptClaims {
-        ReceiptClaims(
-            issuer: issuer, subject: subject, issuedAt: issuedAt, approvalID: approvalID,
-            decidedAt: decidedAt,
-            action: action, bindingMessage: bindingMessage, deviceID: deviceID,
-            deviceKey: deviceKey ?? self.deviceKey,
-            attested: attested, payload: payload ?? self.payload, signature: signature ?? self.signature)
     }
 }
