@@ -129,7 +129,7 @@ public struct ReceiptVerifier: Sendable {
         } catch let error as VerificationError {
             throw ReceiptVerificationError(.issuerSignature, "\(error.code.rawValue): \(error.detail)")
         } catch {
-            throw ReceiptVerificationError(.issuerSignature, "not a receipt's claims: \(error)")
+            throw ReceiptVerificationError(.issuerSignature, "not a receipt's claims: \(wireDetail(error))")
         }
         // Step 2: the device's signature over the payload, with the device's key.
         guard let deviceKey = try? P256PublicKey(x963Representation: claims.deviceKey.x963) else {
@@ -146,7 +146,8 @@ public struct ReceiptVerifier: Sendable {
         do {
             payload = try SigningPayload(parsing: claims.payload)
         } catch {
-            throw ReceiptVerificationError(.payloadMatch, "payload is not a signing payload: \(error)")
+            throw ReceiptVerificationError(
+                .payloadMatch, "payload is not a signing payload: \(wireDetail(error))")
         }
         guard payload.purpose == .approve, payload.action == claims.action else {
             throw ReceiptVerificationError(
