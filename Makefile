@@ -108,9 +108,10 @@ demo: deps
 	$$($(SWIFT) build --show-bin-path)/keybound demo
 
 ## docs: the DocC documentation of the Keybound module, built from symbol graphs into .build/docs
-## (serve it with `python3 -m http.server -d .build/docs`, open /documentation/keybound). Any DocC
-## warning fails the build. The symbol graphs come from a build of their own (DOCS_BUILD), so the
-## extra compiler flags do not invalidate the normal build's objects.
+## (serve it with `python3 -m http.server -d .build/docs`, open /documentation/keybound), and of
+## KeyboundVerifier into .build/docs-verifier. Any DocC warning fails the build. The symbol graphs
+## come from a build of their own (DOCS_BUILD), so the extra compiler flags do not invalidate the
+## normal build's objects.
 docs:
 	$(SWIFT) build --scratch-path $(DOCS_BUILD) --target Keybound \
 	  -Xswiftc -emit-symbol-graph -Xswiftc -emit-symbol-graph-dir -Xswiftc $(CURDIR)/$(DOCS_BUILD)/symbol-graphs
@@ -121,6 +122,14 @@ docs:
 	$(DOCC) convert Sources/Keybound/Keybound.docc \
 	  --additional-symbol-graph-dir $(DOCS_BUILD)/keybound-symbol-graphs --output-path .build/docs \
 	  --fallback-display-name Keybound --fallback-bundle-identifier dev.keybound.Keybound \
+	  --warnings-as-errors
+	$(SWIFT) build --scratch-path $(DOCS_BUILD) --target KeyboundVerifier \
+	  -Xswiftc -emit-symbol-graph -Xswiftc -emit-symbol-graph-dir -Xswiftc $(CURDIR)/$(DOCS_BUILD)/symbol-graphs
+	rm -rf $(DOCS_BUILD)/verifier-symbol-graphs && mkdir -p $(DOCS_BUILD)/verifier-symbol-graphs
+	cp $(DOCS_BUILD)/symbol-graphs/KeyboundVerifier.symbols.json $(DOCS_BUILD)/verifier-symbol-graphs/
+	$(DOCC) convert Sources/KeyboundVerifier/KeyboundVerifier.docc \
+	  --additional-symbol-graph-dir $(DOCS_BUILD)/verifier-symbol-graphs --output-path .build/docs-verifier \
+	  --fallback-display-name KeyboundVerifier --fallback-bundle-identifier dev.keybound.KeyboundVerifier \
 	  --warnings-as-errors
 
 ## bench: the performance targets of docs/design.md, measured in one release run (about 80 s)

@@ -12,7 +12,8 @@ let package = Package(
         .library(name: "KeyboundApple", targets: ["KeyboundApple"]),
         .library(name: "KeyboundEmulator", targets: ["KeyboundEmulator"]),
         .library(name: "KeyboundServer", targets: ["KeyboundServer"]),
-        // For a team's Swift services: verify Keybound's access tokens offline (docs/oauth.md).
+        // For a team's Swift services: verify Keybound's access tokens and approval receipts offline
+        // (docs/oauth.md, docs/approvals.md).
         .library(name: "KeyboundVerifier", targets: ["KeyboundVerifier"]),
         .executable(name: "keybound", targets: ["keybound"]),
         .executable(name: "keybound-bench", targets: ["keybound-bench"]),
@@ -52,7 +53,7 @@ let package = Package(
         // WebAuthn and App Attest verification: CBOR, COSE keys, attestation, the RP ceremonies.
         // OpenSSL on every platform: X.509 chains, RSA and Ed25519 have no CryptoKit twin.
         .target(name: "KeyboundWebAuthn", dependencies: ["KeyboundCrypto", "KeyboundWire", "COpenSSL"]),
-        // Offline verification of what Keybound signs (ES256 JWS: access tokens, later receipts)
+        // Offline verification of what Keybound signs (ES256 JWS: access tokens, approval receipts)
         // against the issuer's JWK Set, for a team's Swift backends: no server, no C database.
         .target(name: "KeyboundVerifier", dependencies: ["KeyboundCrypto", "KeyboundWire"]),
         // The backend: HTTP, routes, services, storage. Resources/ holds the sign-in page's

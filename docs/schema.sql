@@ -30,6 +30,7 @@ CREATE TABLE approvals (
     created_at BIGINT NOT NULL,
     expires_at BIGINT NOT NULL,
     decided_at BIGINT,
+    receipt TEXT,
     FOREIGN KEY (device_id) REFERENCES devices (id),
     FOREIGN KEY (user_id) REFERENCES users (id)
 );

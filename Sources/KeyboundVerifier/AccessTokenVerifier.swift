@@ -51,6 +51,10 @@ public struct VerificationError: Error, Sendable, Hashable, CustomStringConverti
     public func hash(into hasher: inout Hasher) { hasher.combine(code) }
 }
 
+/// What a KeyboundWire refusal says: its detail. (`WireFailure` is `any Error` on the SDKs without
+/// typed throws, where `error.detail` would not compile.)
+func wireDetail(_ error: any Error) -> String { (error as? WireError)?.detail ?? "\(error)" }
+
 /// The public keys an issuer signs with: its JWK Set, as `GET /oauth/jwks` serves it. Only P-256
 /// keys (ES256) are kept; others are passed over.
 public struct JWKS: Sendable, Hashable {
@@ -62,7 +66,7 @@ public struct JWKS: Sendable, Hashable {
         do {
             keySet = try JWKSet(json: JSON.parse(json))
         } catch {
-            throw VerificationError(.malformed, "not a JWK Set: \(error.detail)")
+            throw VerificationError(.malformed, "not a JWK Set: \(wireDetail(error))")
         }
     }
 
@@ -175,7 +179,7 @@ package enum JWTVerification {
             jws = try CompactJWS(token)
             claims = try jws.claims()
         } catch {
-            throw VerificationError(.malformed, error.detail)
+            throw VerificationError(.malformed, wireDetail(error))
         }
         guard jws.algorithm == ES256.name else {
             throw VerificationError(

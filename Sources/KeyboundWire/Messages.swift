@@ -581,6 +581,7 @@ public struct ApprovalResponse: WireObject, Hashable {
         case createdAt = "created_at"
         case expiresAt = "expires_at"
         case decidedAt = "decided_at"
+        case receipt
     }
     /// The approval's opaque id.
     public let approvalID: String
@@ -596,10 +597,15 @@ public struct ApprovalResponse: WireObject, Hashable {
     public let expiresAt: Date
     /// When it was approved or failed; nil while pending or expired.
     public let decidedAt: Date?
+    /// The receipt of an approved approval: a compact JWS (`typ: keybound-receipt+jwt`) that
+    /// anyone can verify offline against the issuer's JWK Set (KeyboundVerifier's
+    /// `ReceiptVerifier`, `keybound receipt verify`; docs/approvals.md). nil unless approved, and
+    /// on a server without an issuer.
+    public let receipt: String?
     /// Creates the message from its members.
     public init(
         approvalID: String, status: ApprovalStatus, deviceID: String, action: ApprovalAction, createdAt: Date,
-        expiresAt: Date, decidedAt: Date?
+        expiresAt: Date, decidedAt: Date?, receipt: String? = nil
     ) {
         self.approvalID = approvalID
         self.status = status
@@ -608,6 +614,7 @@ public struct ApprovalResponse: WireObject, Hashable {
         self.createdAt = createdAt
         self.expiresAt = expiresAt
         self.decidedAt = decidedAt
+        self.receipt = receipt
     }
     package init(reader: JSONReader<Member>) throws(WireFailure) {
         approvalID = try reader.string(.approvalID)
@@ -617,6 +624,7 @@ public struct ApprovalResponse: WireObject, Hashable {
         createdAt = try reader.timestamp(.createdAt)
         expiresAt = try reader.timestamp(.expiresAt)
         decidedAt = try reader.optionalTimestamp(.decidedAt)
+        receipt = try reader.optionalString(.receipt)
     }
     package func write(to object: inout JSONObjectBuilder<Member>) {
         object.add(.approvalID, approvalID)
@@ -626,6 +634,7 @@ public struct ApprovalResponse: WireObject, Hashable {
         object.add(.createdAt, createdAt)
         object.add(.expiresAt, expiresAt)
         object.add(.decidedAt, decidedAt)
+        object.add(.receipt, receipt)
     }
 }
 

@@ -190,6 +190,26 @@ struct Arguments {
     func isSet(_ name: String) -> Bool { flags.contains(name) }
 }
 
+/// The bytes of a file the command line names, at most `limit` of them.
+/// - Parameters:
+///   - label: how messages name it before its path (`--jwks`).
+///   - what: what the file should hold, for the message when it is larger.
+/// - Throws: ``UsageError`` when it cannot be read or is larger than `limit`.
+func readFile(_ path: String, label: String, limit: Int, what: String) throws -> Data {
+    let data: Data
+    do {
+        let handle = try FileHandle(forReadingFrom: URL(fileURLWithPath: path))
+        defer { try? handle.close() }
+        data = try handle.read(upToCount: limit + 1) ?? Data()
+    } catch {
+        throw UsageError("\(label) \(path): cannot read it (\(error.localizedDescription))")
+    }
+    guard data.count <= limit else {
+        throw UsageError("\(label) \(path): larger than \(limit) bytes, not \(what)")
+    }
+    return data
+}
+
 /// Writes to standard error.
 func printError(_ message: String) {
     // The throwing variant: `write(_:)` traps when standard error is closed or full.

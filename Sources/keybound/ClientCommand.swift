@@ -96,18 +96,7 @@ enum ClientCommand {
 
     /// The bytes of the `--jwks` file; whether they are a JWK Set is the server's to judge.
     private static func readJWKS(_ path: String) throws -> Data {
-        let data: Data
-        do {
-            let handle = try FileHandle(forReadingFrom: URL(fileURLWithPath: path))
-            defer { try? handle.close() }
-            data = try handle.read(upToCount: jwksLimit + 1) ?? Data()
-        } catch {
-            throw UsageError("--jwks \(path): cannot read it (\(error.localizedDescription))")
-        }
-        guard data.count <= jwksLimit else {
-            throw UsageError("--jwks \(path): larger than \(jwksLimit) bytes, not a client's JWK Set")
-        }
-        return data
+        try readFile(path, label: "--jwks", limit: jwksLimit, what: "a client's JWK Set")
     }
 
     /// A client's members, as `--json` shows it.

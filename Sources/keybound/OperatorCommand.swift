@@ -2,7 +2,7 @@ import Foundation
 import KeyboundServer
 import KeyboundWire
 
-/// What the operator commands (`keybound user`, `client`, `keys`) share: a subcommand named by
+/// What the operator commands (`keybound user`, `client`, `keys`, `receipt`) share: a subcommand named by
 /// the first word (`client add`), each with its own option table (the one source of its parsing
 /// and of the help); `--db` and the other settings they share with `serve`, read as `serve`
 /// reads them (the flag, else its `KEYBOUND_*` variable; the database password and the
@@ -72,10 +72,14 @@ struct OperatorCommand: Sendable {
         var notice: String?
     }
 
-    /// A refusal of the command's own, not the server's (exit 1, code `failed`).
+    /// A refusal of the command's own, not the server's (exit 1, `--json`'s code `code`).
     struct Refusal: Error, CustomStringConvertible {
         let description: String
-        init(_ message: String) { description = message }
+        let code: String
+        init(_ message: String, code: String = "failed") {
+            description = message
+            self.code = code
+        }
     }
 
     /// `--db`, `--json` and `--help`, which every subcommand takes.
@@ -193,7 +197,7 @@ struct OperatorCommand: Sendable {
             return 2
         } catch {
             if json {
-                let code = (error as? ServerError)?.kind.description ?? "failed"
+                let code = (error as? ServerError)?.kind.description ?? (error as? Refusal)?.code ?? "failed"
                 printJSON(
                     .object([
                         JSONMember("ok", .bool(false)),

@@ -1,6 +1,6 @@
 import Foundation
 
-/// The `keybound` command: serve, demo, device, and administration (user, client, keys).
+/// The `keybound` command: serve, demo, device, administration (user, client, keys), receipts.
 let rootUsage = """
     keybound — biometric login and approval: server, emulator and demo
 
@@ -13,6 +13,7 @@ let rootUsage = """
       user      accounts and their devices on the server's database (user add, user devices)
       client    OAuth 2.0 / OpenID Connect clients on the server's database (client add, list, remove)
       keys      the OAuth signing keys on the server's database (keys rotate, keys list)
+      receipt   check an approval's receipt offline against the issuer's JWK Set (receipt verify)
 
     options:
       --version  print the version
@@ -38,6 +39,8 @@ case "client":
     status = ClientCommand.run(rest)
 case "keys":
     status = KeysCommand.run(rest)
+case "receipt":
+    status = ReceiptCommand.run(rest)
 case "--version", "version":
     print("keybound \(keyboundVersion)")
     status = 0

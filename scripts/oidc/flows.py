@@ -19,6 +19,9 @@ import json
 import os
 import re
 import secrets
+import shutil
+import subprocess
+import tempfile
 import time
 from urllib.parse import urljoin, parse_qs, urlencode, urlsplit
 
@@ -32,7 +35,7 @@ from authlib.oauth2 import rfc8414, rfc9207
 from authlib.oauth2.rfc7523 import PrivateKeyJWT
 from authlib.oauth2.rfc9068 import JWTBearerTokenValidator
 from authlib.oidc.discovery import OpenIDProviderMetadata
-from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from joserfc import jwt
 from joserfc.errors import JoseError
@@ -1397,15 +1400,15 @@ def dpop_required(ctx: Context) -> None:
 # --- docs/oauth.md ------------------------------------------------------------------------------
 
 
-def _docs_snippet(section: str, language: str) -> str:
-    """The first ```language block under `section` of docs/oauth.md in this checkout."""
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "docs", "oauth.md")
+def _docs_snippet(section: str, language: str, document: str = "oauth.md") -> str:
+    """The first ```language block under `section` of docs/`document` in this checkout."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "docs", document)
     with open(path) as f:
         text = f.read()
-    expect(section in text, f"docs/oauth.md has no section {section!r}")
+    expect(section in text, f"docs/{document} has no section {section!r}")
     after = text[text.index(section):]
     match = re.search(rf"^```{language}\n(.*?)^```", after, re.MULTILINE | re.DOTALL)
-    expect(match is not None, f"no {language} snippet in {section!r} of docs/oauth.md")
+    expect(match is not None, f"no {language} snippet in {section!r} of docs/{document}")
     return match.group(1)
 
 
@@ -1439,6 +1442,151 @@ def docs_pyjwt_snippet(ctx: Context) -> None:
         except AssertionError as failure:
             raise AssertionError(f"the snippet refused {label} with an assert, which python -O leaves out") from failure
         raise AssertionError(f"the snippet accepted {label}")
+
+
+# --- approval receipts (docs/approvals.md) ------------------------------------------------------
+
+
+def _approved_receipt(ctx: Context) -> dict:
+    """A new user binds a device (a P-256 key made here with cryptography), asks for an approval of
+    a transfer through /v1, and the device signs the payload: the approval's receipt, and what
+    went into it."""
+    user = ctx.new_user()
+    access = ctx.sign_in_v1(user, client_id="interop-phone")["access_token"]
+    bearer = {"Authorization": f"Bearer {access}"}
+    key = ec.generate_private_key(ec.SECP256R1())
+    spki = key.public_key().public_bytes(serialization.Encoding.DER,
+                                         serialization.PublicFormat.SubjectPublicKeyInfo)
+    bound = ctx.http.post(ctx.url("/v1/devices"), headers=bearer,
+                          json={"public_key": _b64url(spki), "name": "interop phone", "key_protection": "emulator"})
+    expect(bound.status_code == 201, f"POST /v1/devices: {bound.status_code} {bound.text}")
+    device_id = bound.json()["device_id"]
+    action = {"type": "transfer", "amount": "0.5", "asset": "ETH", "to": "0x12ab34cd56ef"}
+    created = ctx.http.post(ctx.url("/v1/approvals"), headers=bearer, json={"device_id": device_id, "action": action})
+    expect(created.status_code == 201, f"POST /v1/approvals: {created.status_code} {created.text}")
+    approval_id, payload = created.json()["approval_id"], _unb64url(created.json()["payload"])
+    confirmed = ctx.http.post(ctx.url(f"/v1/approvals/{approval_id}/confirm"), headers=bearer,
+                              json={"signature": _b64url(key.sign(payload, ec.ECDSA(hashes.SHA256())))})
+    expect(confirmed.status_code == 200, f"confirm: {confirmed.status_code} {confirmed.text}")
+    status = ctx.http.get(ctx.url(f"/v1/approvals/{approval_id}"), headers=bearer).json()
+    expect(status["status"] == "approved" and status.get("receipt"), f"an approved approval has a receipt: {status}")
+    again = ctx.http.get(ctx.url(f"/v1/approvals/{approval_id}"), headers=bearer).json()
+    expect(again["receipt"] == status["receipt"], "every read returns the same receipt")
+    return {"receipt": status["receipt"], "key": key, "payload": payload, "approval_id": approval_id,
+            "device_id": device_id, "action": action, "user_id": user.user_id}
+
+
+def _receipt_snippet(ctx: Context):
+    """docs/approvals.md's Python verifier, as written: `verify_receipt` and `ReceiptInvalid`."""
+    snippet = _docs_snippet("### Checking a receipt without Keybound", "python", "approvals.md")
+    call = 'approval = verify_receipt(receipt, jwks, "https://login.example.com", "keybound")'
+    expect(snippet.rstrip().endswith(call), f"the snippet ends with its example call: {snippet}")
+    scope: dict = {}
+    exec(compile(snippet[:snippet.rindex(call)], "docs/approvals.md (Python verifier)", "exec"), scope)  # noqa: S102
+    return scope["verify_receipt"], scope["ReceiptInvalid"]
+
+
+@flow("receipts: docs/approvals.md's verifier (joserfc + cryptography) checks a live receipt's three steps")
+def receipt_independent(ctx: Context) -> None:
+    verify, invalid = _receipt_snippet(ctx)
+    live = _approved_receipt(ctx)
+    jwks = ctx.jwks()
+    server_id = "keybound"  # the interop server's default --server-id
+
+    def step(receipt: str, keys: dict = jwks) -> str | None:
+        """The step that refuses `receipt` ("step 1: …" → "step 1"), or None when it verifies."""
+        try:
+            verify(receipt, keys, ctx.issuer, server_id)
+        except invalid as refusal:
+            return str(refusal)[:6]
+        return None
+
+    approval = verify(live["receipt"], jwks, ctx.issuer, server_id)
+    expect(approval["id"] == live["approval_id"] and approval["action"] == live["action"]
+           and approval["status"] == "approved", f"the verified approval: {approval}")
+    header, claims = _jwt_parts(live["receipt"])
+    expect(header["typ"] == "keybound-receipt+jwt" and header["alg"] == "ES256", f"header {header}")
+    expect(header["kid"] in {k["kid"] for k in jwks["keys"]}, "the kid of the access tokens' JWK Set")
+    expect(list(claims) == ["iss", "sub", "iat", "jti", "approval", "device", "payload", "signature"]
+           and claims["sub"] == live["user_id"] and claims["jti"] == live["approval_id"]
+           and _unb64url(claims["payload"]) == live["payload"] and claims["device"]["id"] == live["device_id"],
+           f"the claims of docs/approvals.md: {claims}")
+    ctx.count("receipts verified (joserfc + cryptography)")
+
+    # A changed byte anywhere in the three segments: the issuer's signature (step 1).
+    parts = live["receipt"].split(".")
+    changed = 0
+    for segment in range(3):
+        raw = bytearray(_unb64url(parts[segment]))
+        for index in range(len(raw)):
+            raw[index] ^= 0x01
+            tampered = list(parts)
+            tampered[segment] = _b64url(bytes(raw))
+            raw[index] ^= 0x01
+            expect(step(".".join(tampered)) == "step 1", f"segment {segment} byte {index} was accepted or misjudged")
+            changed += 1
+    ctx.count("tampered receipts refused (joserfc + cryptography)", changed)
+
+    # Claims signed by a key of the set (joserfc signs), but not what the device signed: steps 2, 3.
+    forger = ECKey.generate_key("P-256", parameters={"alg": "ES256", "use": "sig"}, auto_kid=True)
+    with_forger = {"keys": jwks["keys"] + [forger.as_dict(private=False)]}
+
+    def forged(**changes) -> str:
+        forged_claims = json.loads(json.dumps(claims))
+        for name, value in changes.items():
+            if name == "jwk":
+                forged_claims["device"]["jwk"] = value
+            else:
+                forged_claims[name] = value
+        return jwt.encode({"alg": "ES256", "typ": "keybound-receipt+jwt", "kid": forger.kid}, forged_claims, forger)
+
+    expect(step(forged(), with_forger) is None, "claims re-signed by a key of the set verify")
+    expect(step(forged(), jwks) == "step 1", "a key outside the JWK Set: step 1")
+    signature = bytearray(_unb64url(claims["signature"]))
+    signature[-1] ^= 0x01
+    payload = bytearray(live["payload"])
+    payload[len(payload) // 2] ^= 0x01
+    other = ec.generate_private_key(ec.SECP256R1()).public_key().public_numbers()
+    other_jwk = {"kty": "EC", "crv": "P-256", "x": _b64url(other.x.to_bytes(32, "big")),
+                 "y": _b64url(other.y.to_bytes(32, "big"))}
+    for label, receipt in (("a changed device signature", forged(signature=_b64url(bytes(signature)))),
+                           ("a changed payload", forged(payload=_b64url(bytes(payload)))),
+                           ("another device key", forged(jwk=other_jwk))):
+        expect(step(receipt, with_forger) == "step 2", f"{label}: {step(receipt, with_forger)}")
+    signed = json.loads(live["payload"])
+    signed["action"] = {**live["action"], "to": "0xattacker"}
+    other_payload = json.dumps(signed, separators=(",", ":")).encode()
+    mismatch = forged(payload=_b64url(other_payload),
+                      signature=_b64url(live["key"].sign(other_payload, ec.ECDSA(hashes.SHA256()))))
+    expect(step(mismatch, with_forger) == "step 3", f"a payload for another recipient: {step(mismatch, with_forger)}")
+
+
+@flow("receipts: `keybound receipt verify` checks a live receipt against the live jwks_uri, refuses a tampered one")
+def receipt_cli(ctx: Context) -> None:
+    live = _approved_receipt(ctx)
+    folder = tempfile.mkdtemp(prefix="keybound-receipt-")
+    try:
+        def run(receipt: str) -> subprocess.CompletedProcess:
+            path = os.path.join(folder, "receipt.jwt")
+            with open(path, "w") as f:
+                f.write(receipt)
+            return subprocess.run(
+                [ctx.server.keybound, "receipt", "verify", path, "--jwks", ctx.metadata["jwks_uri"],
+                 "--issuer", ctx.issuer, "--server-id", "keybound", "--json"],
+                capture_output=True, text=True, timeout=60)
+
+        done = run(live["receipt"])
+        answer = json.loads(done.stdout or "{}")
+        expect(done.returncode == 0 and answer.get("ok") and answer.get("action") == live["action"],
+               f"keybound receipt verify: {done.returncode} {done.stdout} {done.stderr}")
+        header, payload, signature = live["receipt"].split(".")
+        tampered = _unb64url(payload).replace(b'"amount":"0.5"', b'"amount":"5.0"')
+        done = run(".".join([header, _b64url(tampered), signature]))
+        answer = json.loads(done.stdout or "{}")
+        expect(done.returncode == 1 and answer.get("error", {}).get("code") == "issuer_signature_invalid",
+               f"a tampered receipt: {done.returncode} {done.stdout} {done.stderr}")
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 # --- what the whole run saw ---------------------------------------------------------------------

@@ -89,12 +89,20 @@ extension Application {
                     request.appAttestAssertion, device: device, clientData: payload, connection, context)
             }
             let valid = refusal == nil
+            let decidedAt = Date(milliseconds: context.now.milliseconds)
+            let receipt =
+                valid
+                ? try approvalReceipt(
+                    connection, approvalID: approvalID, userID: caller.userID, device: device,
+                    action: approval.stored.action, payload: payload, signature: request.signature,
+                    decidedAt: decidedAt) : nil
             // Single use: the first confirmation decides, valid or not.
             let decided = try connection.execute(
-                "UPDATE approvals SET status = ?, decided_at = ? WHERE id = ? AND status = ?",
+                "UPDATE approvals SET status = ?, decided_at = ?, receipt = ? WHERE id = ? AND status = ?",
                 [
                     .text(valid ? ApprovalStatus.approved.rawValue : ApprovalStatus.failed.rawValue),
-                    .date(context.now), .text(approvalID), .text(ApprovalStatus.pending.rawValue),
+                    .date(decidedAt), receipt.map(SQLValue.text) ?? .null, .text(approvalID),
+                    .text(ApprovalStatus.pending.rawValue),
                 ])
             guard decided == 1 else { return .refused(.challengeUsed) }
             if let refusal { return .refused(refusal) }
@@ -119,7 +127,8 @@ extension Application {
         guard stored.status == .pending, context.now >= stored.expiresAt else { return stored }
         return ApprovalResponse(
             approvalID: stored.approvalID, status: .expired, deviceID: stored.deviceID, action: stored.action,
-            createdAt: stored.createdAt, expiresAt: stored.expiresAt, decidedAt: stored.decidedAt)
+            createdAt: stored.createdAt, expiresAt: stored.expiresAt, decidedAt: stored.decidedAt,
+            receipt: nil)
     }
 
     /// The approval `id` of the user `userID`: another user's does not exist for them.
@@ -141,7 +150,7 @@ private struct ApprovalRecord {
 }
 
 extension ApprovalRecord: SQLRecord {
-    static let columns = "id, status, device_id, action, created_at, expires_at, decided_at, payload"
+    static let columns = "id, status, device_id, action, created_at, expires_at, decided_at, receipt, payload"
 
     init(row: inout SQLRowReader) throws {
         self.init(stored: try ApprovalResponse(row: &row), payload: try row.text())
@@ -149,12 +158,13 @@ extension ApprovalRecord: SQLRecord {
 }
 
 extension ApprovalResponse {
-    /// Reads `id, status, device_id, action, created_at, expires_at, decided_at`. A status this
-    /// server does not know reads as `failed`.
+    /// Reads `id, status, device_id, action, created_at, expires_at, decided_at, receipt`. A
+    /// status this server does not know reads as `failed`.
     fileprivate init(row: inout SQLRowReader) throws {
         self.init(
             approvalID: try row.text(), status: ApprovalStatus(rawValue: try row.text()) ?? .failed,
             deviceID: try row.text(), action: try ApprovalAction(json: JSON.parse(Data(try row.text().utf8))),
-            createdAt: try row.date(), expiresAt: try row.date(), decidedAt: try row.optionalDate())
+            createdAt: try row.date(), expiresAt: try row.date(), decidedAt: try row.optionalDate(),
+            receipt: try row.optionalText())
     }
 }

@@ -129,9 +129,12 @@ extension Application {
             "SELECT \(SigningKeyRecord.columns) FROM signing_keys ORDER BY signs_from DESC, kid", [])
     }
 
-    /// The key that signs at `now`: of those whose time has come, the newest.
-    func currentSigningKey(at now: Date) throws -> (kid: String, key: P256SigningKey) {
-        let keys = try database.read { try loadSigningKeys($0) }
+    /// The key that signs at `now`: of those whose time has come, the newest. Read on
+    /// `connection` when given (a transaction that signs what it writes), else on a reader.
+    func currentSigningKey(at now: Date, on connection: (any SQLConnection)? = nil) throws
+        -> (kid: String, key: P256SigningKey)
+    {
+        let keys = try connection.map { try loadSigningKeys($0) } ?? database.read { try loadSigningKeys($0) }
         guard let current = keys.first(where: { $0.signsFrom <= now }) ?? keys.last else {
             throw DatabaseError.engine(code: 0, message: "no signing key")
         }
@@ -200,10 +203,13 @@ extension Application {
         return key
     }
 
-    /// Signs a JWT: header `alg: ES256`, `typ`, and the current key's `kid`.
+    /// Signs a JWT: header `alg: ES256`, `typ`, and the current key's `kid` (read on
+    /// `connection` when given).
     /// - Returns: the compact JWS.
-    func signJWT(type: String, claims: JSONValue, at now: Date) throws -> String {
-        let (kid, key) = try currentSigningKey(at: now)
+    func signJWT(type: String, claims: JSONValue, at now: Date, on connection: (any SQLConnection)? = nil)
+        throws -> String
+    {
+        let (kid, key) = try currentSigningKey(at: now, on: connection)
         let header = JSONValue.object([
             JSONMember("alg", .string(ES256.name)), JSONMember("typ", .string(type)),
             JSONMember("kid", .string(kid)),

@@ -293,6 +293,14 @@ package enum Migrations {
                 "ALTER TABLE sessions ADD COLUMN dpop_jkt TEXT",
             ]
         ),
+        (
+            10,
+            [
+                // An approved approval's receipt (docs/approvals.md): the compact JWS made when it
+                // was confirmed, kept so that every read returns the same bytes.
+                "ALTER TABLE approvals ADD COLUMN receipt TEXT"
+            ]
+        ),
     ]
 
     /// The newest version: the highest, wherever it stands in ``all``.
