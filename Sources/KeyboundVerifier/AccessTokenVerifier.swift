@@ -1,4 +1,5 @@
 import Foundation
+import KeyboundCrypto
 import KeyboundWire
 
 /// Why a token was refused. Each code names the first check that failed; ``detail`` says more,
@@ -26,6 +27,13 @@ public struct VerificationError: Error, Sendable, Hashable, CustomStringConverti
         case notYetValid
         /// A required claim is missing or has the wrong type.
         case missingClaim
+        /// The token is bound to a DPoP key (`cnf.jkt`, RFC 9449) and came without a proof: a
+        /// copied token must not pass as a bearer token (§7.1). Or it is not bound and came with
+        /// the DPoP scheme.
+        case senderConstrained
+        /// The DPoP proof is malformed, for another request or time, not by the token's key, or
+        /// not over this token (`ath`).
+        case invalidProof
     }
 
     /// The check that failed.
@@ -102,6 +110,15 @@ public struct AccessToken: Sendable, Hashable {
     public let boundKeyThumbprint: String?
 }
 
+/// A DPoP-bound access token that verified with its proof.
+public struct DPoPUse: Sendable, Hashable {
+    /// The token's claims.
+    public let token: AccessToken
+    /// The proof's `jti`: refuse a second request with it while the proof could still be
+    /// accepted (twice the verifier's leeway).
+    public let proofID: String
+}
+
 /// Verifies Keybound's RFC 9068 access tokens offline, against the issuer's published keys:
 /// the header (`typ: at+jwt`, `alg: ES256`, a `kid` of the set), the signature, `iss`, `aud`,
 /// `exp` and `iat`.
@@ -112,10 +129,13 @@ public struct AccessToken: Sendable, Hashable {
 /// let token = try verifier.verify(bearerToken)             // throws VerificationError
 /// ```
 ///
+/// A token bound to a DPoP key (`cnf.jkt`: an app's Secure Enclave key) is refused by
+/// ``verify(_:at:)``: it comes as `Authorization: DPoP` with a `DPoP` header, and
+/// ``verify(_:dpopProof:method:uri:at:)`` checks both.
+///
 /// - Important: Offline verification cannot see a revocation: a token stays valid until `exp`
 ///   (Keybound issues them for minutes). A service that must see a logout at once asks the
-///   issuer's introspection endpoint instead. A token with ``AccessToken/boundKeyThumbprint``
-///   also needs its DPoP proof checked.
+///   issuer's introspection endpoint instead.
 public struct AccessTokenVerifier: Sendable {
     /// The `iss` the tokens must carry.
     public let issuer: String
@@ -137,10 +157,70 @@ public struct AccessTokenVerifier: Sendable {
         self.leeway = leeway
     }
 
-    /// Verifies `token` at `now`.
+    /// Verifies a bearer `token` (`Authorization: Bearer`) at `now`.
     /// - Returns: its claims.
-    /// - Throws: ``VerificationError`` naming the first check that failed.
+    /// - Throws: ``VerificationError`` naming the first check that failed;
+    ///   `senderConstrained` for a DPoP-bound token.
     public func verify(_ token: String, at now: Date = Date()) throws -> AccessToken {
+        let verified = try claims(of: token, at: now)
+        guard verified.boundKeyThumbprint == nil else {
+            throw VerificationError(
+                .senderConstrained, "the token is DPoP-bound (cnf.jkt): it needs its proof (RFC 9449 §7.1)")
+        }
+        return verified
+    }
+
+    /// Verifies a DPoP-bound `token` sent as `Authorization: DPoP` with `proof`, the request's
+    /// `DPoP` header (RFC 9449 §4.3, §7.1): the token as ``verify(_:at:)`` does; the proof a JWS
+    /// with `typ: dpop+jwt`, ES256 and a public `jwk`, signed by that key; the key the one the
+    /// token is bound to (`cnf.jkt`); `htm` the request's method; `htu` the request's URI;
+    /// `iat` within ``leeway`` of `now`; `ath` the token's hash.
+    ///
+    /// Two checks are the caller's: a proof is used once (keep its ``DPoPUse/proofID`` for twice
+    /// the leeway and refuse a repeat, RFC 9449 §11.1), and server nonces, if the service sends
+    /// any.
+    /// - Parameters:
+    ///   - method: the request's method (`GET`).
+    ///   - uri: the request's URI as the client addressed it, without query and fragment
+    ///     (`https://api.example.com/v1/balance`); compared with `htu` exactly.
+    /// - Throws: ``VerificationError``: the token's checks, then `senderConstrained` for a token
+    ///   that is not bound, `invalidProof` for a proof that is not acceptable.
+    public func verify(
+        _ token: String, dpopProof proof: String, method: String, uri: String, at now: Date = Date()
+    )
+        throws -> DPoPUse
+    {
+        let verified = try claims(of: token, at: now)
+        guard let jkt = verified.boundKeyThumbprint else {
+            throw VerificationError(.senderConstrained, "the token is not DPoP-bound: it is sent as Bearer")
+        }
+        let parsed: DPoPProofToken
+        do {
+            parsed = try DPoPProofToken(proof)
+        } catch {
+            throw VerificationError(.invalidProof, "malformed DPoP proof: \(wireDetail(error))")
+        }
+        guard parsed.method == method else { throw VerificationError(.invalidProof, "htm is not \(method)") }
+        guard parsed.uri == uri else { throw VerificationError(.invalidProof, "htu is not \(uri)") }
+        guard abs(parsed.issuedAt - now.timeIntervalSince1970) <= leeway else {
+            throw VerificationError(.invalidProof, "iat is more than \(Int(leeway)) s from now")
+        }
+        guard parsed.accessTokenHash == DPoP.accessTokenHash(token) else {
+            throw VerificationError(.invalidProof, "ath is not the hash of this token")
+        }
+        guard parsed.key.thumbprint == jkt else {
+            throw VerificationError(.invalidProof, "the proof is not by the key the token is bound to")
+        }
+        guard ES256.isValid(parsed.jws, key: parsed.key) else {
+            throw VerificationError(.invalidProof, "the proof's signature does not verify with its jwk")
+        }
+        return DPoPUse(token: verified, proofID: parsed.id)
+    }
+
+    /// The token's own checks, which both `verify` share: the JWS, `iss`, `aud`, `exp`, `iat`
+    /// and the claims, bound or not. For the issuer itself, which checks a binding against the
+    /// request's proof on its own (and for tests that read a bound token's claims).
+    package func claims(of token: String, at now: Date) throws -> AccessToken {
         let claims = try JWTVerification.verify(token, type: "at+jwt", keys: keys.keySet)
         try JWTVerification.check(claims, issuer: issuer, audience: audience, at: now, leeway: leeway)
         guard let subject = claims[member: "sub"]?.stringValue,

@@ -145,10 +145,12 @@ struct OAuthFixture {
         return try JWKS(json: reply.body)
     }
 
-    /// Verifies an access token as a resource server would, offline, against the JWK Set.
+    /// Verifies an access token offline against the JWK Set, as a resource server would, and
+    /// returns its claims, bound to a DPoP key or not (a resource server would want the proof of
+    /// a bound one: `AccessTokenVerifier.verify(_:dpopProof:method:uri:at:)`).
     func verify(_ accessToken: String) async throws -> AccessToken {
         try AccessTokenVerifier(issuer: testIssuer, audience: testIssuer, keys: try await keys(), leeway: 0)
-            .verify(accessToken, at: test.clock.now)
+            .claims(of: accessToken, at: test.clock.now)
     }
 
     /// `GET /oauth/userinfo` with `accessToken` as a bearer token.

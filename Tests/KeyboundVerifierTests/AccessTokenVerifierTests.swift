@@ -38,7 +38,11 @@ struct AccessTokenVerifierTests {
 
     @Test("a token joserfc signed verifies, and its claims read as it wrote them")
     func independentTokenVerifies() throws {
-        let token = try Self.verifier().verify(Self.joserfcToken, at: Self.now)
+        // It is DPoP-bound (cnf.jkt): as a bearer token it is refused, its claims read all the same.
+        #expect(throws: VerificationError(.senderConstrained, "")) {
+            try Self.verifier().verify(Self.joserfcToken, at: Self.now)
+        }
+        let token = try Self.verifier().claims(of: Self.joserfcToken, at: Self.now)
         #expect(token.subject == "usr_1" && token.clientID == "cli_1" && token.tokenID == "j1")
         #expect(token.scopes == ["openid", "profile"] && token.authenticationMethods == ["hwk"])
         #expect(token.sessionID == "ses_1" && token.boundKeyThumbprint == "abc")
@@ -156,5 +160,90 @@ struct AccessTokenVerifierTests {
         let short = #"{"keys":[{"kty":"EC","crv":"P-256","x":"AA","y":"AA"}]}"#
         #expect(throws: VerificationError.self) { try JWKS(json: Data(short.utf8)) }
         #expect(throws: VerificationError.self) { try JWKS(json: Data("[]".utf8)) }
+    }
+
+    // MARK: DPoP-bound tokens (RFC 9449 §7.1)
+
+    /// A token bound to `key` (its `cnf.jkt`), valid at ``now``, signed with the set's key.
+    static func boundToken(to key: P256SigningKey) throws -> String {
+        let jkt = try ECPublicJWK(spki: key.publicKey.spkiDER).thumbprint
+        let claims = """
+            {"iss":"\(issuer)","sub":"usr_1","aud":"\(issuer)","client_id":"cli_1","exp":1800000300,\
+            "iat":1800000000,"jti":"j2","cnf":{"jkt":"\(jkt)"}}
+            """
+        return try token(claims: claims)
+    }
+
+    /// A proof by `key` for `method` `uri` at `time`, over `accessToken`.
+    static func proof(
+        by key: P256SigningKey, _ method: String = "GET", _ uri: String = "https://api.example/v1/balance",
+        at time: Date = now, over accessToken: String?
+    ) throws -> String {
+        let input = DPoP.signingInput(
+            key: try ECPublicJWK(spki: key.publicKey.spkiDER), id: "proof-1", method: method, uri: uri,
+            issuedAt: Int64(time.timeIntervalSince1970), nonce: nil,
+            accessTokenHash: accessToken.map(DPoP.accessTokenHash))
+        return DPoP.proof(
+            signingInput: input, signature: try key.signature(for: Data(input.utf8)).rawRepresentation)
+    }
+
+    @Test("a DPoP-bound token passes only with a proof by its key for this request")
+    func boundTokensNeedTheirProof() throws {
+        let verifier = try Self.verifier()
+        let key = try P256SigningKey()
+        let token = try Self.boundToken(to: key)
+        let uri = "https://api.example/v1/balance"
+        // As a bearer token: refused, whatever its signature.
+        #expect(throws: VerificationError(.senderConstrained, "")) {
+            try verifier.verify(token, at: Self.now)
+        }
+        // With its proof: accepted, and the proof's jti is the caller's to use once.
+        let use = try verifier.verify(
+            token, dpopProof: try Self.proof(by: key, over: token), method: "GET", uri: uri, at: Self.now)
+        #expect(use.token.subject == "usr_1" && use.proofID == "proof-1")
+        #expect(use.token.boundKeyThumbprint == (try ECPublicJWK(spki: key.publicKey.spkiDER).thumbprint))
+
+        let refusals: [(String, String, String, Date)] = [
+            ("another key's proof", try Self.proof(by: try P256SigningKey(), over: token), "GET", Self.now),
+            ("a proof over another token", try Self.proof(by: key, over: token + "x"), "GET", Self.now),
+            ("a proof without ath", try Self.proof(by: key, over: nil), "GET", Self.now),
+            ("another method", try Self.proof(by: key, "POST", over: token), "GET", Self.now),
+            ("another URI", try Self.proof(by: key, "GET", uri + "/x", over: token), "GET", Self.now),
+            (
+                "an old proof", try Self.proof(by: key, at: Self.now.addingTimeInterval(-61), over: token),
+                "GET", Self.now
+            ),
+            (
+                "a future proof", try Self.proof(by: key, at: Self.now.addingTimeInterval(61), over: token),
+                "GET", Self.now
+            ),
+            ("not a JWS", "proof", "GET", Self.now),
+        ]
+        for (what, proof, method, time) in refusals {
+            #expect(throws: VerificationError(.invalidProof, ""), "\(what)") {
+                try verifier.verify(token, dpopProof: proof, method: method, uri: uri, at: time)
+            }
+        }
+        // A proof whose signature was changed.
+        let good = try Self.proof(by: key, over: token)
+        var parts = good.split(separator: ".").map(String.init)
+        var signature = [UInt8](try #require(Base64URL.decode(parts[2])))
+        signature[5] ^= 0x01
+        parts[2] = Base64URL.encode(Data(signature))
+        #expect(throws: VerificationError(.invalidProof, "")) {
+            try verifier.verify(
+                token, dpopProof: parts.joined(separator: "."), method: "GET", uri: uri, at: Self.now)
+        }
+        // A token that is not bound does not pass as DPoP.
+        let unbound = try Self.token(
+            claims:
+                #"{"iss":"\#(Self.issuer)","sub":"u","aud":"\#(Self.issuer)","client_id":"c","exp":1800000300,"iat":1800000000,"jti":"j3"}"#
+        )
+        #expect(throws: VerificationError(.senderConstrained, "")) {
+            try verifier.verify(
+                unbound, dpopProof: try Self.proof(by: key, over: unbound), method: "GET", uri: uri,
+                at: Self.now)
+        }
+        #expect(try verifier.verify(unbound, at: Self.now).subject == "u")
     }
 }

@@ -64,7 +64,7 @@ extension Application {
         guard
             let claims = try? AccessTokenVerifier(
                 issuer: issuer, audience: issuer, keys: JWKS(publishedKeySet(at: now)), leeway: 0
-            ).verify(token, at: now), let sessionID = claims.sessionID,
+            ).claims(of: token, at: now), let sessionID = claims.sessionID,
             let session = try liveSession(sessionID, at: now)
         else { return nil }
         return (claims, session)
