@@ -405,4 +405,25 @@ struct OAuthAttackTests {
             #expect(reply.header("cache-control") == "no-store")
         }
     }
+
+    /// A /v1 session's `client_id` is whatever the app named itself at login: naming a registered
+    /// client's id makes it neither that client's at introspection nor that client's to end.
+    @Test func aV1SessionNamedLikeAClientIsNotThatClients() async throws {
+        let oauth = try OAuthFixture()
+        let gateway = try oauth.addClient(confidential: true)
+        let trusted = try oauth.addClient()
+        _ = try await oauth.client.createAccount("mallory")
+        let posing = try await oauth.client.login("mallory", clientID: trusted.clientID)
+        let introspected = try await oauth.introspect(posing.accessToken, by: gateway)
+        #expect(introspected[member: "active"] == .bool(true))
+        #expect(introspected[member: "client_id"] == nil, "\(introspected)")
+        // A real token of that client says so.
+        let issued = try await oauth.tokens(trusted.clientID, username: "grace")
+        let real = try await oauth.introspect(try #require(issued[string: "access_token"]), by: gateway)
+        #expect(real[string: "client_id"] == trusted.clientID)
+        // Removing the client ends its sessions, not the /v1 session that borrowed its name.
+        try oauth.administration.removeClient(id: trusted.clientID)
+        #expect(try await oauth.client.send(API.me, token: posing.accessToken).status == 200)
+    }
+
 }

@@ -159,7 +159,9 @@ struct OAuthFlowTests {
         let v1 = try await oauth.client.login("erin")
         let v1Answer = try await oauth.introspect(v1.accessToken, by: gateway)
         #expect(v1Answer[member: "active"] == .bool(true))
-        #expect(v1Answer[string: "client_id"] == "app-1")
+        // No client_id: a /v1 session was issued to no OAuth client ("app-1" is the app's own name).
+        #expect(v1Answer[member: "client_id"] == nil)
+        #expect(v1Answer[string: "username"] == "erin")
         #expect(v1Answer[string: "token_type"] == "Bearer")
         // Unknown and random tokens: inactive, nothing else said.
         for token in ["x", String(repeating: "a", count: 43), access + "x"] {

@@ -197,7 +197,9 @@ extension Application {
                 return false
             }
             try revokeSessions(
-                connection, where: "client_id = ?", [.text(id)], reason: "client_removed", now: now)
+                connection, where: "scope IS NOT NULL AND client_id = ?", [.text(id)],
+                reason: "client_removed",
+                now: now)
             return true
         }
     }

@@ -10,7 +10,9 @@ import KeyboundWire
 private struct IntrospectedSession {
     let userID: String
     let username: String
-    let clientID: String
+    /// The OAuth client the session was issued to; nil for a /v1 session, whose `client_id` is
+    /// whatever the app named itself at login (it could name a registered client's id).
+    let oauthClientID: String?
     let scope: String?
     let createdAt: Date
     let revokedAt: Date?
@@ -21,9 +23,12 @@ extension IntrospectedSession: SQLRecord {
     static let columns = "s.user_id, u.username, s.client_id, s.scope, s.created_at, s.revoked_at, s.dpop_jkt"
 
     init(row: inout SQLRowReader) throws {
+        let userID = try row.text()
+        let username = try row.text()
+        let clientID = try row.text()
+        let scope = try row.optionalText()
         self.init(
-            userID: try row.text(), username: try row.text(), clientID: try row.text(),
-            scope: try row.optionalText(),
+            userID: userID, username: username, oauthClientID: scope == nil ? nil : clientID, scope: scope,
             createdAt: try row.date(), revokedAt: try row.optionalDate(), dpopJKT: try row.optionalText())
     }
 }
@@ -187,8 +192,9 @@ extension Application {
         var members = [
             JSONMember("active", .bool(true)), JSONMember("sub", .string(session.userID)),
             JSONMember("username", .string(session.username)),
-            JSONMember("client_id", .string(session.clientID)),
         ]
+        // RFC 7662 §2.2: the OAuth client the token was issued to; a /v1 token has none.
+        if let clientID = session.oauthClientID { members.append(JSONMember("client_id", .string(clientID))) }
         if let scope { members.append(JSONMember("scope", .string(scope))) }
         members.append(JSONMember("exp", .integer(Int(expiresAt.milliseconds / 1000))))
         if let issuedAt { members.append(JSONMember("iat", .integer(Int(issuedAt.milliseconds / 1000)))) }
@@ -221,7 +227,7 @@ extension Application {
                 try $0.queryOne(
                     StoredToken.self, "SELECT \(StoredToken.columns) FROM tokens t WHERE t.hash = ?",
                     [.text(TokenHash.of(token))])
-            }), try liveSession(stored.sessionID, at: context.now)?.clientID == client.id
+            }), try liveSession(stored.sessionID, at: context.now)?.oauthClientID == client.id
         {
             sessionID = stored.sessionID
         }
