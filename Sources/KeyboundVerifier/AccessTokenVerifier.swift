@@ -66,6 +66,7 @@ func wireDetail(_ error: any Error) -> String { (error as? WireError)?.detail ??
 /// The public keys an issuer signs with: its JWK Set, as `GET /oauth/jwks` serves it. Only P-256
 /// keys (ES256) are kept; others are passed over.
 public struct JWKS: Sendable, Hashable {
+    /// The set as KeyboundWire reads it.
     package let keySet: JWKSet
 
     /// Reads a JWK Set (`{"keys": [...]}`).

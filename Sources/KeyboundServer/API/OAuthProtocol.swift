@@ -92,7 +92,7 @@ extension HTTPResponse {
 }
 
 /// The parameters of an OAuth request: an `application/x-www-form-urlencoded` body (RFC 6749
-/// Appendix B), or a query string. A parameter without a value counts as left out, and one the
+/// Appendix B); the authorization endpoint reads its query with ``values(of:)-(HTTPRequest)``. A parameter without a value counts as left out, and one the
 /// endpoints read may not be given twice (RFC 6749 §3.1); others, unread, may (RFC 8707's
 /// `resource` is repeatable).
 struct OAuthParameters {
@@ -112,12 +112,6 @@ struct OAuthParameters {
     ///   repeated parameter.
     init(body request: HTTPRequest) throws {
         try self.init(Self.values(of: try Self.form(request)))
-    }
-
-    /// The query of `request` (already decoded by the HTTP layer).
-    /// - Throws: ``OAuthError`` `invalid_request` for a repeated parameter.
-    init(query request: HTTPRequest) throws {
-        try self.init(Self.values(of: request))
     }
 
     private init(_ parameters: (values: [String: String], repeated: Set<String>)) throws {

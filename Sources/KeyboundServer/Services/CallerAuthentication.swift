@@ -167,7 +167,8 @@ extension Application {
         }
     }
 
-    /// Looks the presented token up on `connection`: its access token unexpired, its session
+    /// Looks the presented token up on `connection`: its access token unexpired, its session a
+    /// /v1 one (an OAuth client's session has its own JWT access tokens, for OAuth's routes),
     /// neither revoked nor past its maximum age, and the session's device (if any) not revoked.
     /// (Revoking a device also ends its sessions; the device is checked too so that this stays
     /// the one rule.) A session bound to a DPoP key takes its token only with the DPoP scheme and
@@ -185,7 +186,7 @@ extension Application {
             SELECT \(AccessTokenRecord.columns)
             FROM tokens t JOIN sessions s ON s.id = t.session_id JOIN users u ON u.id = s.user_id
                 LEFT JOIN devices d ON d.id = s.device_id
-            WHERE t.hash = ? AND t.kind = 'access'
+            WHERE t.hash = ? AND t.kind = 'access' AND s.scope IS NULL
             """, [.text(presented.hash)])
         guard let row, row.expiresAt > context.now, row.sessionRevokedAt == nil, row.deviceRevokedAt == nil,
             context.now < sessionEnd(createdAt: row.sessionCreatedAt)

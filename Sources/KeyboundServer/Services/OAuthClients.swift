@@ -253,7 +253,8 @@ extension Application {
     }
 
     /// `private_key_jwt`: a JWT signed by one of the client's keys, `iss` and `sub` its id, `aud`
-    /// the token endpoint (or the issuer), unexpired, its `jti` never seen before.
+    /// the issuer, the token endpoint or the endpoint it is sent to (RFC 7523 §3), unexpired and
+    /// at most an hour away, its `jti` never seen before.
     private func clientWithAssertion(_ assertion: String, claimedID: String?, _ context: RequestContext)
         throws
         -> OAuthClient
