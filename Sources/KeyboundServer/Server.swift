@@ -83,6 +83,8 @@ public final class Server: Sendable {
     /// The API listener and, when configured, the metrics listener, while running.
     private let listeners = Locked<(api: HTTPDaemon, metrics: HTTPDaemon?)?>(nil)
     private let housekeeping = Locked<(any DispatchSourceTimer)?>(nil)
+    /// Sends webhook deliveries while running.
+    private let deliverer = Locked<WebhookDeliverer?>(nil)
 
     /// Opens the database and applies migrations. Does not listen yet.
     /// - Throws: ``ServerError`` when the database cannot be opened or migrated.
@@ -177,6 +179,9 @@ public final class Server: Sendable {
         timer.setEventHandler { [application] in application.purgeExpired() }
         timer.resume()
         housekeeping.withLock { $0 = timer }
+        let webhooks = WebhookDeliverer(application: application)
+        webhooks.start()
+        deliverer.withLock { $0 = webhooks }
         application.logger.log(
             .info, "listening",
             [
@@ -230,6 +235,10 @@ public final class Server: Sendable {
         }
         running.metrics?.stop(gracePeriod: 0)
         running.api.stop(gracePeriod: gracePeriod)
+        deliverer.withLock { deliverer in
+            defer { deliverer = nil }
+            return deliverer
+        }?.stop()
         application.logger.log(.info, "stopped")
         configuration.log.flush()
     }
