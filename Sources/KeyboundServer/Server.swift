@@ -31,6 +31,10 @@ public struct ServerError: Error, Sendable, CustomStringConvertible {
         public static let clientRefused = Kind(description: "clientRefused")
         /// An operator named an OAuth client that does not exist.
         public static let clientNotFound = Kind(description: "clientNotFound")
+        /// A webhook endpoint an operator tried to register was refused (its URL, its events).
+        public static let webhookRefused = Kind(description: "webhookRefused")
+        /// An operator named a webhook endpoint or delivery that does not exist.
+        public static let webhookNotFound = Kind(description: "webhookNotFound")
     }
 
     /// Which failure it is.

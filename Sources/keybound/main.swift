@@ -13,6 +13,7 @@ let rootUsage = """
       user      accounts and their devices on the server's database (user add, user devices)
       client    OAuth 2.0 / OpenID Connect clients on the server's database (client add, list, remove)
       keys      the OAuth signing keys on the server's database (keys rotate, keys list)
+      webhook   webhook endpoints and their deliveries (webhook add, list, remove, deliveries, retry)
 
     options:
       --version  print the version
@@ -38,6 +39,8 @@ case "client":
     status = ClientCommand.run(rest)
 case "keys":
     status = KeysCommand.run(rest)
+case "webhook":
+    status = WebhookCommand.run(rest)
 case "--version", "version":
     print("keybound \(keyboundVersion)")
     status = 0
