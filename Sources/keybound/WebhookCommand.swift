@@ -37,7 +37,10 @@ enum WebhookCommand {
                         : columns(
                             [["ID", "URL", "EVENTS", "REGISTERED"]]
                                 + endpoints.map {
-                                    [$0.id, $0.url, $0.events.joined(separator: ","), Timestamp.format($0.createdAt)]
+                                    [
+                                        $0.id, $0.url, $0.events.joined(separator: ","),
+                                        Timestamp.format($0.createdAt),
+                                    ]
                                 }, indent: 0),
                     notice: endpoints.isEmpty ? "no webhook endpoints" : nil)
             },
@@ -49,8 +52,9 @@ enum WebhookCommand {
                     text: "removed \(url); what it had not received is dropped")
             },
             OperatorCommand.Action(name: "deliveries", operands: .one("URL")) { invocation in
-                let deliveries = try WebhookAdministration(configuration: invocation.configuration).deliveries(
-                    url: invocation.operand ?? "")
+                let deliveries = try WebhookAdministration(configuration: invocation.configuration)
+                    .deliveries(
+                        url: invocation.operand ?? "")
                 return OperatorCommand.Outcome(
                     members: [JSONMember("deliveries", .array(deliveries.map { .object(json($0)) }))],
                     text: deliveries.isEmpty ? nil : table(deliveries),
@@ -109,7 +113,8 @@ enum WebhookCommand {
             JSONMember("id", .string(delivery.id)), JSONMember("webhook_id", .string(delivery.messageID)),
             JSONMember("type", .string(delivery.type)), JSONMember("status", .string(delivery.status)),
             JSONMember("created_at", .string(Timestamp.format(delivery.createdAt))),
-            JSONMember("next_attempt_at", delivery.nextAttemptAt.map { .string(Timestamp.format($0)) } ?? .null),
+            JSONMember(
+                "next_attempt_at", delivery.nextAttemptAt.map { .string(Timestamp.format($0)) } ?? .null),
             JSONMember(
                 "attempts",
                 .array(

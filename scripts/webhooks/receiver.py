@@ -34,6 +34,8 @@ log = open(log_path, "a", encoding="utf-8")
 
 
 class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # keeps connections alive, as Keybound's deliverer may
+
     def do_POST(self):
         body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
         headers = {name.lower(): value for name, value in self.headers.items()}
@@ -60,4 +62,6 @@ class Handler(BaseHTTPRequestHandler):
         pass
 
 
-ThreadingHTTPServer(("127.0.0.1", port), Handler).serve_forever()
+server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+print("listening", flush=True)
+server.serve_forever()

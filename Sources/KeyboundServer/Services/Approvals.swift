@@ -49,7 +49,8 @@ extension Application {
             try emit(
                 connection, now: context.now, .approvalRequested,
                 [
-                    JSONMember("approval_id", .string(approvalID)), JSONMember("user_id", .string(caller.userID)),
+                    JSONMember("approval_id", .string(approvalID)),
+                    JSONMember("user_id", .string(caller.userID)),
                     JSONMember("device_id", .string(device.id)), JSONMember("status", .string("pending")),
                     JSONMember("expires_at", .string(Timestamp.format(payload.expires))),
                     JSONMember("action", request.action.json),
@@ -106,7 +107,8 @@ extension Application {
                 ])
             guard decided == 1 else { return .refused(.challengeUsed) }
             try emitApprovalDecided(
-                connection, now: context.now, approvalID: approvalID, userID: caller.userID, deviceID: device.id,
+                connection, now: context.now, approvalID: approvalID, userID: caller.userID,
+                deviceID: device.id,
                 status: valid ? .approved : .failed, action: approval.stored.action)
             if let refusal { return .refused(refusal) }
             try audit(

@@ -31,7 +31,8 @@ extension Application {
     ) throws {
         // Every block that starts is an event, folded in the audit or not.
         try emitAudited(
-            connection, now: context.now, type, method: method, userID: userID, deviceID: deviceID, sessionID: nil,
+            connection, now: context.now, type, method: method, userID: userID, deviceID: deviceID,
+            sessionID: nil,
             details: [])
         var conditions = ["type = ?", "last_at >= ?"]
         var parameters: [SQLValue] = [
@@ -80,13 +81,15 @@ extension Application {
     /// nil for what an operator did on the server's own machine.
     func insertAuditEvent(
         _ connection: any SQLConnection, now: Date, clientAddress: String?, _ type: AuditEventType,
-        method: AuditMethod?, userID: String?, deviceID: String?, sessionID: String?, details: [JSONMember] = []
+        method: AuditMethod?, userID: String?, deviceID: String?, sessionID: String?,
+        details: [JSONMember] = []
     ) throws {
         try insertAuditRow(
             connection, now: now, clientAddress: clientAddress, type, method: method, userID: userID,
             deviceID: deviceID, sessionID: sessionID)
         try emitAudited(
-            connection, now: now, type, method: method, userID: userID, deviceID: deviceID, sessionID: sessionID,
+            connection, now: now, type, method: method, userID: userID, deviceID: deviceID,
+            sessionID: sessionID,
             details: details)
     }
 

@@ -81,7 +81,10 @@ extension Application {
             ]))
         try connection.execute(
             "INSERT INTO webhook_messages (id, type, created_at, body) VALUES (?, ?, ?, ?)",
-            [.text(messageID), .text(type.rawValue), .date(now), .text(String(decoding: body, as: UTF8.self))])
+            [
+                .text(messageID), .text(type.rawValue), .date(now),
+                .text(String(decoding: body, as: UTF8.self)),
+            ])
         for endpoint in endpoints {
             try connection.execute(
                 """

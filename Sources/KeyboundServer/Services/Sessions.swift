@@ -222,7 +222,8 @@ extension Application {
                 [
                     JSONMember("session_id", .string(try session.text(0))),
                     JSONMember("user_id", .string(try session.text(1))),
-                    JSONMember("client_id", .string(try session.text(2))), JSONMember("reason", .string(reason)),
+                    JSONMember("client_id", .string(try session.text(2))),
+                    JSONMember("reason", .string(reason)),
                 ])
         }
     }

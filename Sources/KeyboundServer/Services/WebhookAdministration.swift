@@ -110,7 +110,8 @@ extension Application {
     func removeWebhook(url: String) throws -> Bool {
         try database.write { connection in
             guard
-                let row = try connection.queryOne("SELECT id FROM webhook_endpoints WHERE url = ?", [.text(url)])
+                let row = try connection.queryOne(
+                    "SELECT id FROM webhook_endpoints WHERE url = ?", [.text(url)])
             else { return false }
             let id = SQLValue.text(try row.text(0))
             try connection.execute(
@@ -136,7 +137,8 @@ extension Application {
     func webhookDeliveries(url: String, limit: Int) throws -> [WebhookDeliveryInfo]? {
         try database.read { connection in
             guard
-                let row = try connection.queryOne("SELECT id FROM webhook_endpoints WHERE url = ?", [.text(url)])
+                let row = try connection.queryOne(
+                    "SELECT id FROM webhook_endpoints WHERE url = ?", [.text(url)])
             else { return nil }
             let deliveries = try connection.query(
                 """
@@ -220,7 +222,8 @@ public struct WebhookAdministration: Sendable {
     /// The latest `limit` deliveries to the endpoint at `url`, newest first.
     /// - Throws: ``ServerError`` `webhookNotFound`, `databaseUnreachable`.
     public func deliveries(url: String, limit: Int = 100) throws -> [WebhookDeliveryInfo] {
-        guard let deliveries = try refusing({ try application.webhookDeliveries(url: url, limit: limit) }) else {
+        guard let deliveries = try refusing({ try application.webhookDeliveries(url: url, limit: limit) })
+        else {
             throw ServerError(.webhookNotFound, "no webhook endpoint has the URL '\(url)'")
         }
         return deliveries

@@ -60,7 +60,8 @@ enum WebhookSignature {
 enum WebhookTarget {
     /// Why `url` cannot be a webhook target (its form), or nil when it can.
     static func formProblem(_ url: String) -> String? {
-        guard url.count <= 2048, let parsed = URLComponents(string: url), let scheme = parsed.scheme?.lowercased(),
+        guard url.count <= 2048, let parsed = URLComponents(string: url),
+            let scheme = parsed.scheme?.lowercased(),
             scheme == "https" || scheme == "http", let host = parsed.host, !host.isEmpty
         else { return "the URL must be http:// or https:// with a host" }
         if parsed.user != nil || parsed.password != nil { return "the URL must not carry a user or password" }
