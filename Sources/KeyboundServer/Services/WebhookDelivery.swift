@@ -219,7 +219,9 @@ final class WebhookDeliverer: Sendable {
                 group.leave()
             }
         }
-        group.wait()
+        // URLSession on Linux has been seen to miss a socket's events under load until a timer
+        // of its own fired: a task that has not called back by then is left to its lease.
+        _ = group.wait(timeout: .now() + .seconds(2 * WebhookSchedule.timeout))
         for (delivery, result, acknowledged) in outcomes.withLock({ $0 }) {
             do {
                 try record(delivery, result: result, acknowledged: acknowledged)
