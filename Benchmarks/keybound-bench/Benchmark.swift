@@ -38,9 +38,10 @@ final class Benchmark {
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         defer { removeDatabases(andFolder: true) }
         let started = nanoseconds()
-        if options.abuseOnly || options.housekeepingOnly {
+        if options.abuseOnly || options.housekeepingOnly || options.webhooksOnly {
             if options.abuseOnly { try measureAbuse() }
             if options.housekeepingOnly { try measureHousekeeping() }
+            if options.webhooksOnly { try measureWebhookLogins() }
             report.totalSeconds = seconds(since: started)
             return report
         }
@@ -53,6 +54,8 @@ final class Benchmark {
         try measureDeviceLoginsAndReads()
         removeDatabases()
         try measureGrowth(verifiesPerSecond: verify)
+        removeDatabases()
+        try measureWebhookLogins()
         removeDatabases()
         if options.postgres { try measurePostgres(verifiesPerSecond: verify) }
         try measureHousekeeping()

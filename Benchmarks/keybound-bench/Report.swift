@@ -102,6 +102,8 @@ struct Report {
     var housekeeping: HousekeepingNumbers?
     /// DPoP-bound `GET /v1/me` (issue 23, item 8).
     var dpopReads: DPoPNumbers?
+    /// Device logins with and without a webhook endpoint (issue 24, item 7).
+    var webhooks: WebhookNumbers?
     var totalSeconds = 0.0
 
     init(options: BenchOptions, cores: Int) {
@@ -373,7 +375,7 @@ struct Report {
                         "rotation_max_ms": Double(during.latencies.last ?? 0) / 1e6,
                     ]))
         }
-        return verdicts + dpopVerdicts + postgresVerdicts
+        return verdicts + dpopVerdicts + webhookVerdicts + postgresVerdicts
     }
 
     /// The abuse section's lines (slow senders and the request deadline).

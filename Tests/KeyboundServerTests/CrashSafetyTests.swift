@@ -482,12 +482,15 @@ struct CrashSafetyTests {
         // The receiver is back: what was retried while it was down is sent at once (`keybound
         // webhook retry`, instead of waiting out the backoff), the rest as it comes due.
         let receiver = try await WebhookReceiver(port: receiverPort, secret: endpoint.secret ?? "")
-        for delivery in try webhooks.deliveries(url: endpoint.url, limit: 100_000) where delivery.status != "delivered" {
+        for delivery in try webhooks.deliveries(url: endpoint.url, limit: 100_000)
+        where delivery.status != "delivered" {
             try webhooks.retry(deliveryID: delivery.id)
         }
         var pending: [WebhookDeliveryInfo] = []
         for _ in 0..<600 {
-            pending = try webhooks.deliveries(url: endpoint.url, limit: 100_000).filter { $0.status != "delivered" }
+            pending = try webhooks.deliveries(url: endpoint.url, limit: 100_000).filter {
+                $0.status != "delivered"
+            }
             if pending.isEmpty { break }
             try await Task.sleep(nanoseconds: 100_000_000)
         }
@@ -593,7 +596,10 @@ struct CrashSafetyTests {
                 "device.revoked", try ids(.deviceRevoked, "device_id"),
                 try column("SELECT id FROM devices WHERE revoked_at IS NOT NULL")
             ),
-            ("approval.requested", try ids(.approvalRequested, "approval_id"), try column("SELECT id FROM approvals")),
+            (
+                "approval.requested", try ids(.approvalRequested, "approval_id"),
+                try column("SELECT id FROM approvals")
+            ),
             (
                 "approval.decided approved", try ids(.approvalDecided, "approval_id", status: "approved"),
                 try column("SELECT id FROM approvals WHERE status = 'approved'")
@@ -608,14 +614,19 @@ struct CrashSafetyTests {
             ),
         ]
         for (name, events, changes) in expectations {
-            #expect(events.sorted() == changes.sorted(), "\(name): \(events.count) events, \(changes.count) changes")
+            #expect(
+                events.sorted() == changes.sorted(),
+                "\(name): \(events.count) events, \(changes.count) changes")
         }
         #expect(!messages.isEmpty)
         let received = Set(ledger.receivedEvents)
         let written = Set(messages.compactMap { $0[0] })
-        #expect(written.subtracting(received).isEmpty, "\(written.subtracting(received).count) events not received")
+        #expect(
+            written.subtracting(received).isEmpty,
+            "\(written.subtracting(received).count) events not received")
         #expect(received.subtracting(written).isEmpty)
         print(
-            "crash safety: \(messages.count) events, one per committed change; all received once the receiver was back")
+            "crash safety: \(messages.count) events, one per committed change; all received once the receiver was back"
+        )
     }
 }

@@ -140,31 +140,35 @@ extension Application {
                 let row = try connection.queryOne(
                     "SELECT id FROM webhook_endpoints WHERE url = ?", [.text(url)])
             else { return nil }
+            let endpoint = SQLValue.text(try row.text(0))
             let deliveries = try connection.query(
                 """
                 SELECT d.id, m.id, m.type, d.status, m.created_at, d.next_attempt_at
                 FROM webhook_deliveries d JOIN webhook_messages m ON m.id = d.message_id
                 WHERE d.endpoint_id = ? ORDER BY m.created_at DESC, d.id LIMIT ?
-                """, [.text(try row.text(0)), .integer(Int64(limit))])
+                """, [endpoint, .integer(Int64(limit))])
+            // Every attempt to the endpoint in one query, then each delivery's picked out.
+            var attempts: [String: [WebhookDeliveryInfo.Attempt]] = [:]
+            for attempt in try connection.query(
+                """
+                SELECT a.delivery_id, a.number, a.attempted_at, a.result FROM webhook_attempts a
+                JOIN webhook_deliveries d ON d.id = a.delivery_id WHERE d.endpoint_id = ? ORDER BY a.number
+                """, [endpoint])
+            {
+                attempts[try attempt.text(0), default: []].append(
+                    WebhookDeliveryInfo.Attempt(
+                        number: Int(try attempt.integer(1)), at: Date(milliseconds: try attempt.integer(2)),
+                        result: try attempt.text(3)))
+            }
             return try deliveries.map { delivery in
                 let id = try delivery.text(0)
-                let attempts = try connection.query(
-                    """
-                    SELECT number, attempted_at, result FROM webhook_attempts WHERE delivery_id = ?
-                    ORDER BY number
-                    """, [.text(id)]
-                ).map {
-                    WebhookDeliveryInfo.Attempt(
-                        number: Int(try $0.integer(0)), at: Date(milliseconds: try $0.integer(1)),
-                        result: try $0.text(2))
-                }
                 let status = try delivery.text(3)
                 return WebhookDeliveryInfo(
                     id: id, messageID: try delivery.text(1), type: try delivery.text(2), status: status,
                     createdAt: Date(milliseconds: try delivery.integer(4)),
                     nextAttemptAt: status == WebhookDeliveryStatus.pending.rawValue
                         ? Date(milliseconds: try delivery.integer(5)) : nil,
-                    attempts: attempts)
+                    attempts: attempts[id] ?? [])
             }
         }
     }

@@ -161,7 +161,7 @@ final class WebhookDeliverer: Sendable {
     private let stopped = DispatchSemaphore(value: 0)
     private let session: URLSession
     /// At most this many deliveries per claim, sent at once.
-    static let batch = 16
+    static let batch = 32
     /// How often an idle deliverer looks for due deliveries (retries, other instances' events).
     static let pollInterval = 1.0
 
@@ -222,14 +222,12 @@ final class WebhookDeliverer: Sendable {
         // URLSession on Linux has been seen to miss a socket's events under load until a timer
         // of its own fired: a task that has not called back by then is left to its lease.
         _ = group.wait(timeout: .now() + .seconds(2 * WebhookSchedule.timeout))
-        for (delivery, result, acknowledged) in outcomes.withLock({ $0 }) {
-            do {
-                try record(delivery, result: result, acknowledged: acknowledged)
-            } catch {
-                // The lease expires: the delivery is sent again.
-                application.logger.log(
-                    .warning, "webhook outcome not recorded", [("error", String(describing: error))])
-            }
+        do {
+            try record(outcomes.withLock { $0 })
+        } catch {
+            // The leases expire: the deliveries are sent again.
+            application.logger.log(
+                .warning, "webhook outcome not recorded", [("error", String(describing: error))])
         }
     }
 
@@ -311,42 +309,50 @@ final class WebhookDeliverer: Sendable {
         }.resume()
     }
 
-    /// Records an attempt and what follows: delivered; pending again after the schedule's delay;
-    /// failed past the window. Nothing when the lease was lost meanwhile (another instance holds
-    /// the delivery now, and records its own attempt).
-    private func record(_ delivery: Claimed, result: String, acknowledged: Bool) throws {
+    /// Records a batch's attempts, in one write, and what follows each: delivered; pending again
+    /// after the schedule's delay; failed past the window. Nothing for a delivery whose lease was
+    /// lost meanwhile (another instance holds it now, and records its own attempt).
+    private func record(_ outcomes: [(Claimed, String, Bool)]) throws {
         let now = application.clock.nowToTheMillisecond
-        let attempt = delivery.attempts + 1
         try application.database.write { connection in
-            let status: WebhookDeliveryStatus
-            var next = now
-            if acknowledged {
-                status = .delivered
-            } else {
-                next = now.adding(seconds: WebhookSchedule.delay(afterAttempt: Int(attempt)))
-                status =
-                    next > delivery.windowStart.adding(seconds: WebhookSchedule.window) ? .failed : .pending
+            for (delivery, result, acknowledged) in outcomes {
+                try record(delivery, result: result, acknowledged: acknowledged, now: now, connection)
             }
-            let updated = try connection.execute(
-                """
-                UPDATE webhook_deliveries SET status = ?, attempts = ?, next_attempt_at = ?, delivered_at = ?,
-                    lease_owner = NULL, lease_until = NULL
-                WHERE id = ? AND lease_owner = ? AND attempts = ?
-                """,
-                [
-                    .text(status.rawValue), .integer(attempt), .date(next), acknowledged ? .date(now) : .null,
-                    .text(delivery.id), .text(owner), .integer(delivery.attempts),
-                ])
-            guard updated == 1 else { return }
-            try connection.execute(
-                "INSERT INTO webhook_attempts (delivery_id, number, attempted_at, result) VALUES (?, ?, ?, ?)",
-                [.text(delivery.id), .integer(attempt), .date(now), .text(String(result.prefix(200)))])
         }
-        if !acknowledged {
+        for (delivery, result, acknowledged) in outcomes where !acknowledged {
             application.logger.log(
                 .warning, "webhook delivery failed",
-                [("delivery", delivery.id), ("attempt", Int(attempt)), ("result", result)])
+                [("delivery", delivery.id), ("attempt", Int(delivery.attempts + 1)), ("result", result)])
         }
+    }
+
+    /// Records one attempt of a batch (``record(_:)``).
+    private func record(
+        _ delivery: Claimed, result: String, acknowledged: Bool, now: Date, _ connection: any SQLConnection
+    ) throws {
+        let attempt = delivery.attempts + 1
+        let status: WebhookDeliveryStatus
+        var next = now
+        if acknowledged {
+            status = .delivered
+        } else {
+            next = now.adding(seconds: WebhookSchedule.delay(afterAttempt: Int(attempt)))
+            status = next > delivery.windowStart.adding(seconds: WebhookSchedule.window) ? .failed : .pending
+        }
+        let updated = try connection.execute(
+            """
+            UPDATE webhook_deliveries SET status = ?, attempts = ?, next_attempt_at = ?, delivered_at = ?,
+                lease_owner = NULL, lease_until = NULL
+            WHERE id = ? AND lease_owner = ? AND attempts = ?
+            """,
+            [
+                .text(status.rawValue), .integer(attempt), .date(next), acknowledged ? .date(now) : .null,
+                .text(delivery.id), .text(owner), .integer(delivery.attempts),
+            ])
+        guard updated == 1 else { return }
+        try connection.execute(
+            "INSERT INTO webhook_attempts (delivery_id, number, attempted_at, result) VALUES (?, ?, ?, ?)",
+            [.text(delivery.id), .integer(attempt), .date(now), .text(String(result.prefix(200)))])
     }
 }
 
