@@ -194,7 +194,9 @@ extension Application {
         if let issuedAt { members.append(JSONMember("iat", .integer(Int(issuedAt.milliseconds / 1000)))) }
         members.append(JSONMember("iss", .string(issuer)))
         // token_type is an access token's type (RFC 7662 §2.2, RFC 6749 §7.1): none for a refresh token.
-        if !isRefreshToken { members.append(JSONMember("token_type", .string(jkt == nil ? "Bearer" : "DPoP"))) }
+        if !isRefreshToken {
+            members.append(JSONMember("token_type", .string(jkt == nil ? "Bearer" : "DPoP")))
+        }
         if let jkt {
             members.append(JSONMember("cnf", .object([JSONMember("jkt", .string(jkt))])))
         }
