@@ -28,7 +28,8 @@ struct WebhookCommandTests {
         #expect(added["events"] as? [String] == ["device.bound", "session.revoked"])
 
         let list = try database.keybound(["webhook", "list"])
-        #expect(list.status == 0 && list.text.contains(url) && list.text.contains("device.bound,session.revoked"))
+        #expect(
+            list.status == 0 && list.text.contains(url) && list.text.contains("device.bound,session.revoked"))
         #expect(!list.text.contains(secret))
         let listed = try expectSuccess(try database.keybound(["webhook", "list", "--json"]))
         let endpoints = try #require(listed["webhooks"] as? [JSONObject])
@@ -45,14 +46,19 @@ struct WebhookCommandTests {
             ["webhook", "add", url, "--event", "device.bound", "--allow-private-webhooks"])
         #expect(twice.status == 1 && twice.stderr.contains("registered already"))
         let unknown = try database.keybound(
-            ["webhook", "add", "http://127.0.0.1:10/", "--event", "device.unknown", "--allow-private-webhooks"])
+            [
+                "webhook", "add", "http://127.0.0.1:10/", "--event", "device.unknown",
+                "--allow-private-webhooks",
+            ])
         #expect(unknown.status == 1 && unknown.stderr.contains("unknown event 'device.unknown'"))
 
         #expect(try database.keybound(["webhook", "remove", url]).status == 0)
         #expect(try database.keybound(["webhook", "remove", url]).status == 1)
         expectUsageError(
-            try database.keybound(["webhook", "add", url]), mentioning: "--event", command: "keybound webhook add")
+            try database.keybound(["webhook", "add", url]), mentioning: "--event",
+            command: "keybound webhook add")
         expectUsageError(
-            try database.keybound(["webhook", "send"]), mentioning: "unknown command", command: "keybound webhook")
+            try database.keybound(["webhook", "send"]), mentioning: "unknown command",
+            command: "keybound webhook")
     }
 }

@@ -626,7 +626,7 @@ struct CrashSafetyTests {
             "\(written.subtracting(received).count) events not received")
         #expect(received.subtracting(written).isEmpty)
         print(
-            "crash safety: \(messages.count) events, one per committed change; all received once the receiver was back"
+            "crash safety: \(messages.count) events checked against the committed changes and what the receiver got"
         )
     }
 }

@@ -62,6 +62,8 @@ class Handler(BaseHTTPRequestHandler):
         pass
 
 
+# A deeper listen queue than the default 5: the deliverer opens several connections at once.
+ThreadingHTTPServer.request_queue_size = 128
 server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
 print("listening", flush=True)
 server.serve_forever()

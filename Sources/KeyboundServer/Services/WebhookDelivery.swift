@@ -162,6 +162,8 @@ final class WebhookDeliverer: Sendable {
     private let session: URLSession
     /// At most this many deliveries per claim, sent at once.
     static let batch = 32
+    /// Connections to one receiver at once.
+    static let connectionsPerHost = 8
     /// How often an idle deliverer looks for due deliveries (retries, other instances' events).
     static let pollInterval = 1.0
 
@@ -170,7 +172,8 @@ final class WebhookDeliverer: Sendable {
         let configuration = URLSessionConfiguration.ephemeral
         configuration.timeoutIntervalForRequest = TimeInterval(WebhookSchedule.timeout)
         configuration.timeoutIntervalForResource = TimeInterval(WebhookSchedule.timeout)
-        configuration.httpMaximumConnectionsPerHost = Self.batch
+        // A few connections per receiver at once, not one per delivery of a batch.
+        configuration.httpMaximumConnectionsPerHost = Self.connectionsPerHost
         session = URLSession(configuration: configuration, delegate: RedirectRefusal(), delegateQueue: nil)
     }
 
