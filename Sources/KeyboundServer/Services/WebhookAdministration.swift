@@ -105,15 +105,18 @@ extension Application {
         }
     }
 
+    /// The id of the endpoint at `url`, if one is registered.
+    private func endpointID(_ connection: any SQLConnection, url: String) throws -> SQLValue? {
+        try connection.queryOne("SELECT id FROM webhook_endpoints WHERE url = ?", [.text(url)]).map {
+            .text(try $0.text(0))
+        }
+    }
+
     /// Removes the endpoint at `url` with its deliveries, sent or not.
     /// - Returns: false when no endpoint has that URL.
     func removeWebhook(url: String) throws -> Bool {
         try database.write { connection in
-            guard
-                let row = try connection.queryOne(
-                    "SELECT id FROM webhook_endpoints WHERE url = ?", [.text(url)])
-            else { return false }
-            let id = SQLValue.text(try row.text(0))
+            guard let id = try endpointID(connection, url: url) else { return false }
             try connection.execute(
                 """
                 DELETE FROM webhook_attempts WHERE delivery_id IN (
@@ -136,11 +139,7 @@ extension Application {
     /// - Returns: nil when no endpoint has that URL.
     func webhookDeliveries(url: String, limit: Int) throws -> [WebhookDeliveryInfo]? {
         try database.read { connection in
-            guard
-                let row = try connection.queryOne(
-                    "SELECT id FROM webhook_endpoints WHERE url = ?", [.text(url)])
-            else { return nil }
-            let endpoint = SQLValue.text(try row.text(0))
+            guard let endpoint = try endpointID(connection, url: url) else { return nil }
             let deliveries = try connection.query(
                 """
                 SELECT d.id, m.id, m.type, d.status, m.created_at, d.next_attempt_at
