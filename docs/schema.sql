@@ -228,6 +228,7 @@ CREATE TABLE webhook_messages (
     created_at BIGINT NOT NULL,
     body TEXT NOT NULL
 );
+CREATE INDEX webhook_messages_by_time ON webhook_messages (created_at);
 
 CREATE TABLE webhook_subscriptions (
     event_type TEXT NOT NULL,

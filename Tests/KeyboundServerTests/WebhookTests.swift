@@ -341,4 +341,31 @@ struct WebhookTests {
         }
         #expect(try database.read { try $0.query("SELECT id FROM webhook_messages", []).count } == 1)
     }
+    @Test("housekeeping deletes finished deliveries after the retention, and keeps pending ones")
+    func housekeepingDeletesFinishedDeliveries() async throws {
+        let (live, endpoint, port) = try Self.server(events: [.accountCreated])
+        let receiver = try await WebhookReceiver(port: port, secret: try #require(endpoint.secret))
+        _ = try await live.client.createAccount("alice")
+        _ = try await Self.waitForAttempts(1, try Self.administration(live), url: receiver.url)
+        receiver.stop()
+        _ = try await live.client.createAccount("bob")  // pending: its receiver is down
+        let application = try Application(configuration: live.server.configuration)
+        let database = try live.database.open()
+        func counts() throws -> [Int] {
+            try database.read { connection in
+                try ["webhook_messages", "webhook_deliveries", "webhook_attempts"].map { table in
+                    Int(try connection.queryOne("SELECT COUNT(*) FROM \(table)", [])?.integer(0) ?? -1)
+                }
+            }
+        }
+        _ = try await Self.waitForAttempts(1, try Self.administration(live), url: receiver.url)
+        application.purgeExpired()
+        #expect(try counts() == [2, 2, 2])
+        live.clock.advance(by: TimeInterval(live.server.configuration.retention + 1))
+        application.purgeExpired()
+        // Alice's delivery is gone with its attempt and event; Bob's waits for its receiver (the
+        // deliverer may have tried it once more meanwhile).
+        let left = try counts()
+        #expect(left[0] == 1 && left[1] == 1 && left[2] >= 1, "\(left)")
+    }
 }

@@ -324,6 +324,7 @@ package enum Migrations {
                     body TEXT NOT NULL
                 )
                 """,
+                "CREATE INDEX webhook_messages_by_time ON webhook_messages (created_at)",
                 """
                 CREATE TABLE webhook_deliveries (
                     id TEXT PRIMARY KEY,
