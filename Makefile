@@ -72,7 +72,8 @@ test-deps:
 	fi
 
 ## api-test-deps: python3 with venv, for schemathesis and the OIDC client libraries (scripts/fuzz-api.sh
-## and scripts/oidc-interop.sh install them into .build/); Debian's python3 makes venvs only with python3-venv
+## and scripts/oidc-interop.sh install them into .build/) and standardwebhooks (the webhook tests install
+## it into .build/webhooks); Debian's python3 makes venvs only with python3-venv
 api-test-deps:
 	@d=$$(mktemp -d); if ! python3 -m venv "$$d/venv" >/dev/null 2>&1; then \
 	  if [ "$(UNAME)" = Darwin ]; then brew install python3; \

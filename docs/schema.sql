@@ -187,3 +187,53 @@ CREATE TABLE users (
     created_at BIGINT NOT NULL,
     UNIQUE (username)
 );
+
+CREATE TABLE webhook_attempts (
+    delivery_id TEXT NOT NULL,
+    number BIGINT NOT NULL,
+    attempted_at BIGINT NOT NULL,
+    result TEXT NOT NULL,
+    PRIMARY KEY (delivery_id, number),
+    FOREIGN KEY (delivery_id) REFERENCES webhook_deliveries (id)
+);
+
+CREATE TABLE webhook_deliveries (
+    id TEXT PRIMARY KEY,
+    message_id TEXT NOT NULL,
+    endpoint_id TEXT NOT NULL,
+    status TEXT NOT NULL,
+    attempts BIGINT NOT NULL,
+    window_start BIGINT NOT NULL,
+    next_attempt_at BIGINT NOT NULL,
+    lease_owner TEXT,
+    lease_until BIGINT,
+    delivered_at BIGINT,
+    FOREIGN KEY (endpoint_id) REFERENCES webhook_endpoints (id),
+    FOREIGN KEY (message_id) REFERENCES webhook_messages (id)
+);
+CREATE INDEX webhook_deliveries_by_endpoint ON webhook_deliveries (endpoint_id);
+CREATE INDEX webhook_deliveries_by_message ON webhook_deliveries (message_id);
+CREATE INDEX webhook_deliveries_due ON webhook_deliveries (status, next_attempt_at);
+
+CREATE TABLE webhook_endpoints (
+    id TEXT PRIMARY KEY,
+    url TEXT NOT NULL,
+    secret TEXT NOT NULL,
+    created_at BIGINT NOT NULL,
+    UNIQUE (url)
+);
+
+CREATE TABLE webhook_messages (
+    id TEXT PRIMARY KEY,
+    type TEXT NOT NULL,
+    created_at BIGINT NOT NULL,
+    body TEXT NOT NULL
+);
+CREATE INDEX webhook_messages_by_time ON webhook_messages (created_at);
+
+CREATE TABLE webhook_subscriptions (
+    event_type TEXT NOT NULL,
+    endpoint_id TEXT NOT NULL,
+    PRIMARY KEY (event_type, endpoint_id),
+    FOREIGN KEY (endpoint_id) REFERENCES webhook_endpoints (id)
+);

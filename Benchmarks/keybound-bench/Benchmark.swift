@@ -38,7 +38,9 @@ final class Benchmark {
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         defer { removeDatabases(andFolder: true) }
         let started = nanoseconds()
-        if options.abuseOnly || options.housekeepingOnly || options.providerOnly {
+        if options.abuseOnly || options.housekeepingOnly || options.providerOnly
+            || options.webhooksOnly
+        {
             if options.providerOnly {
                 report.raw.verifiesPerSecond = try measureVerify()
                 try measureProvider()
@@ -46,6 +48,7 @@ final class Benchmark {
             }
             if options.abuseOnly { try measureAbuse() }
             if options.housekeepingOnly { try measureHousekeeping() }
+            if options.webhooksOnly { try measureWebhookLogins() }
             report.totalSeconds = seconds(since: started)
             return report
         }
@@ -58,6 +61,8 @@ final class Benchmark {
         try measureDeviceLoginsAndReads()
         removeDatabases()
         try measureGrowth(verifiesPerSecond: verify)
+        removeDatabases()
+        try measureWebhookLogins()
         removeDatabases()
         if options.postgres { try measurePostgres(verifiesPerSecond: verify) }
         try measureHousekeeping()

@@ -13,6 +13,8 @@ struct BenchOptions {
     /// `--oauth`: only issue 23's section (DPoP-bound reads, code exchanges, token-endpoint
     /// refreshes).
     var providerOnly = false
+    /// `--webhooks`: only device logins with and without a webhook endpoint.
+    var webhooksOnly = false
     /// Client threads (connections) for device logins, refreshes and the read comparison: enough
     /// requests in flight that a group commit has company while it waits for its sync.
     var concurrency = 64
@@ -31,7 +33,7 @@ struct BenchOptions {
     static let usage = """
         usage: keybound-bench [--quick] [--json] [--concurrency N] [--sqlite-synchronous full|normal]
                               [--growth-users N] [--sessions N] [--no-postgres] [--abuse]
-                              [--housekeeping] [--oauth]
+                              [--housekeeping] [--oauth] [--webhooks]
                keybound-bench --profile healthz|me|challenge|login|refresh|dpop-me N
 
           Measures the performance targets of docs/design.md against an in-process server on 127.0.0.1
@@ -49,6 +51,8 @@ struct BenchOptions {
                                   run on a throwaway cluster after SQLite's
           --abuse                 only the abuse section: normal clients under slow senders, the
                                   request deadline, unknown-user vs wrong-password login timing
+          --webhooks              only device logins with and without one webhook endpoint (each
+                                  login then emits session.revoked: its client's session replaced)
           --housekeeping          only the housekeeping section: the server's purge of 1.25M expired
                                   challenges and 100k ended sessions (250k and 20k with --quick), and
                                   the refresh rotations that wait for it meanwhile
@@ -85,6 +89,7 @@ struct BenchOptions {
             case "--abuse": options.abuseOnly = true
             case "--housekeeping": options.housekeepingOnly = true
             case "--oauth": options.providerOnly = true
+            case "--webhooks": options.webhooksOnly = true
             case "-h", "--help": options.help = true
             case "--concurrency": options.concurrency = try count(argument, 1...256)
             case "--growth-users": options.growthUsers = try count(argument, 1000...10_000_000)

@@ -104,6 +104,8 @@ struct Report {
     var dpopReads: DPoPNumbers?
     /// OAuth code exchanges and token-endpoint refreshes (issue 23, item 8).
     var oauth: OAuthNumbers?
+    /// Device logins with and without a webhook endpoint (issue 24, item 7).
+    var webhooks: WebhookNumbers?
     var totalSeconds = 0.0
 
     init(options: BenchOptions, cores: Int) {
@@ -380,7 +382,7 @@ struct Report {
                         "rotation_max_ms": Double(during.latencies.last ?? 0) / 1e6,
                     ]))
         }
-        return verdicts + dpopVerdicts + postgresVerdicts
+        return verdicts + dpopVerdicts + webhookVerdicts + postgresVerdicts
     }
 
     /// The abuse section's lines (slow senders and the request deadline).

@@ -19,6 +19,9 @@ final class Application: Sendable {
     /// The port the API listener is bound to, set when the server starts: the default passkey
     /// origin (``Configuration/origins``) names it.
     let listeningPort = Locked<UInt16?>(nil)
+    /// Signalled when a write that emitted events has committed: the webhook deliverer
+    /// (``WebhookDeliverer``) sends them at once instead of at its next poll.
+    let webhookWakeUp = DispatchSemaphore(value: 0)
     /// The listeners a request can arrive on; each has its own routes.
     enum Listener: Sendable {
         /// The API port (``Configuration/host``:``Configuration/port``).

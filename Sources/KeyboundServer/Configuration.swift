@@ -194,6 +194,12 @@ public struct Configuration: Sendable {
     /// bounded by their `iat` alone.
     public var dpopNonceLifetime: Int = 300
 
+    // MARK: Events (docs/webhooks.md)
+
+    /// Whether webhook endpoints may be on loopback, private, link-local or other non-public
+    /// addresses (default false: refused when added and when delivered to, against SSRF).
+    public var allowPrivateWebhooks: Bool = false
+
     /// Where the JSON-lines log goes (standard error).
     public var log: LogSink = .standardError
     /// The clock (tests inject one that moves only when they say).

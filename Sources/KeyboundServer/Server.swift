@@ -31,6 +31,10 @@ public struct ServerError: Error, Sendable, CustomStringConvertible {
         public static let clientRefused = Kind(description: "clientRefused")
         /// An operator named an OAuth client that does not exist.
         public static let clientNotFound = Kind(description: "clientNotFound")
+        /// A webhook endpoint an operator tried to register was refused (its URL, its events).
+        public static let webhookRefused = Kind(description: "webhookRefused")
+        /// An operator named a webhook endpoint or delivery that does not exist.
+        public static let webhookNotFound = Kind(description: "webhookNotFound")
     }
 
     /// Which failure it is.
@@ -83,6 +87,8 @@ public final class Server: Sendable {
     /// The API listener and, when configured, the metrics listener, while running.
     private let listeners = Locked<(api: HTTPDaemon, metrics: HTTPDaemon?)?>(nil)
     private let housekeeping = Locked<(any DispatchSourceTimer)?>(nil)
+    /// Sends webhook deliveries while running.
+    private let deliverer = Locked<WebhookDeliverer?>(nil)
 
     /// Opens the database and applies migrations. Does not listen yet.
     /// - Throws: ``ServerError`` when the database cannot be opened or migrated.
@@ -177,6 +183,9 @@ public final class Server: Sendable {
         timer.setEventHandler { [application] in application.purgeExpired() }
         timer.resume()
         housekeeping.withLock { $0 = timer }
+        let webhooks = WebhookDeliverer(application: application)
+        webhooks.start()
+        deliverer.withLock { $0 = webhooks }
         application.logger.log(
             .info, "listening",
             [
@@ -230,6 +239,10 @@ public final class Server: Sendable {
         }
         running.metrics?.stop(gracePeriod: 0)
         running.api.stop(gracePeriod: gracePeriod)
+        deliverer.withLock { deliverer in
+            defer { deliverer = nil }
+            return deliverer
+        }?.stop()
         application.logger.log(.info, "stopped")
         configuration.log.flush()
     }

@@ -142,7 +142,14 @@ enum ServeCommand {
                         ForwardedHeader.allCases, hint: " (the one your proxies write)", ignoringCase: true)),
             ]
         ),
+        ("events (docs/webhooks.md)", [allowPrivateWebhooks]),
     ]
+
+    /// `--allow-private-webhooks`, which `keybound webhook add` takes too: the same SSRF guard
+    /// refuses a private target when it is added and when it is delivered to.
+    static let allowPrivateWebhooks = ServeOption.flag(
+        "allow-private-webhooks", "webhooks may go to loopback and private addresses (SSRF guard off)",
+        \.allowPrivateWebhooks)
 
     /// `--db`, which the operator commands (`keybound user`, `client`, `keys`) take too.
     static let database = ServeOption.value(

@@ -14,6 +14,7 @@ let rootUsage = """
       client    OAuth 2.0 / OpenID Connect clients on the server's database (client add, list, remove)
       keys      the OAuth signing keys on the server's database (keys rotate, keys list)
       receipt   check an approval's receipt offline against the issuer's JWK Set (receipt verify)
+      webhook   webhook endpoints and their deliveries (webhook add, list, remove, deliveries, retry)
 
     options:
       --version  print the version
@@ -41,6 +42,8 @@ case "keys":
     status = KeysCommand.run(rest)
 case "receipt":
     status = ReceiptCommand.run(rest)
+case "webhook":
+    status = WebhookCommand.run(rest)
 case "--version", "version":
     print("keybound \(keyboundVersion)")
     status = 0

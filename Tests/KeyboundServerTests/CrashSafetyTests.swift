@@ -48,6 +48,8 @@ private struct Ledger {
     var approvals: [String: String] = [:]  // approval id → user id
     var approvalsSent = 0
     var confirmed: [Confirmed] = []
+    /// The webhook-ids the receiver verified once it was back, after the last kill.
+    var receivedEvents: [String] = []
 
     /// Acknowledged writes: each a row (or a change of one) that must be there afterwards.
     var acknowledged: Int {
@@ -346,6 +348,11 @@ private final class SuperuserPostgres: CheckedDatabase {
 /// docs/design.md, "Durability": "a 2xx means it is committed: kill -9 at any instant loses
 /// nothing that was acknowledged". `keybound serve` runs as a real process under load from many
 /// clients and is killed with SIGKILL at random moments, then restarted on the same database.
+///
+/// Events too (docs/webhooks.md): a webhook endpoint takes every event type, and its receiver is
+/// down through every kill. Afterwards each committed change has its event in the outbox and each
+/// event its committed change (the same ids, once each), and once the receiver is back it gets
+/// every event, verified by `standardwebhooks`.
 @Suite("Crash safety", .serialized)
 struct CrashSafetyTests {
     static let rounds = 8
@@ -409,8 +416,18 @@ struct CrashSafetyTests {
     ) async throws -> Ledger {
         let arguments = [
             "--db", databaseURL, "--server-id", "crash", "--signup-limit", "0", "--address-failure-limit",
-            "0",
+            "0", "--allow-private-webhooks",
         ]
+        // A receiver that is down until every kill is over.
+        var operatorSettings = Configuration()
+        operatorSettings.databaseURL = databaseURL
+        operatorSettings.databasePassword = environment["KEYBOUND_DB_PASSWORD"]
+        operatorSettings.allowPrivateWebhooks = true
+        operatorSettings.log = .discard
+        let webhooks = try WebhookAdministration(configuration: operatorSettings)
+        let receiverPort = try WebhookReceiver.freePort()
+        let endpoint = try webhooks.add(
+            url: WebhookReceiver.url(receiverPort), events: WebhookEventType.known.map(\.rawValue))
         var random = SeededGenerator(seed: seed)
         let ledger = Locked(Ledger())
         let apps = (0..<clients).map { CrashClient(username: "user\($0)", seed: seed &+ UInt64($0) &+ 1) }
@@ -462,8 +479,30 @@ struct CrashSafetyTests {
             let replay = try await client.send(API.refresh, RefreshRequest(refreshToken: token))
             #expect(replay.status == 401, "\(replay.text)")
         }
+        // The receiver is back: what was retried while it was down is sent at once (`keybound
+        // webhook retry`, instead of waiting out the backoff), the rest as it comes due.
+        let receiver = try await WebhookReceiver(port: receiverPort, secret: endpoint.secret ?? "")
+        for delivery in try webhooks.deliveries(url: endpoint.url, limit: 100_000)
+        where delivery.status != "delivered" {
+            try webhooks.retry(deliveryID: delivery.id)
+        }
+        var pending: [WebhookDeliveryInfo] = []
+        for _ in 0..<600 {
+            pending = try webhooks.deliveries(url: endpoint.url, limit: 100_000).filter {
+                $0.status != "delivered"
+            }
+            if pending.isEmpty { break }
+            try await Task.sleep(nanoseconds: 100_000_000)
+        }
+        #expect(pending.isEmpty, "not delivered after the receiver came back: \(pending)")
+        let received = try receiver.deliveries()
+        #expect(received.allSatisfy { $0.verified && $0.status == 200 })
+        receiver.stop()
         #expect(server.kill(SIGTERM) == 0)
-        ledger.withLock { $0.loginsSent += managers.count }
+        ledger.withLock {
+            $0.loginsSent += managers.count
+            $0.receivedEvents = received.map(\.id)
+        }
         print(
             "crash safety (\(engine)): \(rounds) kills, \(state.acknowledged) acknowledged writes verified "
                 + "(\(state.sessions.count) logins, \(state.rotatedRefreshTokens.count) refreshes, "
@@ -533,5 +572,61 @@ struct CrashSafetyTests {
         #expect(
             try database.count("SELECT COUNT(*) FROM audit_events WHERE type = 'approval_confirmed'")
                 == approvals.filter { $0[2] == "approved" }.count)
+
+        try checkEvents(database, ledger)
+    }
+
+    /// The outbox holds one event per committed change, and none for a change that is not
+    /// there; the receiver, once back, got every one of them.
+    private static func checkEvents(_ database: some CheckedDatabase, _ ledger: Ledger) throws {
+        let messages = try database.rows("SELECT id, type, body FROM webhook_messages")
+        func ids(_ type: WebhookEventType, _ member: String, status: String? = nil) throws -> [String] {
+            try messages.filter { $0[1] == type.rawValue }.compactMap { row in
+                let body = try JSON.parse(Data((row[2] ?? "").utf8))
+                let data = OpenAPISpec.member(body, "data") ?? .null
+                if let status, OpenAPISpec.string(OpenAPISpec.member(data, "status")) != status { return nil }
+                return OpenAPISpec.string(OpenAPISpec.member(data, member))
+            }
+        }
+        func column(_ sql: String) throws -> [String] { try database.rows(sql).compactMap { $0[0] } }
+        let expectations: [(String, [String], [String])] = [
+            ("account.created", try ids(.accountCreated, "user_id"), try column("SELECT id FROM users")),
+            ("device.bound", try ids(.deviceBound, "device_id"), try column("SELECT id FROM devices")),
+            (
+                "device.revoked", try ids(.deviceRevoked, "device_id"),
+                try column("SELECT id FROM devices WHERE revoked_at IS NOT NULL")
+            ),
+            (
+                "approval.requested", try ids(.approvalRequested, "approval_id"),
+                try column("SELECT id FROM approvals")
+            ),
+            (
+                "approval.decided approved", try ids(.approvalDecided, "approval_id", status: "approved"),
+                try column("SELECT id FROM approvals WHERE status = 'approved'")
+            ),
+            (
+                "approval.decided failed", try ids(.approvalDecided, "approval_id", status: "failed"),
+                try column("SELECT id FROM approvals WHERE status = 'failed'")
+            ),
+            (
+                "session.revoked", try ids(.sessionRevoked, "session_id"),
+                try column("SELECT id FROM sessions WHERE revoked_at IS NOT NULL")
+            ),
+        ]
+        for (name, events, changes) in expectations {
+            #expect(
+                events.sorted() == changes.sorted(),
+                "\(name): \(events.count) events, \(changes.count) changes")
+        }
+        #expect(!messages.isEmpty)
+        let received = Set(ledger.receivedEvents)
+        let written = Set(messages.compactMap { $0[0] })
+        #expect(
+            written.subtracting(received).isEmpty,
+            "\(written.subtracting(received).count) events not received")
+        #expect(received.subtracting(written).isEmpty)
+        print(
+            "crash safety: \(messages.count) events checked against the committed changes and what the receiver got"
+        )
     }
 }

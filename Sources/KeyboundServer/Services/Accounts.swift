@@ -21,7 +21,9 @@ extension Application {
                 let userID = try insertAccount(
                     connection, username: request.username, passwordHash: hash, now: context.now)
             else { throw APIError.usernameTaken }
-            try audit(connection, context, .accountCreated, userID: userID)
+            try audit(
+                connection, context, .accountCreated, userID: userID,
+                details: [JSONMember("username", .string(request.username.rawValue))])
             return userID
         }
         return CreateAccountResponse(userID: userID)

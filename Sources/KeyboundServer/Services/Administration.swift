@@ -23,7 +23,7 @@ extension Application {
             else { throw APIError.usernameTaken }
             try insertAuditEvent(
                 connection, now: now, clientAddress: nil, .accountCreated, method: .operator, userID: userID,
-                deviceID: nil, sessionID: nil)
+                deviceID: nil, sessionID: nil, details: [JSONMember("username", .string(username.rawValue))])
             return userID
         }
     }

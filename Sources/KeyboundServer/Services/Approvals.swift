@@ -46,6 +46,15 @@ extension Application {
             try audit(
                 connection, context, .approvalCreated, userID: caller.userID, deviceID: device.id,
                 sessionID: caller.sessionID)
+            try emit(
+                connection, now: context.now, .approvalRequested,
+                [
+                    JSONMember("approval_id", .string(approvalID)),
+                    JSONMember("user_id", .string(caller.userID)),
+                    JSONMember("device_id", .string(device.id)), JSONMember("status", .string("pending")),
+                    JSONMember("expires_at", .string(Timestamp.format(payload.expires))),
+                    JSONMember("action", request.action.json),
+                ])
             return payload
         }
         return ApprovalChallengeResponse(
@@ -105,6 +114,10 @@ extension Application {
                     .text(ApprovalStatus.pending.rawValue),
                 ])
             guard decided == 1 else { return .refused(.challengeUsed) }
+            try emitApprovalDecided(
+                connection, now: decidedAt, approvalID: approvalID, userID: caller.userID,
+                deviceID: device.id,
+                status: valid ? .approved : .failed, action: approval.stored.action, receipt: receipt)
             if let refusal { return .refused(refusal) }
             try audit(
                 connection, context, .approvalConfirmed, userID: caller.userID, deviceID: device.id,

@@ -6,14 +6,16 @@ extension Application {
     /// last one folds into its row; after a quieter hour a new row starts.
     static let auditFoldWindow = 3600
 
-    /// Records an audit event in the current transaction. Never pass a secret here.
+    /// Records an audit event in the current transaction, with the webhook event it reports
+    /// (``AuditEventType/webhookEvent``), whose data `details` completes. Never pass a secret here.
     func audit(
         _ connection: any SQLConnection, _ context: RequestContext, _ type: AuditEventType,
-        method: AuditMethod? = nil, userID: String? = nil, deviceID: String? = nil, sessionID: String? = nil
+        method: AuditMethod? = nil, userID: String? = nil, deviceID: String? = nil, sessionID: String? = nil,
+        details: [JSONMember] = []
     ) throws {
         try insertAuditEvent(
             connection, now: context.now, clientAddress: context.clientAddress.text, type, method: method,
-            userID: userID, deviceID: deviceID, sessionID: sessionID)
+            userID: userID, deviceID: deviceID, sessionID: sessionID, details: details)
     }
 
     /// Records a refusal (a failed login, a lockout) in the current transaction, folded: when the
@@ -27,6 +29,11 @@ extension Application {
         _ connection: any SQLConnection, _ context: RequestContext, _ type: AuditEventType,
         method: AuditMethod? = nil, userID: String? = nil, deviceID: String? = nil
     ) throws {
+        // Every block that starts is an event, folded in the audit or not.
+        try emitAudited(
+            connection, now: context.now, type, method: method, userID: userID, deviceID: deviceID,
+            sessionID: nil,
+            details: [])
         var conditions = ["type = ?", "last_at >= ?"]
         var parameters: [SQLValue] = [
             .text(type.rawValue), .date(context.now.adding(seconds: -Self.auditFoldWindow)),
@@ -50,7 +57,7 @@ extension Application {
             ORDER BY last_at DESC LIMIT 1
             """, parameters)
         guard let existing else {
-            try insertAuditEvent(
+            try insertAuditRow(
                 connection, now: context.now, clientAddress: context.clientAddress.text, type, method: method,
                 userID: userID, deviceID: deviceID, sessionID: nil)
             return
@@ -69,9 +76,25 @@ extension Application {
         }
     }
 
-    /// Inserts one audit row (count 1) and logs it. `clientAddress` is nil for what an operator
-    /// did on the server's own machine.
+    /// Inserts one audit row (count 1), logs it, and emits the webhook event it reports
+    /// (``emitAudited(_:now:_:method:userID:deviceID:sessionID:details:)``). `clientAddress` is
+    /// nil for what an operator did on the server's own machine.
     func insertAuditEvent(
+        _ connection: any SQLConnection, now: Date, clientAddress: String?, _ type: AuditEventType,
+        method: AuditMethod?, userID: String?, deviceID: String?, sessionID: String?,
+        details: [JSONMember] = []
+    ) throws {
+        try insertAuditRow(
+            connection, now: now, clientAddress: clientAddress, type, method: method, userID: userID,
+            deviceID: deviceID, sessionID: sessionID)
+        try emitAudited(
+            connection, now: now, type, method: method, userID: userID, deviceID: deviceID,
+            sessionID: sessionID,
+            details: details)
+    }
+
+    /// Inserts one audit row (count 1) and logs it.
+    private func insertAuditRow(
         _ connection: any SQLConnection, now: Date, clientAddress: String?, _ type: AuditEventType,
         method: AuditMethod?, userID: String?, deviceID: String?, sessionID: String?
     ) throws {

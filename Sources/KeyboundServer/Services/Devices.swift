@@ -151,7 +151,11 @@ extension Application {
             }
             try audit(
                 connection, context, .deviceBound, method: attestation == nil ? nil : .appAttest,
-                userID: caller.userID, deviceID: deviceID, sessionID: caller.sessionID)
+                userID: caller.userID, deviceID: deviceID, sessionID: caller.sessionID,
+                details: [
+                    JSONMember("name", .string(request.name)),
+                    JSONMember("key_protection", .string(request.keyProtection.rawValue)),
+                ])
         }
         return BindDeviceResponse(deviceID: deviceID)
     }

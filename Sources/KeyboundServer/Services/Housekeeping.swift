@@ -26,8 +26,9 @@ extension Application {
     /// what its first use opened), tokens past their expiry (a used refresh token is kept until then, for
     /// reuse detection), throttle entries that block nothing and whose failures are stale, and,
     /// after ``Configuration/retention``, ended sessions with all their tokens and expired
-    /// approvals. Audit events are kept. Every statement deletes at most ``purgeBatchSize`` rows,
-    /// found through an index, in a write of its own.
+    /// approvals, and webhook deliveries finished (delivered or failed; their attempts, and the
+    /// events no delivery still needs). Audit events are kept. Every statement deletes at most
+    /// ``purgeBatchSize`` rows, found through an index, in a write of its own.
     ///
     /// A session has ended when it was revoked (logout, replaced, reuse, device revoked) or reached
     /// ``Configuration/sessionMaxAge``. Until the retention has passed, its row (client, method,
@@ -59,6 +60,21 @@ extension Application {
             try deleteEndedSessions(
                 where: "revoked_at < ? OR created_at < ?", [.date(retained), .date(createdBefore)], &report)
             try deleteInBatches("approvals", key: "id", where: "expires_at < ?", [.date(retained)], &report)
+            // Webhook deliveries finished (delivered or failed) before the retention, their
+            // attempts first, then the events no delivery needs any more.
+            let finished = "status IN ('delivered', 'failed') AND next_attempt_at < ?"
+            try deleteInBatches(
+                "webhook_attempts", key: "delivery_id",
+                where: "delivery_id IN (SELECT id FROM webhook_deliveries WHERE \(finished))",
+                [.date(retained)],
+                &report)
+            try deleteInBatches("webhook_deliveries", key: "id", where: finished, [.date(retained)], &report)
+            try deleteInBatches(
+                "webhook_messages", key: "id",
+                where: """
+                    created_at < ? AND NOT EXISTS (
+                        SELECT 1 FROM webhook_deliveries d WHERE d.message_id = webhook_messages.id)
+                    """, [.date(retained)], &report)
             try deleteInBatches(
                 "throttles", key: "scope",
                 where: """

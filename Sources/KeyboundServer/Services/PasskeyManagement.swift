@@ -40,7 +40,8 @@ extension Application {
                 connection, where: "passkey_id = ?", [.text(passkeyID)], reason: "passkey_removed",
                 now: context.now)
             try audit(
-                connection, context, .passkeyRemoved, userID: caller.userID, sessionID: caller.sessionID)
+                connection, context, .passkeyRemoved, userID: caller.userID, sessionID: caller.sessionID,
+                details: [JSONMember("passkey_id", .string(passkeyID))])
         }
         return NoBody()
     }

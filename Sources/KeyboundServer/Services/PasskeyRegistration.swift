@@ -123,7 +123,9 @@ extension Application {
                         now: context.now)
                         != nil
                 else { throw APIError.usernameTaken }
-                try audit(connection, context, .accountCreated, method: .passkey, userID: userID)
+                try audit(
+                    connection, context, .accountCreated, method: .passkey, userID: userID,
+                    details: [JSONMember("username", .string(username))])
                 guard
                     let passkeyID = try insertPasskey(
                         connection, context, registration, userID: userID, sessionID: nil)
@@ -165,7 +167,7 @@ extension Application {
         guard inserted == 1 else { return nil }
         try audit(
             connection, context, .passkeyRegistered, method: .passkey,
-            userID: userID, sessionID: sessionID)
+            userID: userID, sessionID: sessionID, details: [JSONMember("passkey_id", .string(passkeyID))])
         return passkeyID
     }
 }

@@ -101,13 +101,27 @@ extension Application {
     }
 
     /// Revokes every live session matching `condition`; their tokens stop working at once.
+    /// Each is a `session.revoked` event, with `reason`.
     func revokeSessions(
         _ connection: any SQLConnection, where condition: String, _ parameters: [SQLValue], reason: String,
         now: Date
     ) throws {
-        try connection.execute(
-            "UPDATE sessions SET revoked_at = ?, revoke_reason = ? WHERE revoked_at IS NULL AND \(condition)",
+        let revoked = try connection.query(
+            """
+            UPDATE sessions SET revoked_at = ?, revoke_reason = ? WHERE revoked_at IS NULL AND \(condition)
+            RETURNING id, user_id, client_id
+            """,
             [.date(now), .text(reason)] + parameters)
+        for session in revoked {
+            try emit(
+                connection, now: now, .sessionRevoked,
+                [
+                    JSONMember("session_id", .string(try session.text(0))),
+                    JSONMember("user_id", .string(try session.text(1))),
+                    JSONMember("client_id", .string(try session.text(2))),
+                    JSONMember("reason", .string(reason)),
+                ])
+        }
     }
 
     /// When a session created at `createdAt` ends for good (``Configuration/sessionMaxAge``),

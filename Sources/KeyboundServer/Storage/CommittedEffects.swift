@@ -42,6 +42,8 @@ struct CommittedEffects: Database {
 
     var readsInProcess: Bool { base.readsInProcess }
 
+    var skipLockedRows: String { base.skipLockedRows }
+
     @discardableResult
     func migrate<T>(_ body: (any SQLConnection) throws -> T) throws -> T { try base.migrate(body) }
 }

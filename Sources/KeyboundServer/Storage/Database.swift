@@ -152,9 +152,17 @@ package protocol Database: Sendable {
     /// mode: readers never wait for the writer). Quick reads may then run on an HTTP thread. No
     /// default: a wrapper must pass on what it wraps.
     var readsInProcess: Bool { get }
+    /// What a `SELECT` in a write ends with to lock the rows it returns and pass over those
+    /// another transaction holds (`FOR UPDATE SKIP LOCKED` on PostgreSQL), so that N instances
+    /// claim different rows at once; empty where one writer at a time keeps claims apart already
+    /// (SQLite).
+    var skipLockedRows: String { get }
 }
 
 extension Database {
+    /// One writer at a time keeps claims apart (SQLite).
+    package var skipLockedRows: String { "" }
+
     /// One writer at a time already keeps migrations apart (SQLite).
     @discardableResult
     package func migrate<T>(_ body: (any SQLConnection) throws -> T) throws -> T { try write(body) }

@@ -301,6 +301,66 @@ package enum Migrations {
                 "ALTER TABLE approvals ADD COLUMN receipt TEXT"
             ]
         ),
+        (
+            11,
+            [
+                // Events (docs/webhooks.md): the endpoints operators register and the event
+                // types each takes; the outbox, one message per event, written in the
+                // transaction of the change it reports, and one delivery of it per endpoint,
+                // leased by the instance sending it; and every attempt, for
+                // `keybound webhook deliveries`.
+                """
+                CREATE TABLE webhook_endpoints (
+                    id TEXT PRIMARY KEY,
+                    url TEXT NOT NULL UNIQUE,
+                    secret TEXT NOT NULL,
+                    created_at BIGINT NOT NULL
+                )
+                """,
+                """
+                CREATE TABLE webhook_subscriptions (
+                    event_type TEXT NOT NULL,
+                    endpoint_id TEXT NOT NULL REFERENCES webhook_endpoints (id),
+                    PRIMARY KEY (event_type, endpoint_id)
+                )
+                """,
+                """
+                CREATE TABLE webhook_messages (
+                    id TEXT PRIMARY KEY,
+                    type TEXT NOT NULL,
+                    created_at BIGINT NOT NULL,
+                    body TEXT NOT NULL
+                )
+                """,
+                "CREATE INDEX webhook_messages_by_time ON webhook_messages (created_at)",
+                """
+                CREATE TABLE webhook_deliveries (
+                    id TEXT PRIMARY KEY,
+                    message_id TEXT NOT NULL REFERENCES webhook_messages (id),
+                    endpoint_id TEXT NOT NULL REFERENCES webhook_endpoints (id),
+                    status TEXT NOT NULL,
+                    attempts BIGINT NOT NULL,
+                    window_start BIGINT NOT NULL,
+                    next_attempt_at BIGINT NOT NULL,
+                    lease_owner TEXT,
+                    lease_until BIGINT,
+                    delivered_at BIGINT
+                )
+                """,
+                "CREATE INDEX webhook_deliveries_due ON webhook_deliveries (status, next_attempt_at)",
+                "CREATE INDEX webhook_deliveries_by_endpoint ON webhook_deliveries (endpoint_id)",
+                "CREATE INDEX webhook_deliveries_by_message ON webhook_deliveries (message_id)",
+                """
+                CREATE TABLE webhook_attempts (
+                    delivery_id TEXT NOT NULL REFERENCES webhook_deliveries (id),
+                    number BIGINT NOT NULL,
+                    attempted_at BIGINT NOT NULL,
+                    result TEXT NOT NULL,
+                    PRIMARY KEY (delivery_id, number)
+                )
+                """,
+            ]
+        ),
     ]
 
     /// The newest version: the highest, wherever it stands in ``all``.

@@ -51,6 +51,9 @@ package final class PostgresDatabase: Database {
     /// A read is a round trip to the PostgreSQL server, and may wait for a pooled connection.
     package var readsInProcess: Bool { false }
 
+    /// Row locks that concurrent claimers skip: each instance claims rows no other holds.
+    package var skipLockedRows: String { "FOR UPDATE SKIP LOCKED" }
+
     /// Time bounds and pool size.
     struct Limits: Sendable {
         /// Seconds to establish a connection (libpq's `connect_timeout`, at least 2).
