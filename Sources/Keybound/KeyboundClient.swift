@@ -340,6 +340,22 @@ public actor KeyboundClient {
             parameters: [try pathSegment(approvalID)])
     }
 
+    /// The user's approvals waiting for a decision, newest first (`GET /v1/approvals?status=pending`).
+    /// Each carries the payload its device must sign; show what the payload says
+    /// (``TransactionApproval/pending()`` checks and parses it).
+    public func pendingApprovals() async throws -> [PendingApprovalInfo] {
+        let response: PendingApprovalListResponse = try await authorized(
+            API.listApprovals, query: [URLQueryItem(name: "status", value: ApprovalStatus.pending.rawValue)])
+        return response.approvals
+    }
+
+    /// Refuses a pending approval: it can never be approved afterwards.
+    /// - Throws: ``KeyboundError`` with the server's `challenge_used` once it was decided,
+    ///   `challenge_expired` after it expired.
+    public func denyApproval(_ approvalID: String) async throws -> ApprovalResponse {
+        try await authorized(API.denyApproval, parameters: [try pathSegment(approvalID)])
+    }
+
     /// An approval's state.
     public func approval(_ approvalID: String) async throws -> ApprovalResponse {
         try await authorized(API.approvalStatus, parameters: [try pathSegment(approvalID)])
@@ -462,27 +478,29 @@ public actor KeyboundClient {
     /// Sends `body` to `endpoint` with the session's access token, refreshing it first when it
     /// expired, and once more when the server refused it.
     private func authorized<Request, Response>(
-        _ endpoint: Endpoint<Request, Response>, _ body: Request, parameters: [String] = []
+        _ endpoint: Endpoint<Request, Response>, _ body: Request, parameters: [String] = [],
+        query: [URLQueryItem] = []
     ) async throws -> Response {
         let token = try await accessToken(forceRefresh: false)
         do {
             return try await send(
-                endpoint, body, parameters: parameters, credential: .accessToken(token, sessionKey))
+                endpoint, body, parameters: parameters, query: query,
+                credential: .accessToken(token, sessionKey))
         } catch let error as KeyboundError where error.serverCode == .tokenInvalid {
             // The server no longer takes this token (expired by its clock): refresh once, retry once.
             guard let current = session else { throw KeyboundError(.sessionExpired, message: error.message) }
             let fresh = current.accessToken == token ? try await refreshOnce(replacing: current) : current
             return try await send(
-                endpoint, body, parameters: parameters,
+                endpoint, body, parameters: parameters, query: query,
                 credential: .accessToken(fresh.accessToken, sessionKey))
         }
     }
 
-    /// ``authorized(_:_:parameters:)`` for a route whose request has no body.
-    private func authorized<Response>(_ endpoint: Endpoint<NoBody, Response>, parameters: [String] = [])
-        async throws -> Response
-    {
-        try await authorized(endpoint, NoBody(), parameters: parameters)
+    /// ``authorized(_:_:parameters:query:)`` for a route whose request has no body.
+    private func authorized<Response>(
+        _ endpoint: Endpoint<NoBody, Response>, parameters: [String] = [], query: [URLQueryItem] = []
+    ) async throws -> Response {
+        try await authorized(endpoint, NoBody(), parameters: parameters, query: query)
     }
 
     // MARK: - HTTP
@@ -508,12 +526,12 @@ public actor KeyboundClient {
 
     private func send<Request, Response>(
         _ endpoint: Endpoint<Request, Response>, _ body: Request, parameters: [String] = [],
-        credential: Credential = .none
+        query: [URLQueryItem] = [], credential: Credential = .none
     ) async throws -> Response {
         let method = endpoint.method.rawValue
         let path = endpoint.path(parameters)
         let url = baseURL.appendingPathComponent(String(path.dropFirst()))
-        var request = URLRequest(url: url)
+        var request = URLRequest(url: query.isEmpty ? url : url.appending(queryItems: query))
         request.httpMethod = method
         request.setValue("application/json", forHTTPHeaderField: "Accept")
         if Request.self != NoBody.self {
@@ -554,7 +572,11 @@ public actor KeyboundClient {
     ) {
         var request = request
         let method = request.httpMethod ?? "GET"
-        let target = request.url?.absoluteString ?? ""
+        // `htu`: the target URI without query and fragment (RFC 9449 §4.2).
+        var components = request.url.flatMap { URLComponents(url: $0, resolvingAgainstBaseURL: true) }
+        components?.query = nil
+        components?.fragment = nil
+        let target = components?.string ?? ""
         if let key {
             let jwk = try await publicJWK(of: key)
             let proof = try await key.proof(

@@ -85,8 +85,9 @@ package struct NoBody: WireMessage, Hashable {
 package enum API {
     /// Every route, in path order.
     package static let all: [any EndpointDescription] = [
-        health, createAccount, createAppAttestChallenge, createApproval, approvalStatus, confirmApproval,
-        audit, createChallenge, listDevices, bindDevice, revokeDevice, me, oauthAuthorize, listPasskeys,
+        health, createAccount, createAppAttestChallenge, listApprovals, createApproval, approvalStatus,
+        confirmApproval, denyApproval, audit, createChallenge, listDevices, bindDevice, revokeDevice, me,
+        oauthAuthorize, listPasskeys,
         removePasskey, logout,
         deviceLogin, passwordLogin, refresh, passkeyLoginOptions, passkeyLoginVerify,
         passkeyRegistrationOptions, passkeyRegistrationVerify,
@@ -100,6 +101,8 @@ package enum API {
     /// The challenge of the caller's next attested device binding.
     package static let createAppAttestChallenge = Endpoint<NoBody, AppAttestChallengeResponse>(
         .post, "/v1/app-attest/challenges", status: 201)
+    /// The caller's approvals waiting for a decision (`?status=pending`).
+    package static let listApprovals = Endpoint<NoBody, PendingApprovalListResponse>(.get, "/v1/approvals")
     /// Asks the caller's device to approve an action.
     package static let createApproval = Endpoint<CreateApprovalRequest, ApprovalChallengeResponse>(
         .post, "/v1/approvals", status: 201)
@@ -108,6 +111,8 @@ package enum API {
     /// The device's signature over an approval's payload.
     package static let confirmApproval = Endpoint<ConfirmApprovalRequest, ConfirmApprovalResponse>(
         .post, "/v1/approvals/{id}/confirm")
+    /// The user refuses a pending approval.
+    package static let denyApproval = Endpoint<NoBody, ApprovalResponse>(.post, "/v1/approvals/{id}/deny")
     /// The caller's audit events.
     package static let audit = Endpoint<NoBody, AuditListResponse>(.get, "/v1/audit")
     /// A device-login challenge.

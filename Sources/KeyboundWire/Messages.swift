@@ -521,6 +521,72 @@ public struct ApprovalChallengeResponse: WireObject, Hashable {
     }
 }
 
+/// One approval waiting for the user in `GET /v1/approvals?status=pending`: what its device
+/// must sign. It carries no separate description of the action: the app shows what the payload
+/// says (the SDK's `TransactionApproval.pending()` parses and checks it), nothing else.
+public struct PendingApprovalInfo: WireObject, Hashable {
+    /// Its schema in docs/openapi.yaml.
+    package static let schemaName = "PendingApproval"
+    /// The JSON member names, in the order they are written.
+    package enum Member: String, MemberName {
+        case approvalID = "approval_id"
+        case deviceID = "device_id"
+        case payload
+        case createdAt = "created_at"
+        case expiresAt = "expires_at"
+    }
+    /// The approval's opaque id.
+    public let approvalID: String
+    /// The device that must sign it.
+    public let deviceID: String
+    /// The exact ``SigningPayload`` bytes to sign (base64url on the wire).
+    public let payload: Data
+    /// When it was created.
+    public let createdAt: Date
+    /// When the payload stops being accepted.
+    public let expiresAt: Date
+    /// Creates the message from its members.
+    public init(approvalID: String, deviceID: String, payload: Data, createdAt: Date, expiresAt: Date) {
+        self.approvalID = approvalID
+        self.deviceID = deviceID
+        self.payload = payload
+        self.createdAt = createdAt
+        self.expiresAt = expiresAt
+    }
+    package init(reader: JSONReader<Member>) throws(WireFailure) {
+        approvalID = try reader.string(.approvalID)
+        deviceID = try reader.string(.deviceID)
+        payload = try reader.bytes(.payload)
+        createdAt = try reader.timestamp(.createdAt)
+        expiresAt = try reader.timestamp(.expiresAt)
+    }
+    package func write(to object: inout JSONObjectBuilder<Member>) {
+        object.add(.approvalID, approvalID)
+        object.add(.deviceID, deviceID)
+        object.add(.payload, payload)
+        object.add(.createdAt, createdAt)
+        object.add(.expiresAt, expiresAt)
+    }
+}
+
+/// `GET /v1/approvals?status=pending` response.
+package struct PendingApprovalListResponse: WireObject, Hashable {
+    /// Its schema in docs/openapi.yaml.
+    package static let schemaName = "PendingApprovalList"
+    /// The JSON member names, in the order they are written.
+    package enum Member: String, MemberName { case approvals }
+    /// The caller's approvals still waiting, newest first.
+    package let approvals: [PendingApprovalInfo]
+    /// Creates the message from its members.
+    package init(approvals: [PendingApprovalInfo]) { self.approvals = approvals }
+    package init(reader: JSONReader<Member>) throws(WireFailure) {
+        approvals = try reader.array(.approvals, each: PendingApprovalInfo.init(json:))
+    }
+    package func write(to object: inout JSONObjectBuilder<Member>) {
+        object.add(.approvals, .array(approvals.map(\.json)))
+    }
+}
+
 /// `POST /v1/approvals/{id}/confirm` request.
 package struct ConfirmApprovalRequest: WireObject, Hashable {
     /// Its schema in docs/openapi.yaml.

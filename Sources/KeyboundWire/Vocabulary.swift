@@ -66,6 +66,8 @@ public enum ApprovalStatus: String, Sendable, Hashable, CaseIterable {
     case failed
     /// Not confirmed in time.
     case expired
+    /// The user refused it (`POST /v1/approvals/{id}/deny`).
+    case denied
 }
 
 /// What an audit event records. Open: a newer server may record types this version does not
@@ -103,6 +105,8 @@ public struct AuditEventType: OpenVocabulary {
     public static let approvalCreated = AuditEventType(rawValue: "approval_created")
     /// An approval was confirmed with a valid signature.
     public static let approvalConfirmed = AuditEventType(rawValue: "approval_confirmed")
+    /// The user refused an approval.
+    public static let approvalDenied = AuditEventType(rawValue: "approval_denied")
     /// An approval confirmation carried a bad signature (folded).
     public static let approvalFailed = AuditEventType(rawValue: "approval_failed")
     /// A passkey was registered (method `passkey`), at sign-up or added to the account.
@@ -124,6 +128,7 @@ public struct AuditEventType: OpenVocabulary {
     public static let known: [AuditEventType] = [
         .accountCreated, .login, .loginFailed, .lockout, .accountCeiling, .addressLockout, .logout,
         .refreshReuse, .deviceBound, .deviceRevoked, .deviceThrottled, .approvalCreated, .approvalConfirmed,
+        .approvalDenied,
         .approvalFailed, .passkeyRegistered, .passkeyRemoved, .passkeyCloned, .passkeyThrottled,
         .appAttestFailed, .oauthAuthorized, .oauthCodeReuse,
     ]

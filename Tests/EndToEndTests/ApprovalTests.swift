@@ -43,6 +43,36 @@ struct ApprovalTests {
         return Bound(app: app, deviceID: deviceID, approvals: approvals)
     }
 
+    @Test func theAppListsWhatWaitsShowsThePayloadAndDenies() async throws {
+        let backend = try Backend()
+        defer { backend.shutDown() }
+        let phone = try makePhone()
+        let bound = try await Self.bound(backend, phone)
+        // Two approvals wait (asked for by the app here; by a payment service through CIBA later).
+        let small = try await bound.approvals.request(try Self.transfer("0.5"))
+        let large = try await bound.approvals.request(try Self.transfer("12"))
+        #expect(await bound.app.client.currentSession?.isDPoPBound == true)
+
+        // The list comes through the DPoP-bound session; what it shows is parsed from the payloads.
+        let listed = try await bound.approvals.pending()
+        #expect(Set(listed.map(\.approvalID)) == [small.approvalID, large.approvalID])
+        let shown = try #require(listed.first { $0.approvalID == large.approvalID })
+        #expect(shown.promptText == "Send 12 ETH to \(Self.grouped)")
+        #expect(shown.payloadBytes == large.payloadBytes)
+
+        // Denied: gone from the list, and the device's signature can no longer approve it.
+        let denied = try await bound.approvals.deny(shown)
+        #expect(denied.status == .denied)
+        #expect(try await bound.approvals.pending().map(\.approvalID) == [small.approvalID])
+        await phone.present(.match)
+        await #expect(throws: KeyboundError.self) { try await bound.approvals.approve(shown.confirm()) }
+        #expect(try await bound.app.client.approval(large.approvalID).status == .denied)
+        // The other one is still approvable.
+        await phone.present(.match)
+        #expect(try await bound.approvals.approve(small.confirm()).status == .approved)
+        #expect(try await bound.approvals.pending().isEmpty)
+    }
+
     @Test func approveATransferThenReplayAndTamperingAreRefused() async throws {
         let backend = try Backend()
         defer { backend.shutDown() }

@@ -59,6 +59,14 @@ struct WebhookTests {
             API.confirmApproval, ConfirmApprovalRequest(signature: sign(Data("other".utf8), with: key)),
             parameters: [refused.approvalID], token: first.accessToken)
         #expect(bad.status == 401 || bad.status == 403, "\(bad.text)")
+        // One the user denies.
+        let denied = try await client.send(
+            API.createApproval, CreateApprovalRequest(deviceID: deviceID, action: transfer()),
+            token: first.accessToken
+        ).decode(ApprovalChallengeResponse.self)
+        #expect(
+            try await client.send(API.denyApproval, parameters: [denied.approvalID], token: first.accessToken)
+                .status == 200)
         // Refresh-token reuse, a logout, a revoked device.
         let second = try await client.login("alice", clientID: "app-2")
         let rotated = try await client.send(API.refresh, RefreshRequest(refreshToken: second.refreshToken))
@@ -110,6 +118,10 @@ struct WebhookTests {
             (
                 .approvalDecided,
                 { $0.string("approval_id") == refused.approvalID && $0.string("status") == "failed" }
+            ),
+            (
+                .approvalDecided,
+                { $0.string("approval_id") == denied.approvalID && $0.string("status") == "denied" }
             ),
             (
                 .sessionRevoked,

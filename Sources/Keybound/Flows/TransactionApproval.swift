@@ -85,6 +85,31 @@ public struct TransactionApproval: Sendable {
         return PendingApproval(approvalID: approvalID, payloadBytes: bytes, payload: payload, action: action)
     }
 
+    /// The approvals waiting for this device, newest first, each parsed and checked as
+    /// ``check(approvalID:payload:)`` does: what the app lists and shows is what the payload
+    /// says, never a description the server sent beside it. Approvals for the user's other
+    /// devices are left out (this device cannot sign them).
+    /// - Throws: ``KeyboundError/payloadMismatch`` when a payload for this device names another
+    ///   server or purpose or does not parse: the server is not to be trusted then, so nothing is
+    ///   listed.
+    public func pending() async throws -> [PendingApproval] {
+        try await client.pendingApprovals().filter { $0.deviceID == deviceID }.compactMap { listed in
+            // One that expired since the server listed it is simply gone.
+            guard listed.expiresAt > clock.now() else { return nil }
+            return try check(approvalID: listed.approvalID, payload: listed.payload)
+        }
+    }
+
+    /// Refuses `pending` on the user's behalf: the server records it `denied`, and it can never
+    /// be approved afterwards. No verification is asked for: refusing only stops what the
+    /// approval would have allowed.
+    /// - Throws: ``KeyboundError`` with the server's `challenge_used` when it was decided
+    ///   already, `challenge_expired` when it expired.
+    @discardableResult
+    public func deny(_ pending: PendingApproval) async throws -> ApprovalResponse {
+        try await client.denyApproval(pending.approvalID)
+    }
+
     /// Verifies the user afresh, signs the exact payload bytes and confirms with the server.
     /// - Parameter confirmed: from ``PendingApproval/confirm()``, after the app's confirmation screen.
     public func approve(_ confirmed: ConfirmedApproval) async throws -> ConfirmApprovalResponse {

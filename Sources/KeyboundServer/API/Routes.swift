@@ -29,11 +29,13 @@ extension Application {
         Route(SignInPage.script),
         Route(API.createAccount, location: { _ in API.me.template }, Application.createAccount),
         Route(API.createAppAttestChallenge, Application.createAppAttestChallenge),
+        Route(API.listApprovals, Application.listApprovals),
         Route(
             API.createApproval, location: { API.approvalStatus.path($0.approvalID) },
             Application.createApproval),
         Route(API.approvalStatus, Application.approvalStatus),
         Route(API.confirmApproval, Application.confirmApproval),
+        Route(API.denyApproval, Application.denyApproval),
         Route(API.audit, Application.auditEvents),
         Route(API.createChallenge, answersAtOnce: true, Application.createChallenge),
         Route(API.listDevices, Application.listDevices),

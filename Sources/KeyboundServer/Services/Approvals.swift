@@ -144,6 +144,63 @@ extension Application {
             receipt: nil)
     }
 
+    /// `GET /v1/approvals?status=pending`: the caller's approvals waiting for a decision (not
+    /// expired, on a device that is not revoked), newest first, at most 100. Only `pending` is
+    /// listed: a decided approval is read by its id.
+    func listApprovals(_ context: RequestContext) throws -> PendingApprovalListResponse {
+        let caller = try authenticate(context)
+        guard context.request.query["status"] == ApprovalStatus.pending.rawValue,
+            !context.request.repeatedQueryNames.contains("status")
+        else { throw APIError.invalid("status must be pending: approvals waiting for a decision are listed") }
+        let approvals = try database.read { connection in
+            try connection.query(
+                PendingApprovalInfo.self,
+                """
+                SELECT \(PendingApprovalInfo.columns) FROM approvals a JOIN devices d ON d.id = a.device_id
+                WHERE a.user_id = ? AND a.status = ? AND a.expires_at > ? AND d.revoked_at IS NULL
+                ORDER BY a.created_at DESC, a.id LIMIT 100
+                """,
+                [.text(caller.userID), .text(ApprovalStatus.pending.rawValue), .date(context.now)])
+        }
+        return PendingApprovalListResponse(approvals: approvals)
+    }
+
+    /// `POST /v1/approvals/{id}/deny`: the user refuses a pending approval; it can never be
+    /// approved afterwards. Needs the user's session, not the device's signature: refusing can
+    /// only stop what the approval would have allowed.
+    /// - Throws: 404 for another user's or an unknown approval; 409 `challenge_used` once it is
+    ///   decided; 410 `challenge_expired` after its payload expired.
+    func denyApproval(_ context: RequestContext) throws -> ApprovalResponse {
+        let approvalID = context.parameter("id")
+        guard Grammar.isIdentifier(approvalID) else { throw APIError.notFound }
+        return try authenticatedWrite(context) { connection, caller in
+            guard let approval = try loadApproval(connection, id: approvalID, userID: caller.userID)?.stored
+            else {
+                throw APIError.notFound
+            }
+            guard approval.status == .pending else { throw APIError.challengeUsed }
+            guard context.now < approval.expiresAt else { throw APIError.challengeExpired }
+            let decidedAt = Date(milliseconds: context.now.milliseconds)
+            let decided = try connection.execute(
+                "UPDATE approvals SET status = ?, decided_at = ? WHERE id = ? AND status = ?",
+                [
+                    .text(ApprovalStatus.denied.rawValue), .date(decidedAt), .text(approvalID),
+                    .text(ApprovalStatus.pending.rawValue),
+                ])
+            guard decided == 1 else { throw APIError.challengeUsed }
+            try emitApprovalDecided(
+                connection, now: decidedAt, approvalID: approvalID, userID: caller.userID,
+                deviceID: approval.deviceID, status: .denied, action: approval.action, receipt: nil)
+            try audit(
+                connection, context, .approvalDenied, userID: caller.userID, deviceID: approval.deviceID,
+                sessionID: caller.sessionID)
+            return ApprovalResponse(
+                approvalID: approval.approvalID, status: .denied, deviceID: approval.deviceID,
+                action: approval.action, createdAt: approval.createdAt, expiresAt: approval.expiresAt,
+                decidedAt: decidedAt)
+        }
+    }
+
     /// The approval `id` of the user `userID`: another user's does not exist for them.
     private func loadApproval(_ connection: any SQLConnection, id: String, userID: String) throws
         -> ApprovalRecord?
@@ -179,5 +236,15 @@ extension ApprovalResponse {
             deviceID: try row.text(), action: try ApprovalAction(json: JSON.parse(Data(try row.text().utf8))),
             createdAt: try row.date(), expiresAt: try row.date(), decidedAt: try row.optionalDate(),
             receipt: try row.optionalText())
+    }
+}
+
+extension PendingApprovalInfo: SQLRecord {
+    static let columns = "a.id, a.device_id, a.payload, a.created_at, a.expires_at"
+
+    init(row: inout SQLRowReader) throws {
+        self.init(
+            approvalID: try row.text(), deviceID: try row.text(), payload: try row.base64URLBytes(),
+            createdAt: try row.date(), expiresAt: try row.date())
     }
 }

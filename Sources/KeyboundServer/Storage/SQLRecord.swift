@@ -1,4 +1,5 @@
 import Foundation
+import KeyboundWire
 
 /// A row type: the columns it reads, in order, and how it reads them. A query of more than two
 /// columns reads into one, so that its SELECT list and its reader are written side by side, and a
@@ -68,6 +69,13 @@ struct SQLRowReader {
         let at = column
         guard let value = Value(rawValue: try text()) else { throw DatabaseError.unexpectedType(column: at) }
         return value
+    }
+    /// The next column's bytes, stored as base64url text.
+    /// - Throws: ``DatabaseError/unexpectedType(column:)`` for text that is not base64url.
+    mutating func base64URLBytes() throws -> Data {
+        let at = column
+        guard let bytes = Base64URL.decode(try text()) else { throw DatabaseError.unexpectedType(column: at) }
+        return bytes
     }
     /// The next column as a time (milliseconds since 1970).
     mutating func date() throws -> Date { Date(milliseconds: try integer()) }
