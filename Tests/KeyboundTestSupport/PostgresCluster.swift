@@ -32,7 +32,7 @@ public final class PostgresCluster: Sendable {
     /// still in the page cache; only a power loss would need the syncs), enough connections for
     /// many servers running in parallel.
     public static let testSettings: [String: String] = [
-        "shared_buffers": "16MB", "max_connections": "300", "fsync": "off", "full_page_writes": "off",
+        "shared_buffers": "16MB", "max_connections": "600", "fsync": "off", "full_page_writes": "off",
         "max_wal_size": "256MB", "work_mem": "2MB", "maintenance_work_mem": "16MB",
         "max_pred_locks_per_transaction": "128", "log_min_messages": "warning",
     ]

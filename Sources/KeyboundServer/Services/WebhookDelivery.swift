@@ -248,7 +248,7 @@ final class WebhookDeliverer: Sendable {
     /// Leases up to ``batch`` due deliveries to this deliverer, in one write.
     private func claim() throws -> [Claimed] {
         let now = application.clock.nowToTheMillisecond
-        return try application.database.write { connection in
+        return try application.database.queueWrite { connection in
             let ids = try connection.query(
                 """
                 SELECT id FROM webhook_deliveries
@@ -317,7 +317,7 @@ final class WebhookDeliverer: Sendable {
     /// lost meanwhile (another instance holds it now, and records its own attempt).
     private func record(_ outcomes: [(Claimed, String, Bool)]) throws {
         let now = application.clock.nowToTheMillisecond
-        try application.database.write { connection in
+        try application.database.queueWrite { connection in
             for (delivery, result, acknowledged) in outcomes {
                 try record(delivery, result: result, acknowledged: acknowledged, now: now, connection)
             }

@@ -46,4 +46,7 @@ struct CommittedEffects: Database {
 
     @discardableResult
     func migrate<T>(_ body: (any SQLConnection) throws -> T) throws -> T { try base.migrate(body) }
+
+    @discardableResult
+    func queueWrite<T>(_ body: (any SQLConnection) throws -> T) throws -> T { try base.queueWrite(body) }
 }

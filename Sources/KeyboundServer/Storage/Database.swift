@@ -157,6 +157,12 @@ package protocol Database: Sendable {
     /// claim different rows at once; empty where one writer at a time keeps claims apart already
     /// (SQLite).
     var skipLockedRows: String { get }
+    /// Runs `body` as a write of a work queue that claims its rows with ``skipLockedRows`` and
+    /// needs no serializable snapshot (the webhook deliverer): READ COMMITTED on PostgreSQL, so
+    /// that it takes no part in the serialization conflicts of the requests' writes, which would
+    /// otherwise be rolled back for it; a write like any other on SQLite.
+    @discardableResult
+    func queueWrite<T>(_ body: (any SQLConnection) throws -> T) throws -> T
 }
 
 extension Database {
@@ -166,4 +172,8 @@ extension Database {
     /// One writer at a time already keeps migrations apart (SQLite).
     @discardableResult
     package func migrate<T>(_ body: (any SQLConnection) throws -> T) throws -> T { try write(body) }
+
+    /// One writer at a time: a queue's write is a write (SQLite).
+    @discardableResult
+    package func queueWrite<T>(_ body: (any SQLConnection) throws -> T) throws -> T { try write(body) }
 }

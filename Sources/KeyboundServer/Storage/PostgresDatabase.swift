@@ -170,13 +170,13 @@ package final class PostgresDatabase: Database {
     // MARK: Transactions
 
     private enum Kind {
-        case read, write, migrate
+        case read, write, migrate, queue
 
         var begin: String {
             switch self {
             case .read: "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
             case .write: "BEGIN ISOLATION LEVEL SERIALIZABLE"
-            case .migrate: "BEGIN ISOLATION LEVEL READ COMMITTED"
+            case .migrate, .queue: "BEGIN ISOLATION LEVEL READ COMMITTED"
             }
         }
     }
@@ -196,6 +196,16 @@ package final class PostgresDatabase: Database {
     /// serialization failure.
     package func read<T>(_ body: (any SQLConnection) throws -> T) throws -> T {
         try transaction(.read, body)
+    }
+
+    /// Runs `body` READ COMMITTED: a work queue's claims and outcomes, kept apart by row locks
+    /// (`FOR UPDATE SKIP LOCKED`, and updates conditional on the lease), not by serializability.
+    /// As a SERIALIZABLE transaction its range reads of the queue would conflict with the
+    /// requests that add to it (an event's delivery), and those would be rolled back and, under
+    /// load, run out of retries (503).
+    @discardableResult
+    package func queueWrite<T>(_ body: (any SQLConnection) throws -> T) throws -> T {
+        try transaction(.queue, body)
     }
 
     /// Runs `body` READ COMMITTED under the migration advisory lock (see the type's notes).
