@@ -181,9 +181,12 @@ public struct AccessTokenVerifier: Sendable {
     /// the leeway and refuse a repeat, RFC 9449 §11.1), and server nonces, if the service sends
     /// any.
     /// - Parameters:
+    ///   - token: the access token of the `Authorization: DPoP` header.
+    ///   - proof: the request's `DPoP` header.
     ///   - method: the request's method (`GET`).
     ///   - uri: the request's URI as the client addressed it, without query and fragment
     ///     (`https://api.example.com/v1/balance`); compared with `htu` exactly.
+    ///   - now: the time to check `exp`, `iat` and the proof's `iat` at.
     /// - Throws: ``VerificationError``: the token's checks, then `senderConstrained` for a token
     ///   that is not bound, `invalidProof` for a proof that is not acceptable.
     public func verify(
