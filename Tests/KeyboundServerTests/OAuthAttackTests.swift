@@ -426,4 +426,36 @@ struct OAuthAttackTests {
         #expect(try await oauth.client.send(API.me, token: posing.accessToken).status == 200)
     }
 
+    /// An OAuth client's session has opaque tokens too (its refresh token, and an access token
+    /// nobody is given); /v1's bearer routes take only /v1 sessions' access tokens, so that such
+    /// a token, were it ever handed out, would not open the whole /v1 API to an OAuth client.
+    @Test func anOAuthSessionsOpaqueAccessTokenOpensNoV1Route() throws {
+        let app = try InProcessApplication(.sqlite) { $0.issuer = testIssuer }
+        try app.createAccount("grace")
+        guard case .text(let userID)? = try app.rows("SELECT id FROM users").first?.first else {
+            throw TestFailure("no user")
+        }
+        let loopback = try #require(IPAddress("127.0.0.1"))
+        let context = RequestContext(
+            request: HTTPRequest(method: "POST", path: "/oauth/token"), parameters: [:],
+            now: app.clock.now, clientAddress: ClientAddress(loopback))
+        func session(scope: String?) throws -> String {
+            try app.application.database.write { connection in
+                try app.application.openSession(
+                    connection, context, userID: userID, clientID: "cli_web", method: .password,
+                    deviceID: nil, scope: scope)
+            }.accessToken
+        }
+        let oauth = try session(scope: "openid")
+        let v1 = try session(scope: nil)
+        func me(_ token: String) -> Int {
+            app.application.handle(
+                HTTPRequest(method: "GET", path: "/v1/me", headers: ["authorization": "Bearer " + token])
+            )
+            .status
+        }
+        #expect(me(v1) == 200)
+        #expect(me(oauth) == 401)
+    }
+
 }
