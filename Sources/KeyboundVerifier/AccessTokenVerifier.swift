@@ -281,6 +281,15 @@ package enum JWTVerification {
         return claims
     }
 
+    /// A JWT's `aud` (RFC 7519 §4.1.3): one string or an array of them; none when missing.
+    package static func audiences(of claims: JSONValue) -> [String] {
+        switch claims[member: "aud"] {
+        case .string(let one)?: [one]
+        case .array(let many)?: many.compactMap(\.stringValue)
+        default: []
+        }
+    }
+
     /// Checks `iss`, `aud` (a string or an array of them), `exp` and `iat` at `now`.
     /// - Throws: ``VerificationError``.
     package static func check(
@@ -289,13 +298,7 @@ package enum JWTVerification {
         guard claims[member: "iss"]?.stringValue == issuer else {
             throw VerificationError(.wrongIssuer, "iss is not \(issuer)")
         }
-        let audiences: [String]
-        switch claims[member: "aud"] {
-        case .string(let one)?: audiences = [one]
-        case .array(let many)?: audiences = many.compactMap(\.stringValue)
-        default: audiences = []
-        }
-        guard audiences.contains(audience) else {
+        guard audiences(of: claims).contains(audience) else {
             throw VerificationError(.wrongAudience, "aud does not name \(audience)")
         }
         guard let exp = claims[member: "exp"]?.integerValue, let iat = claims[member: "iat"]?.integerValue

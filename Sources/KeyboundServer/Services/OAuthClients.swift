@@ -271,12 +271,7 @@ extension Application {
         else {
             throw OAuthError.invalidClient("the client assertion's signature does not verify (ES256 only)")
         }
-        let audiences: [String]
-        switch claims[member: "aud"] {
-        case .string(let one)?: audiences = [one]
-        case .array(let many)?: audiences = many.compactMap(\.stringValue)
-        default: audiences = []
-        }
+        let audiences = JWTVerification.audiences(of: claims)
         // RFC 7523 §3: aud identifies the authorization server: its issuer, its token endpoint, or
         // the endpoint the assertion is sent to (what requests-oauth2client writes).
         let accepted = [issuer, issuer + OAuthPaths.token, issuer + context.request.path]

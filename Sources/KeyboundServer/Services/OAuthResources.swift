@@ -75,6 +75,15 @@ extension Application {
         return (claims, session)
     }
 
+    /// The opaque token stored as `token`'s hash, whatever its kind or state.
+    private func storedToken(_ token: String) throws -> StoredToken? {
+        try database.read {
+            try $0.queryOne(
+                StoredToken.self, "SELECT \(StoredToken.columns) FROM tokens t WHERE t.hash = ?",
+                [.text(TokenHash.of(token))])
+        }
+    }
+
     private func liveSession(_ id: String, at now: Date) throws -> IntrospectedSession? {
         guard Grammar.isIdentifier(id),
             let session = try database.read({
@@ -168,11 +177,7 @@ extension Application {
                     issuedAt: claims.issuedAt, expiresAt: claims.expiresAt, issuer: issuer))
         }
         guard (16...128).contains(token.utf8.count),
-            let stored = try database.read({
-                try $0.queryOne(
-                    StoredToken.self, "SELECT \(StoredToken.columns) FROM tokens t WHERE t.hash = ?",
-                    [.text(TokenHash.of(token))])
-            }), stored.usedAt == nil, context.now < stored.expiresAt,
+            let stored = try storedToken(token), stored.usedAt == nil, context.now < stored.expiresAt,
             let session = try liveSession(stored.sessionID, at: context.now)
         else { return .oauthJSON(200, inactive) }
         return .oauthJSON(
@@ -223,11 +228,8 @@ extension Application {
         {
             sessionID = claims.sessionID
         } else if (16...128).contains(token.utf8.count),
-            let stored = try database.read({
-                try $0.queryOne(
-                    StoredToken.self, "SELECT \(StoredToken.columns) FROM tokens t WHERE t.hash = ?",
-                    [.text(TokenHash.of(token))])
-            }), try liveSession(stored.sessionID, at: context.now)?.oauthClientID == client.id
+            let stored = try storedToken(token),
+            try liveSession(stored.sessionID, at: context.now)?.oauthClientID == client.id
         {
             sessionID = stored.sessionID
         }
