@@ -309,7 +309,7 @@ final class Benchmark {
         let after = try measureVerify("just after the logins")
         report.deviceLogins = DeviceNumbers(
             result: logins, clients: clients.count, users: fillers + clients.count,
-            synchronous: options.synchronous, verifiesAround: (before, after))
+            synchronous: options.synchronous, verifiesAround: VerifiesAround(before, after))
 
         progress(
             "the login's bound (2 x GET /healthz + verify + sign), \(clients.count) clients, \(durations.bound) s"
@@ -375,7 +375,7 @@ final class Benchmark {
         if options.synchronous != .normal {
             report.otherMode = DeviceNumbers(
                 result: small, clients: smallClients.count, users: smallUsers, synchronous: .normal,
-                verifiesAround: (verifiesPerSecond, verifiesPerSecond))
+                verifiesAround: VerifiesAround(verifiesPerSecond, verifiesPerSecond))
         }
         report.growth = GrowthNumbers(
             small: small, smallUsers: smallUsers, large: large, largeUsers: largeUsers,

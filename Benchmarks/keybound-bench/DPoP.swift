@@ -82,11 +82,11 @@ struct DPoPNumbers {
     /// Bearer `GET /v1/me` on the same server and connections as the bound.
     let bearer: LoadResult
     let clients: Int
-    let verifiesAround: (before: Double, after: Double)
+    let verifiesAround: VerifiesAround
 
-    /// The raw verify rate the ratio is taken to: the mean of the two.
-    var verifiesPerSecond: Double { (verifiesAround.before + verifiesAround.after) / 2 }
-    var ratio: Double { verifiesPerSecond > 0 ? result.perSecond / verifiesPerSecond : 0 }
+    /// The raw verify rate the ratio is taken to.
+    var verifiesPerSecond: Double { verifiesAround.perSecond }
+    var ratio: Double { verifiesAround.ratio(of: result.perSecond) }
 }
 
 extension Benchmark {
@@ -114,7 +114,7 @@ extension Benchmark {
         let after = try measureVerify("just after the DPoP requests")
         report.dpopReads = DPoPNumbers(
             result: results[0], bound: results[1], bearer: results[2], clients: clients.count,
-            verifiesAround: (before, after))
+            verifiesAround: VerifiesAround(before, after))
     }
 }
 

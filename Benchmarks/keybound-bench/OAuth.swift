@@ -136,11 +136,11 @@ final class TokenRefreshWorker: LoadWorker, @unchecked Sendable {
 /// /v1 refreshes in alternating rounds, each with the raw verifies measured around it.
 struct OAuthNumbers {
     let exchanges: LoadResult
-    let exchangeVerifies: (before: Double, after: Double)
+    let exchangeVerifies: VerifiesAround
     let tokenRefreshes: LoadResult
     /// `POST /v1/sessions/refresh` rotations in the rounds between the token endpoint's.
     let apiRefreshes: LoadResult
-    let refreshVerifies: (before: Double, after: Double)
+    let refreshVerifies: VerifiesAround
     let clients: Int
 }
 
@@ -169,26 +169,21 @@ extension Benchmark {
             apiRefreshes, rounds: 2, roundSeconds: durations.refresh / 2, warmup: 0.1)
         let after = try measureVerify("just after the refreshes")
         report.oauth = OAuthNumbers(
-            exchanges: exchanges, exchangeVerifies: (before, between), tokenRefreshes: token,
+            exchanges: exchanges, exchangeVerifies: VerifiesAround(before, between), tokenRefreshes: token,
             apiRefreshes: api,
-            refreshVerifies: (between, after), clients: exchangers.count)
+            refreshVerifies: VerifiesAround(between, after), clients: exchangers.count)
     }
 }
 
 extension Report {
-    /// The rate of `result` over the mean of `verifies`.
-    private func ratio(_ result: LoadResult, _ verifies: (before: Double, after: Double)) -> (Double, Double)
-    {
-        let mean = (verifies.before + verifies.after) / 2
-        return (mean, mean > 0 ? result.perSecond / mean : 0)
-    }
-
     /// Issue 23's figures without a target: code exchanges and token-endpoint refreshes.
     var oauthInformation: [(title: String, line: String, numbers: [String: Any])] {
         guard let oauth else { return [] }
-        let (exchangeVerifies, exchangeRatio) = ratio(oauth.exchanges, oauth.exchangeVerifies)
-        let (refreshVerifies, refreshRatio) = ratio(oauth.tokenRefreshes, oauth.refreshVerifies)
-        let apiRatio = refreshVerifies > 0 ? oauth.apiRefreshes.perSecond / refreshVerifies : 0
+        let exchangeVerifies = oauth.exchangeVerifies.perSecond
+        let exchangeRatio = oauth.exchangeVerifies.ratio(of: oauth.exchanges.perSecond)
+        let refreshVerifies = oauth.refreshVerifies.perSecond
+        let refreshRatio = oauth.refreshVerifies.ratio(of: oauth.tokenRefreshes.perSecond)
+        let apiRatio = oauth.refreshVerifies.ratio(of: oauth.apiRefreshes.perSecond)
         let versusAPI =
             oauth.apiRefreshes.perSecond > 0
             ? oauth.tokenRefreshes.perSecond / oauth.apiRefreshes.perSecond : 0

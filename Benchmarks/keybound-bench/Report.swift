@@ -27,6 +27,23 @@ struct PasswordNumbers {
     var ceiling: Double { Double(cores) / verifySeconds }
 }
 
+/// Raw P-256 verifies per second measured right before and right after a load: this shared VM's
+/// speed drifts within a run, so a load's ratio is taken to their mean.
+struct VerifiesAround {
+    let before: Double
+    let after: Double
+
+    init(_ before: Double, _ after: Double) {
+        (self.before, self.after) = (before, after)
+    }
+
+    /// The verify rate ratios are taken to.
+    var perSecond: Double { (before + after) / 2 }
+
+    /// `rate` over ``perSecond``; 0 when nothing was measured.
+    func ratio(of rate: Double) -> Double { perSecond > 0 ? rate / perSecond : 0 }
+}
+
 struct DeviceNumbers {
     let result: LoadResult
     let clients: Int
@@ -34,11 +51,11 @@ struct DeviceNumbers {
     let synchronous: SQLiteSynchronous
     /// Raw verifies per second measured right before and right after these logins (for the
     /// other-mode figure, which runs inside the growth phase, the start of the run's twice).
-    let verifiesAround: (before: Double, after: Double)
+    let verifiesAround: VerifiesAround
 
-    /// The raw verify rate the ratio is taken to: the mean of the two.
-    var verifiesPerSecond: Double { (verifiesAround.before + verifiesAround.after) / 2 }
-    var ratio: Double { result.perSecond / verifiesPerSecond }
+    /// The raw verify rate the ratio is taken to.
+    var verifiesPerSecond: Double { verifiesAround.perSecond }
+    var ratio: Double { verifiesAround.ratio(of: result.perSecond) }
 }
 
 struct ReadNumbers {
