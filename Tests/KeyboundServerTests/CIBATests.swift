@@ -271,6 +271,7 @@ struct CIBATests {
             ("authorization_details", "", "invalid_request"),
             ("binding_message", String(repeating: "x", count: 65), "invalid_binding_message"),
             ("binding_message", "Order\n4711", "invalid_binding_message"),
+            ("binding_message", "Pay \u{202E}1174 redrO", "invalid_binding_message"),
             ("login_hint", "mallory", "unknown_user_id"),
             ("login_hint", "", "invalid_request"),
             ("scope", "profile", "invalid_scope"),

@@ -17,6 +17,11 @@ enum CIBAGrant {
     static let slowDownStep = 5
     /// The longest `binding_message`, in characters (docs/approvals.md).
     static let longestBindingMessage = 64
+    /// The bidirectional formatting characters (Unicode UAX #9): marks, embeddings, overrides
+    /// and isolates.
+    static let bidirectionalControls: Set<UInt32> = [
+        0x061C, 0x200E, 0x200F, 0x202A, 0x202B, 0x202C, 0x202D, 0x202E, 0x2066, 0x2067, 0x2068, 0x2069,
+    ]
     /// The longest `client_notification_token` (CIBA Core §7.1 sets none; a bearer token is short).
     static let longestNotificationToken = 1024
 }
@@ -64,13 +69,18 @@ private struct BackchannelRequest {
             throw OAuthError.invalidRequest("login_hint (the username) is missing")
         }
         if let message = parameters["binding_message"] {
+            // No control characters, and none that reorder what is shown around them (a
+            // right-to-left override could make the message seem to say something else).
             guard message.count <= CIBAGrant.longestBindingMessage,
-                !message.unicodeScalars.contains(where: { $0.properties.generalCategory == .control })
+                !message.unicodeScalars.contains(where: {
+                    $0.properties.generalCategory == .control
+                        || CIBAGrant.bidirectionalControls.contains($0.value)
+                })
             else {
                 throw OAuthError(
                     status: 400, error: "invalid_binding_message",
                     description:
-                        "binding_message is at most \(CIBAGrant.longestBindingMessage) characters, without control characters"
+                        "binding_message is at most \(CIBAGrant.longestBindingMessage) characters, without control or bidirectional formatting characters"
                 )
             }
         }
