@@ -13,7 +13,7 @@ DOCC       ?= $(if $(filter Darwin,$(UNAME)),xcrun docc,docc)
 DOCS_BUILD := .build/docs-build
 SUDO       := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: deps test-deps api-test-deps build openapi schema test test-sanitizers lint demo bench docs clean fuzz fuzz-smoke fuzz-api oidc-interop
+.PHONY: deps test-deps api-test-deps build openapi schema test test-sanitizers test-ha lint demo bench docs clean fuzz fuzz-smoke fuzz-api oidc-interop
 
 ## deps: install the C libraries that pkg-config cannot find yet, and the PostgreSQL server the
 ## tests run against (without it those tests are skipped, and say so)
@@ -96,6 +96,14 @@ test: build lint docs test-deps api-test-deps
 ## (about 30 minutes here; see docs/sanitizers.md).
 test-sanitizers: deps test-deps
 	SWIFT="$(SWIFT)" bash scripts/test-sanitizers.sh
+
+## test-ha: PostgreSQL high availability: etcd + two PostgreSQL nodes under Patroni (synchronous
+## replication) + two `keybound serve` on the multi-host URL under a retrying mixed load; a failover
+## by SIGKILL, the old primary rejoining, a switchover, the synchronous standby lost. Prints the
+## RTO and the acknowledged writes lost (must be 0). Installs etcd-server and Patroni itself
+## (scripts/test-ha.sh); about HA_RUN_MINUTES here; docs/server.md, "High availability".
+test-ha: deps api-test-deps
+	SWIFT="$(SWIFT)" bash scripts/test-ha.sh
 
 ## lint: swift-format's strict lint, and the server's files stay readable: none over 400 lines.
 lint:
