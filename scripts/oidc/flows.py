@@ -68,7 +68,11 @@ FLOWS: list[tuple[str, object]] = []
 #: interoperability"): label -> (a fragment of the failure it gives, what is wrong). Such a flow
 #: is reported as a known defect and does not fail the run unless it fails some other way; once
 #: the server is fixed it passes, and the run fails until its entry here is deleted.
-KNOWN_DEFECTS: dict[str, tuple[str, str]] = {}
+KNOWN_DEFECTS: dict[str, tuple[str, str]] = {
+    "CIBA: a user without a usable device is 403 access_denied at bc-authorize (CIBA Core 13)": (
+        '400 {"error":"access_denied"',
+        "bc-authorize answers access_denied with 400; OpenID CIBA Core 1.0 section 13 gives it 403 Forbidden"),
+}
 
 
 def flow(name: str):
@@ -363,9 +367,17 @@ class Context:
             # each request, which would be the introspection endpoint there).
             auth = PrivateKeyJwt(client.client_id, jwskate.Jwk(client.private_jwk),
                                  aud=self.metadata["token_endpoint"])
+        return self.roc_with(auth, session=session or self.http, redirect_uri=client.redirect_uri,
+                             dpop_key_generator=self.dpop_key)
+
+    def roc_with(self, auth, **options) -> OAuth2Client:
+        """requests-oauth2client from the discovery document, authenticating with `auth`. The
+        library (1.8) reads no backchannel_authentication_endpoint from the document: it is given
+        the document's."""
+        options.setdefault("session", self.http)
         return OAuth2Client.from_discovery_endpoint(
-            issuer=self.issuer, auth=auth, session=session or self.http, testing=True,
-            redirect_uri=client.redirect_uri, id_token_signed_response_alg="ES256", dpop_key_generator=self.dpop_key)
+            issuer=self.issuer, auth=auth, testing=True, id_token_signed_response_alg="ES256",
+            backchannel_authentication_endpoint=self.metadata.get("backchannel_authentication_endpoint"), **options)
 
     # --- DPoP (RFC 9449) --------------------------------------------------------------------
 
@@ -1817,13 +1829,13 @@ class CibaRequest:
 
     # --- the client --------------------------------------------------------------------------
 
-    def poll(self):
+    def poll(self, dpop_key: DPoPKey | None = None):
         """One token request with the library (`OAuth2Client.ciba`), once `interval` has passed
-        since this request's previous poll."""
+        since this request's previous poll; with a DPoP proof by `dpop_key` if given."""
         if self._last_poll is not None:
             time.sleep(max(0.0, self._last_poll + self.response.interval - time.monotonic()))
         try:
-            return self.oauth.ciba(self.response)
+            return self.oauth.ciba(self.response, requests_kwargs={"dpop_key": dpop_key} if dpop_key else None)
         finally:
             self._last_poll = time.monotonic()
 
@@ -1960,7 +1972,11 @@ def ciba_ping(ctx: Context) -> None:
     request.notifications(1)
     token = request.poll()
     check_ciba_tokens(request, token, "openid offline_access")
-    expect(request.oauth.refresh_token(token).access_token, "the refresh token works")
+    # RFC 9396 7: a token response names the authorization details of the access token it carries;
+    # which ones a refreshed access token gets is the server's choice.
+    refreshed = request.oauth.refresh_token(token)
+    expect(refreshed.kwargs.get("authorization_details") == _jwt_parts(refreshed.access_token)[1].get(
+        "authorization_details"), f"the refresh response's authorization_details {refreshed.kwargs}")
     expect(len(ctx.receiver.received(client.notification_endpoint)) == 1, "one notification, answered 204")
     request.expect_refused(roc_errors.InvalidGrant, "invalid_grant")
 
@@ -2004,7 +2020,7 @@ def ciba_bad_signature(ctx: Context) -> None:
     late = request.phone.confirm(request.approval_id, request.phone.sign(payload))
     expect_problem(late, 409, "challenge_used")
     status = request.phone.approval(request.approval_id)
-    expect(status["status"] == "failed" and "receipt" not in status, f"the approval after both: {status}")
+    expect(status["status"] == "failed" and status.get("receipt") is None, f"the approval after both: {status}")
     request.expect_refused(roc_errors.AccessDenied, "access_denied")
 
 
@@ -2075,6 +2091,12 @@ def ciba_attack_other_client(ctx: Context) -> None:
     thief = ctx.roc(ctx.register("client_secret_post", ciba="poll"))
     request = ciba_ask(ctx, owner, Phone(ctx))
     expect_roc_error(lambda: thief.ciba(request.auth_req_id), roc_errors.InvalidGrant, "invalid_grant")
+    # Another user's phone neither sees the approval nor can decide it.
+    stranger = Phone(ctx)
+    expect(stranger.pending() == [], "another user's phone lists the approval")
+    payload = request.entry()["payload_bytes"]
+    expect_problem(stranger.confirm(request.approval_id, stranger.sign(payload)), 404, "not_found")
+    expect_problem(stranger.deny(request.approval_id), 404, "not_found")
     request.approve()
     expect_roc_error(lambda: thief.ciba(request.auth_req_id), roc_errors.InvalidGrant, "invalid_grant")
     check_ciba_tokens(request, request.poll_until_tokens())
@@ -2085,7 +2107,7 @@ def ciba_attack_other_client(ctx: Context) -> None:
     expect_oauth_error(reply, 400, "invalid_request")
 
 
-def expect_bc_refusal(ctx: Context, label: str, data: dict | str, auth, status: int, *errors: str) -> None:
+def expect_bc_refusal(ctx: Context, label: str, data: dict | str, auth, status: int, *errors: str) -> requests.Response:
     """A bc-authorize request of the suite's (form `data`, a dict or already encoded) is refused
     with `status` and one of `errors`, in OAuth's format."""
     headers = {"Content-Type": "application/x-www-form-urlencoded"} if isinstance(data, str) else None
@@ -2096,6 +2118,7 @@ def expect_bc_refusal(ctx: Context, label: str, data: dict | str, auth, status: 
     except (AssertionError, ValueError) as failure:
         raise AssertionError(f"{label}: {failure}") from None
     ctx.count("bc-authorize refusals checked")
+    return reply
 
 
 def _bc_form(user: User, **changes) -> dict:
@@ -2120,8 +2143,9 @@ def ciba_attack_clients(ctx: Context) -> None:
     expect_roc_error(lambda: ciba_ask(ctx, plain, phone), roc_errors.UnauthorizedClient, "unauthorized_client")
     ciba = ctx.register("client_secret_basic", ciba="poll")
     form = _bc_form(phone.user)
-    expect_bc_refusal(ctx, "a wrong secret", form, (ciba.client_id, "wrong-" + secrets.token_urlsafe(24)), 401,
-                      "invalid_client")
+    wrong = expect_bc_refusal(ctx, "a wrong secret", form, (ciba.client_id, "wrong-" + secrets.token_urlsafe(24)),
+                              401, "invalid_client")
+    expect(wrong.headers.get("WWW-Authenticate", "").lower().startswith("basic"), "WWW-Authenticate: Basic")
     expect_bc_refusal(ctx, "no secret", {**form, "client_id": ciba.client_id}, None, 401, "invalid_client")
     expect_bc_refusal(ctx, "no client", form, None, 401, "invalid_client")
     expect_bc_refusal(ctx, "an unknown client", form, ("cli_nobody", "x"), 401, "invalid_client")
@@ -2166,7 +2190,7 @@ def ciba_bad_details(ctx: Context) -> None:
     expect(phone.pending() == [], "a refused request made an approval")
     # The grammar's edges are accepted: the longest recipient, a long amount, a 16-character asset.
     edge = transfer(amount="1" * 30 + "." + "9" * 18, asset="A" * 16, recipient="0x" + "aB3._:-" * 18)
-    check = ciba_ask(ctx, client, phone, edge)
+    check = ciba_ask(ctx, client, phone, edge, binding_message="The longest transfer")
     expect(check.entry()["approval_id"], "the edge cases' approval")
 
 
@@ -2176,14 +2200,14 @@ def ciba_bad_parameters(ctx: Context) -> None:
     phone = Phone(ctx)
     client = ctx.register("client_secret_basic", ciba="poll")
     auth = (client.client_id, client.secret)
-    deviceless = ctx.new_user()
     cases = [
         ("a 65-character binding_message", {"binding_message": "x" * 65}, "invalid_binding_message"),
         ("a newline in binding_message", {"binding_message": "Pay\n0.5 ETH"}, "invalid_binding_message"),
         ("a NUL in binding_message", {"binding_message": "Pay\x000.5 ETH"}, "invalid_binding_message"),
+        ("a right-to-left override in binding_message", {"binding_message": "Pay 0.5 ETH \u202e0x1234"},
+         "invalid_binding_message"),
         ("an unknown login_hint", {"login_hint": "nobody-" + secrets.token_hex(6)}, "unknown_user_id"),
         ("no login_hint", {"login_hint": None}, "invalid_request"),
-        ("a user without a bound device", {"login_hint": deviceless.username}, "access_denied"),
         ("a scope without openid", {"scope": "profile"}, "invalid_scope", "invalid_request"),
         ("no scope", {"scope": None}, "invalid_request", "invalid_scope"),
         ("an unknown scope", {"scope": "openid admin"}, "invalid_scope"),
@@ -2213,6 +2237,17 @@ def ciba_bad_parameters(ctx: Context) -> None:
     reply = ctx.http.post(ctx.metadata["backchannel_authentication_endpoint"], auth=ping_auth,
                           data=_bc_form(phone.user, client_notification_token="t" * 1024))
     expect(reply.status_code == 200, f"a 1024-character client_notification_token: {reply.status_code} {reply.text}")
+
+
+@flow("CIBA: a user without a usable device is 403 access_denied at bc-authorize (CIBA Core 13)")
+def ciba_no_device(ctx: Context) -> None:
+    client = ctx.register("client_secret_basic", ciba="poll")
+    auth = (client.client_id, client.secret)
+    expect_bc_refusal(ctx, "a user who bound no device", _bc_form(ctx.new_user()), auth, 403, "access_denied")
+    phone = Phone(ctx)
+    revoked = ctx.http.delete(ctx.url(f"/v1/devices/{phone.device_id}"), headers=phone.bearer)
+    expect(revoked.status_code == 204, f"DELETE /v1/devices/{{id}}: {revoked.status_code} {revoked.text}")
+    expect_bc_refusal(ctx, "a user whose device is revoked", _bc_form(phone.user), auth, 403, "access_denied")
 
 
 @flow("CIBA attack: 8 concurrent token requests for one approved auth_req_id: exactly one gets the tokens")
@@ -2249,15 +2284,36 @@ def ciba_concurrent_redemption(ctx: Context) -> None:
     ctx.count("concurrent CIBA redemptions", racers)
 
 
+@flow("CIBA with DPoP (requests-oauth2client): the server's nonce, then authorization_pending, not slow_down; "
+      "the tokens bound to the key")
+def ciba_dpop(ctx: Context) -> None:
+    client = ctx.register("client_secret_basic", ciba="poll")
+    request = ciba_ask(ctx, client, Phone(ctx))
+    key = ctx.dpop_key()
+    # The library's first proof has no nonce: use_dpop_nonce, and its retry with the nonce is the
+    # request's first poll, not one sooner than the interval.
+    expect_roc_error(lambda: request.poll(key), roc_errors.AuthorizationPending, "authorization_pending")
+    proofs = [p.claims for p in key.made]
+    expect(len(proofs) == 2 and "nonce" not in proofs[0] and proofs[1].get("nonce"),
+           f"the library's proofs: first without a nonce, then the server's: {proofs}")
+    request.approve()
+    token = request.poll(key)
+    expect(isinstance(token, DPoPToken) and token.token_type == "DPoP", f"token_type {token.token_type}")
+    claims = ctx.verify_access_token(token.access_token, client, "openid", jkt=thumbprint(key),
+                                     user=request.phone.user, amr=["hwk"])
+    expect(claims.get("authorization_details") == [request.detail] and isinstance(
+        token.kwargs.get("keybound_receipt"), str), f"the bound token's details and receipt: {token.kwargs}")
+    reply = ctx.userinfo_raw(token.access_token)
+    expect(reply.status_code == 401, f"the DPoP-bound token as Bearer at userinfo: {reply.status_code}")
+
+
 @flow("CIBA with private_key_jwt: the library's default aud (each endpoint's URL) and the issuer as aud are "
       "accepted (CIBA 7.1)")
 def ciba_private_key_jwt(ctx: Context) -> None:
     client = ctx.register("private_key_jwt", ciba="poll")
     phone = Phone(ctx)
     for aud in (None, ctx.issuer, ctx.metadata["token_endpoint"]):
-        oauth = OAuth2Client.from_discovery_endpoint(
-            issuer=ctx.issuer, session=ctx.http, testing=True, id_token_signed_response_alg="ES256",
-            auth=PrivateKeyJwt(client.client_id, jwskate.Jwk(client.private_jwk), aud=aud))
+        oauth = ctx.roc_with(PrivateKeyJwt(client.client_id, jwskate.Jwk(client.private_jwk), aud=aud))
         request = ciba_ask(ctx, client, phone, oauth=oauth)
         request.expect_refused(roc_errors.AuthorizationPending, "authorization_pending")
     request.approve()
@@ -2282,10 +2338,6 @@ def discovery_ciba(ctx: Context) -> None:
         # Signed requests are refused (invalid_request), so no algorithm is offered for them.
         expect("backchannel_authentication_request_signing_alg_values_supported" not in metadata,
                f"{where}: offers signed authentication requests")
-    oauth = OAuth2Client.from_discovery_endpoint(issuer=ctx.issuer, session=ctx.http, testing=True,
-                                                 client_id="anyone")
-    expect(oauth.backchannel_authentication_endpoint == ctx.metadata["backchannel_authentication_endpoint"],
-           "requests-oauth2client read the backchannel endpoint")
 
 
 # --- what the whole run saw ---------------------------------------------------------------------
