@@ -68,11 +68,7 @@ FLOWS: list[tuple[str, object]] = []
 #: interoperability"): label -> (a fragment of the failure it gives, what is wrong). Such a flow
 #: is reported as a known defect and does not fail the run unless it fails some other way; once
 #: the server is fixed it passes, and the run fails until its entry here is deleted.
-KNOWN_DEFECTS: dict[str, tuple[str, str]] = {
-    "CIBA: a user without a usable device is 403 access_denied at bc-authorize (CIBA Core 13)": (
-        '400 {"error":"access_denied"',
-        "bc-authorize answers access_denied with 400; OpenID CIBA Core 1.0 section 13 gives it 403 Forbidden"),
-}
+KNOWN_DEFECTS: dict[str, tuple[str, str]] = {}
 
 
 def flow(name: str):
