@@ -30,6 +30,11 @@ public struct Configuration: Sendable {
     /// The PostgreSQL password (`keybound serve` takes it from `KEYBOUND_DB_PASSWORD` or
     /// `PGPASSWORD`). Never logged. nil leaves it to libpq (`PGPASSWORD`, `~/.pgpass`).
     public var databasePassword: String?
+    /// The longest wait for any one PostgreSQL call, in seconds (default 5): past it the request
+    /// is a 503 with Retry-After. A COMMIT that timed out (a primary whose synchronous standby is
+    /// gone) has an unknown outcome: the client retries with the same `Idempotency-Key`.
+    /// Migrations are not bounded by it.
+    public var databaseTimeout: Int = 5
     /// How SQLite commits: `.full` (default) survives a power loss, `.normal` survives a crash
     /// of the process (kill -9) but may lose the last commits on a power loss, and is faster.
     public var sqliteSynchronous: SQLiteSynchronous = .full

@@ -305,7 +305,7 @@ struct CIBATests {
         _ = try await setup.fixture.client.createAccount("bob")
         let before = try setup.rows()
         let reply = try await setup.ask([("login_hint", "bob")])
-        #expect(reply.status == 400 && Self.error(reply) == "access_denied", "\(reply.text)")
+        #expect(reply.status == 403 && Self.error(reply) == "access_denied", "\(reply.text)")
         #expect(try setup.rows() == before)
         // alice's device revoked: her requests are refused the same way.
         let revoked = try await setup.fixture.client.send(
