@@ -101,8 +101,8 @@ test-sanitizers: deps test-deps
 ## replication) + two `keybound serve` on the multi-host URL under a retrying mixed load; a failover
 ## by SIGKILL, the old primary rejoining, a switchover, the synchronous standby lost. Prints the
 ## RTO and the acknowledged writes lost (must be 0). Installs etcd-server and Patroni itself
-## (scripts/test-ha.sh); about HA_RUN_MINUTES here; docs/server.md, "High availability".
-test-ha: deps api-test-deps
+## (scripts/test-ha.sh); about 2 minutes here; docs/server.md, "High availability".
+test-ha: deps
 	SWIFT="$(SWIFT)" bash scripts/test-ha.sh
 
 ## lint: swift-format's strict lint, and the server's files stay readable: none over 400 lines.

@@ -24,17 +24,24 @@ class Findings:
     checked: int = 0
     acknowledged: int = 0
     lost: list[str] = field(default_factory=list)  # acknowledged, not in the database
-    duplicated: list[str] = field(default_factory=list)  # took effect more than once
+    duplicated: list[str] = field(default_factory=list)  # took effect more than once, never retried
+    duplicated_by_retry: list[str] = field(default_factory=list)  # a retry took effect again
     not_replayed: list[str] = field(default_factory=list)  # retried, answered as a conflict with itself
     unexpected: list[str] = field(default_factory=list)  # refused for another reason
 
-    def problems(self, tolerate_not_replayed: bool) -> list[str]:
+    def problems(self, tolerate_non_idempotent_retries: bool) -> list[str]:
+        """What fails the check. Tolerated on request: what retries do to a server without
+        Idempotency-Key (a retry that takes effect again, or is answered as a conflict)."""
         out = []
         if self.lost:
             out.append(f"{len(self.lost)} acknowledged writes are not in the database: " + "; ".join(self.lost[:5]))
         if self.duplicated:
-            out.append(f"{len(self.duplicated)} writes took effect more than once: " + "; ".join(self.duplicated[:5]))
-        if self.not_replayed and not tolerate_not_replayed:
+            out.append(f"{len(self.duplicated)} writes sent once took effect more than once: "
+                       + "; ".join(self.duplicated[:5]))
+        if self.duplicated_by_retry and not tolerate_non_idempotent_retries:
+            out.append(f"{len(self.duplicated_by_retry)} retried writes took effect more than once (Idempotency-Key "
+                       "not honoured): " + "; ".join(self.duplicated_by_retry[:5]))
+        if self.not_replayed and not tolerate_non_idempotent_retries:
             out.append(f"{len(self.not_replayed)} retried writes took effect but the retry was answered as a "
                        "conflict, not with the first answer (Idempotency-Key not honoured): "
                        + "; ".join(self.not_replayed[:5]))
@@ -81,7 +88,9 @@ def check(node, ledger: Ledger, only: set[str] | None = None) -> Findings:
             approvals_per_to[(device_id, json.loads(action).get("to"))] += 1
         except (ValueError, AttributeError):
             pass
-    device_logins = Counter(w.facts["device_id"] for w in ledger.snapshot() if w.kind == "device_login")
+    every = [w for w in ledger.snapshot() if w.kind == "device_login"]
+    device_logins = Counter(w.facts["device_id"] for w in every)
+    device_retried = {w.facts["device_id"] for w in every if w.retried}
 
     findings = Findings()
     for write in writes:
@@ -124,7 +133,8 @@ def check(node, ledger: Ledger, only: set[str] | None = None) -> Findings:
         else:
             continue
         if count > 1:
-            findings.duplicated.append(f"{_describe(write)}: {count} rows")
+            (findings.duplicated_by_retry if write.retried else findings.duplicated).append(
+                f"{_describe(write)}: {count} rows")
         final = write.final
         if acked or final.status is None or final.status == 503:
             continue
@@ -134,6 +144,6 @@ def check(node, ledger: Ledger, only: set[str] | None = None) -> Findings:
             findings.unexpected.append(f"{_describe(write)}: {final.body[:200]}")
     for device_id, logins in device_logins.items():
         if device_sessions[device_id] > logins:
-            findings.duplicated.append(f"device {device_id}: {device_sessions[device_id]} device sessions for "
-                                       f"{logins} device logins")
+            (findings.duplicated_by_retry if device_id in device_retried else findings.duplicated).append(
+                f"device {device_id}: {device_sessions[device_id]} device sessions for {logins} device logins")
     return findings
