@@ -29,6 +29,14 @@ class Findings:
     not_replayed: list[str] = field(default_factory=list)  # retried, answered as a conflict with itself
     unexpected: list[str] = field(default_factory=list)  # refused for another reason
 
+    def without(self, seen: set[str]) -> "Findings":
+        """These findings less those in `seen` (reported before), which then holds all of them."""
+        fresh = Findings(self.checked, self.acknowledged)
+        for name in ("lost", "duplicated", "duplicated_by_retry", "not_replayed", "unexpected"):
+            setattr(fresh, name, [item for item in getattr(self, name) if item not in seen])
+            seen.update(getattr(self, name))
+        return fresh
+
     def problems(self, tolerate_non_idempotent_retries: bool) -> list[str]:
         """What fails the check. Tolerated on request: what retries do to a server without
         Idempotency-Key (a retry that takes effect again, or is answered as a conflict)."""

@@ -190,6 +190,7 @@ class Run:
         self.lost: int | None = None
         self.acknowledged = 0
         self.tolerated = 0  # retries that were not idempotent, let pass by the switch
+        self.reported: set[str] = set()  # findings a scenario failed on already
         self.db_timeout = DEFAULT_DB_TIMEOUT
         self.idempotency = False
         self.broken = False  # the cluster or the servers are in no state for further scenarios
@@ -261,14 +262,17 @@ class Run:
                 f"{a.status or a.code}" for write, a in slow[:6]] + (
                     [f"… {len(slow)} attempts in all"] if len(slow) > 6 else [])
 
-    def check_database(self, node: db.Node, what: str, writes=None) -> tuple[list[str], checks.Findings]:
-        """Checks the writes finished so far (or only `writes`) on `node`."""
+    def check_database(self, node: db.Node, what: str, writes=None, *,
+                       everything: bool = False) -> tuple[list[str], checks.Findings]:
+        """Checks the writes finished so far (or only `writes`) on `node`. Fails on what no
+        earlier check reported (each scenario its own), or on everything found."""
         findings = checks.check(node, self.ledger, None if writes is None else {w.key for w in writes})
         detail(f"{what}: {findings.acknowledged} acknowledged writes checked on {node.name} ({findings.checked} "
                f"finished), lost {len(findings.lost)}, duplicated {len(findings.duplicated)} + "
                f"{len(findings.duplicated_by_retry)} by a retry, retries answered as a conflict with themselves "
                f"{len(findings.not_replayed)}, refused otherwise {len(findings.unexpected)}")
-        return findings.problems(TOLERATE_NON_IDEMPOTENT), findings
+        fresh = findings.without(self.reported)
+        return (findings if everything else fresh).problems(TOLERATE_NON_IDEMPOTENT), findings
 
     def instances_serve(self, after: float) -> list[str]:
         """Both instances: the same process as at the start, /healthz 200, and a write acknowledged
@@ -607,7 +611,7 @@ class Run:
         primary = self.cluster.leader()
         if primary is None:
             raise ScenarioFailed([f"no primary at the end: {self.cluster.describe()}"])
-        problems, findings = self.check_database(primary, "every write of the run")
+        problems, findings = self.check_database(primary, "every write of the run", everything=True)
         self.lost = len(findings.lost)
         self.acknowledged = findings.acknowledged
         self.tolerated = len(findings.duplicated_by_retry) + len(findings.not_replayed)
@@ -622,7 +626,7 @@ class Run:
         pair = self.cluster.synchronous_pair()
         if pair:
             self.wait_replayed(*pair)
-            found, _ = self.check_database(pair[1], "on the standby")
+            found, _ = self.check_database(pair[1], "on the standby", everything=True)
             problems += [problem for problem in found if problem not in problems]
         for instance in self.instances:
             if not instance.alive():
