@@ -17,6 +17,9 @@ from load import Ledger, Write
 #: The answers a retried write gets when its first attempt took effect but the server did not
 #: replay that attempt's answer (no Idempotency-Key support): the write conflicts with itself.
 SELF_CONFLICTS = {"username_taken", "challenge_used"}
+#: A right answer to a retry of a write that never took effect: a device login retried past its
+#: challenge's lifetime (60 s) is refused, and the app asks for a new challenge.
+REFUSED_LATE = {"challenge_expired"}
 
 
 @dataclass
@@ -28,6 +31,7 @@ class Findings:
     duplicated_by_retry: list[str] = field(default_factory=list)  # a retry took effect again
     not_replayed: list[str] = field(default_factory=list)  # retried, answered as a conflict with itself
     unexpected: list[str] = field(default_factory=list)  # refused for another reason
+    refused_late: int = 0  # retried past a challenge's lifetime, never took effect
 
     def without(self, seen: set[str]) -> "Findings":
         """These findings less those in `seen` (reported before), which then holds all of them."""
@@ -69,7 +73,8 @@ def _answer(write: Write) -> dict:
 def _describe(write: Write) -> str:
     attempts = ", ".join(f"{a.status or a.code}{'' if a.status is None or a.status < 400 else '/' + str(a.code)}"
                          f"@{'AB'[a.instance]}" for a in write.attempts[-4:])
-    return f"{write.kind} {write.path} {write.redacted_body()[:120]} key {write.key[:8]}… [{attempts}]"
+    return (f"{write.kind} {write.path} {write.redacted_body()[:120]} key {write.key[:8]}… [{attempts}] "
+            f"from {write.attempts[0].utc} UTC")
 
 
 def check(node, ledger: Ledger, only: set[str] | None = None) -> Findings:
@@ -148,6 +153,8 @@ def check(node, ledger: Ledger, only: set[str] | None = None) -> Findings:
             continue
         if write.retried and count >= 1 and final.code in SELF_CONFLICTS:
             findings.not_replayed.append(_describe(write))
+        elif write.retried and count == 0 and final.code in REFUSED_LATE:
+            findings.refused_late += 1
         else:
             findings.unexpected.append(f"{_describe(write)}: {final.body[:200]}")
     for device_id, logins in device_logins.items():

@@ -24,6 +24,9 @@ from dataclasses import dataclass, field
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
+#: Monotonic time + this = wall-clock time (the servers' logs are in UTC seconds).
+WALL_OFFSET = time.time() - time.monotonic()
+
 #: What a client may send again with the same Idempotency-Key: the outcome is unknown.
 RETRY_STATUSES = {503}
 RETRY_CODES = {"idempotency_key_in_flight"}
@@ -50,6 +53,11 @@ class Attempt:
     @property
     def seconds(self) -> float:
         return self.ended - self.started
+
+    @property
+    def utc(self) -> str:
+        """When it was sent, as the servers log it (UTC, to the second)."""
+        return time.strftime("%H:%M:%S", time.gmtime(self.started + WALL_OFFSET))
 
 
 @dataclass
