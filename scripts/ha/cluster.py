@@ -227,10 +227,13 @@ class Node:
         return pid if _running(pid) else None
 
     def kill(self) -> list[int]:
-        """The node dies: SIGKILL of Patroni, then at once of the postmaster and every PostgreSQL
-        process under it (its process group: Patroni starts it in a session of its own), so that
-        no backend outlives it for a moment and acknowledges a commit. Patroni first: alive, it
-        would restart the postmaster in place. Returns the pids of Patroni and the postmaster."""
+        """The node dies: SIGKILL of Patroni, then at once of the postmaster and of every
+        PostgreSQL process under it, so that no backend outlives it for a moment and acknowledges a
+        commit (each backend is a process group of its own, and one that is not waiting for its
+        client finishes its transaction before it notices the postmaster is gone). The
+        postmaster is stopped first, so that it forks nothing meanwhile. Patroni goes first:
+        alive, it would restart the postmaster in place. Returns the pids of Patroni and the
+        postmaster."""
         killed = []
         postmaster = self.postmaster_pid()
         if self.alive():
@@ -239,9 +242,12 @@ class Node:
             killed.append(self.process.pid)
         if postmaster:
             try:
-                group = os.getpgid(postmaster)
-                if group != os.getpgrp():
-                    os.killpg(group, signal.SIGKILL)
+                os.kill(postmaster, signal.SIGSTOP)
+                for child in _children(postmaster):
+                    try:
+                        os.kill(child, signal.SIGKILL)
+                    except ProcessLookupError:
+                        pass
                 os.kill(postmaster, signal.SIGKILL)
                 killed.append(postmaster)
             except ProcessLookupError:
@@ -444,6 +450,22 @@ def _running(pid: int) -> bool:
             return f.read().split(") ", 1)[1][:1] != "Z"
     except (OSError, IndexError):
         return False
+
+
+def _children(pid: int) -> list[int]:
+    """The processes whose parent is `pid` (from /proc)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(") ", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if len(fields) > 1 and fields[1] == str(pid):
+            found.append(int(entry))
+    return found
 
 
 def _end(process: subprocess.Popen | None, grace: float) -> None:

@@ -437,6 +437,9 @@ class Run:
                f"{self.rto:.2f} s, {first - promoted:+.2f} s after the promotion was seen; first write per "
                f"instance: {', '.join(per_instance)}")
         detail("answers until then: " + ", ".join(f"{k} × {v}" for k, v in sorted(outcomes.items())))
+        if first < promoted - 1.0:
+            problems.append(f"a write was acknowledged {self.rto:.2f} s after the kill, {promoted - first:.1f} s before "
+                            f"{standby.name} was primary: something of the killed {primary.name} still answered")
         if self.rto >= RTO_LIMIT:
             problems.append(f"RTO {self.rto:.1f} s is not under {RTO_LIMIT:g} s")
         problems += self.server_errors(killed_at) + self.instances_serve(first) + list(self.load.errors)
