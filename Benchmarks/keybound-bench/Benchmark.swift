@@ -39,7 +39,7 @@ final class Benchmark {
         defer { removeDatabases(andFolder: true) }
         let started = nanoseconds()
         if options.abuseOnly || options.housekeepingOnly || options.providerOnly
-            || options.webhooksOnly
+            || options.webhooksOnly || options.cibaOnly
         {
             if options.providerOnly {
                 report.raw.verifiesPerSecond = try measureVerify()
@@ -49,6 +49,7 @@ final class Benchmark {
             if options.abuseOnly { try measureAbuse() }
             if options.housekeepingOnly { try measureHousekeeping() }
             if options.webhooksOnly { try measureWebhookLogins() }
+            if options.cibaOnly { try measureCIBAOnly() }
             report.totalSeconds = seconds(since: started)
             return report
         }
@@ -63,6 +64,8 @@ final class Benchmark {
         try measureGrowth(verifiesPerSecond: verify)
         removeDatabases()
         try measureWebhookLogins()
+        removeDatabases()
+        try measureSQLiteCIBA()
         removeDatabases()
         if options.postgres { try measurePostgres(verifiesPerSecond: verify) }
         try measureHousekeeping()
