@@ -135,7 +135,7 @@ let package = Package(
             name: "EndToEndTests",
             dependencies: [
                 "Keybound", "KeyboundWire", "KeyboundEmulator", "KeyboundServer", "KeyboundCrypto",
-                "KeyboundTestSupport", "keybound",
+                "KeyboundVerifier", "KeyboundTestSupport", "keybound",
             ]),
     ],
     swiftLanguageModes: [.v6]

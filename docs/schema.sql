@@ -31,6 +31,8 @@ CREATE TABLE approvals (
     expires_at BIGINT NOT NULL,
     decided_at BIGINT,
     receipt TEXT,
+    client_id TEXT,
+    binding_message TEXT,
     FOREIGN KEY (device_id) REFERENCES devices (id),
     FOREIGN KEY (user_id) REFERENCES users (id)
 );
@@ -51,6 +53,38 @@ CREATE TABLE audit_events (
 );
 CREATE INDEX audit_by_user ON audit_events (user_id, last_at);
 CREATE INDEX audit_fold ON audit_events (type, user_id, device_id, client_address, last_at);
+
+CREATE TABLE ciba_pings (
+    approval_id TEXT PRIMARY KEY,
+    url TEXT NOT NULL,
+    token TEXT NOT NULL,
+    auth_req_id TEXT NOT NULL,
+    status TEXT NOT NULL,
+    attempts BIGINT NOT NULL,
+    give_up_at BIGINT NOT NULL,
+    next_attempt_at BIGINT NOT NULL,
+    lease_owner TEXT,
+    lease_until BIGINT,
+    delivered_at BIGINT,
+    last_result TEXT
+);
+CREATE INDEX ciba_pings_by_expiry ON ciba_pings (give_up_at);
+CREATE INDEX ciba_pings_due ON ciba_pings (status, next_attempt_at);
+
+CREATE TABLE ciba_requests (
+    hash TEXT PRIMARY KEY,
+    approval_id TEXT NOT NULL,
+    client_id TEXT NOT NULL,
+    scope TEXT NOT NULL,
+    authorization_details TEXT NOT NULL,
+    poll_interval BIGINT NOT NULL,
+    polled_at BIGINT,
+    redeem_until BIGINT NOT NULL,
+    redeemed_at BIGINT,
+    session_id TEXT,
+    UNIQUE (approval_id)
+);
+CREATE INDEX ciba_requests_by_expiry ON ciba_requests (redeem_until);
 
 CREATE TABLE devices (
     id TEXT PRIMARY KEY,
@@ -76,7 +110,9 @@ CREATE TABLE oauth_clients (
     redirect_uris TEXT NOT NULL,
     scopes TEXT NOT NULL,
     dpop_required BIGINT NOT NULL,
-    created_at BIGINT NOT NULL
+    created_at BIGINT NOT NULL,
+    ciba_mode TEXT,
+    notification_endpoint TEXT
 );
 
 CREATE TABLE oauth_codes (

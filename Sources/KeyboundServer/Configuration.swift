@@ -87,6 +87,9 @@ public struct Configuration: Sendable {
     public var challengeLifetime: Int = 60
     /// Approval lifetime in seconds (5 minutes).
     public var approvalLifetime: Int = 5 * 60
+    /// The `interval` CIBA clients are told to poll at, in seconds (5, CIBA Core §7.3's default);
+    /// a client polling sooner is answered `slow_down` and its interval grows by 5 s.
+    public var cibaInterval: Int = 5
     /// Binding a device needs a password login at most this many seconds ago (5 minutes).
     public var stepUpWindow: Int = 5 * 60
 

@@ -109,6 +109,10 @@ public struct AccessToken: Sendable, Hashable {
     /// `cnf.jkt` (RFC 9449): the thumbprint of the DPoP key the token is bound to. When it is
     /// set, a request carrying the token must come with a DPoP proof by that key.
     public let boundKeyThumbprint: String?
+    /// `authorization_details` (RFC 9396 §9.1): the transfer the user's device approved, for a
+    /// token a CIBA request was granted; nil for other tokens. Act on exactly this, not on what
+    /// the request that obtained the token said.
+    public let approvedAction: ApprovalAction?
 }
 
 /// A DPoP-bound access token that verified with its proof.
@@ -238,6 +242,14 @@ public struct AccessTokenVerifier: Sendable {
         } else {
             amr = []
         }
+        var approvedAction: ApprovalAction?
+        if let details = claims[member: "authorization_details"] {
+            do {
+                approvedAction = try TransferAuthorizationDetails.action(from: details)
+            } catch {
+                throw VerificationError(.missingClaim, "authorization_details: \(wireDetail(error))")
+            }
+        }
         return AccessToken(
             subject: subject, clientID: clientID,
             scopes: (claims[member: "scope"]?.stringValue ?? "").split(separator: " ").map(String.init),
@@ -247,7 +259,8 @@ public struct AccessTokenVerifier: Sendable {
                 Date(timeIntervalSince1970: TimeInterval($0))
             },
             authenticationMethods: amr, tokenID: jti, sessionID: claims[member: "sid"]?.stringValue,
-            boundKeyThumbprint: claims[member: "cnf"]?[member: "jkt"]?.stringValue)
+            boundKeyThumbprint: claims[member: "cnf"]?[member: "jkt"]?.stringValue,
+            approvedAction: approvedAction)
     }
 }
 

@@ -98,3 +98,47 @@ public struct TransferAction: Sendable, Hashable {
         self.to = to
     }
 }
+
+/// RFC 9396 authorization details naming one transfer: what a CIBA request asks to approve, and
+/// what its tokens then carry: `[{"type":"keybound_transfer","amount":…,"asset":…,"recipient":…}]`,
+/// the transfer action with its `to` named `recipient`.
+package enum TransferAuthorizationDetails {
+    /// The authorization detail type (RFC 9396 §2).
+    package static let type = "keybound_transfer"
+
+    /// The members of the one detail, in the order they are written.
+    package enum Member: String, MemberName { case type, amount, asset, recipient }
+
+    /// Reads the details strictly: an array of exactly one `keybound_transfer` with no other
+    /// members, in the transfer grammar.
+    /// - Throws: ``WireError`` saying what is wrong.
+    package static func action(from json: JSONValue) throws(WireFailure) -> ApprovalAction {
+        guard case .array(let details) = json else {
+            throw WireError(.invalidRequest, "authorization_details must be a JSON array")
+        }
+        guard details.count == 1, let detail = details.first else {
+            throw WireError(.invalidRequest, "authorization_details must hold exactly one \(type)")
+        }
+        guard case .object = detail, detail[member: Member.type.rawValue]?.stringValue == type else {
+            throw WireError(.invalidRequest, "the only authorization detail type is \(type)")
+        }
+        let reader = try JSONReader<Member>(detail, path: "authorization_details[0]")
+        return .transfer(
+            try TransferAction(
+                amount: DecimalAmount(reader.string(.amount)), asset: reader.string(.asset),
+                to: reader.string(.recipient)))
+    }
+
+    /// The details of `action`, as approved.
+    package static func json(_ action: ApprovalAction) -> JSONValue {
+        var object = JSONObjectBuilder<Member>()
+        object.add(.type, type)
+        switch action {
+        case .transfer(let transfer):
+            object.add(.amount, transfer.amount.text)
+            object.add(.asset, transfer.asset)
+            object.add(.recipient, transfer.to)
+        }
+        return .array([object.value])
+    }
+}

@@ -534,6 +534,8 @@ public struct PendingApprovalInfo: WireObject, Hashable {
         case payload
         case createdAt = "created_at"
         case expiresAt = "expires_at"
+        case bindingMessage = "binding_message"
+        case clientName = "client_name"
     }
     /// The approval's opaque id.
     public let approvalID: String
@@ -545,13 +547,24 @@ public struct PendingApprovalInfo: WireObject, Hashable {
     public let createdAt: Date
     /// When the payload stops being accepted.
     public let expiresAt: Date
+    /// The message the requesting system shows beside its request (CIBA's `binding_message`), so
+    /// that the user can tell it is the one they started; not part of the signed payload.
+    public let bindingMessage: String?
+    /// The name of the OAuth client that asked for it through CIBA, as its operator registered
+    /// it; nil for an approval the app asked for.
+    public let clientName: String?
     /// Creates the message from its members.
-    public init(approvalID: String, deviceID: String, payload: Data, createdAt: Date, expiresAt: Date) {
+    public init(
+        approvalID: String, deviceID: String, payload: Data, createdAt: Date, expiresAt: Date,
+        bindingMessage: String? = nil, clientName: String? = nil
+    ) {
         self.approvalID = approvalID
         self.deviceID = deviceID
         self.payload = payload
         self.createdAt = createdAt
         self.expiresAt = expiresAt
+        self.bindingMessage = bindingMessage
+        self.clientName = clientName
     }
     package init(reader: JSONReader<Member>) throws(WireFailure) {
         approvalID = try reader.string(.approvalID)
@@ -559,6 +572,8 @@ public struct PendingApprovalInfo: WireObject, Hashable {
         payload = try reader.bytes(.payload)
         createdAt = try reader.timestamp(.createdAt)
         expiresAt = try reader.timestamp(.expiresAt)
+        bindingMessage = try reader.optionalString(.bindingMessage)
+        clientName = try reader.optionalString(.clientName)
     }
     package func write(to object: inout JSONObjectBuilder<Member>) {
         object.add(.approvalID, approvalID)
@@ -566,6 +581,8 @@ public struct PendingApprovalInfo: WireObject, Hashable {
         object.add(.payload, payload)
         object.add(.createdAt, createdAt)
         object.add(.expiresAt, expiresAt)
+        object.add(.bindingMessage, bindingMessage)
+        object.add(.clientName, clientName)
     }
 }
 

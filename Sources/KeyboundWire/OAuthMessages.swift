@@ -21,6 +21,8 @@ package enum OAuthPaths {
     package static let introspect = "/oauth/introspect"
     /// Token revocation (RFC 7009).
     package static let revoke = "/oauth/revoke"
+    /// The backchannel authentication endpoint (OpenID CIBA Core 1.0 §7).
+    package static let backchannelAuthentication = "/oauth/bc-authorize"
     /// The apps that may share this site's passkeys, for Apple platforms.
     package static let appleAppSiteAssociation = "/.well-known/apple-app-site-association"
     /// The apps that may share this site's passkeys, for Android.

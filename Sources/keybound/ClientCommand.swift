@@ -12,14 +12,19 @@ enum ClientCommand {
                 name: "add", operands: .one("NAME"),
                 options: [
                     .value(
-                        "redirect-uri", "URI", "where authorization answers may go; repeatable, at least one",
-                        required: true, repeatable: true),
+                        "redirect-uri", "URI",
+                        "where authorization answers may go; repeatable, at least one but for --ciba",
+                        repeatable: true),
                     .flag("confidential", "a server-side client: it gets a secret, shown once"),
                     .value("jwks", "FILE", "the client's public keys (a JWK Set), for private_key_jwt"),
                     .value(
                         "scope", "S", "a scope it may ask for besides the standard ones; repeatable",
                         repeatable: true),
                     .flag("dpop-required", "its tokens must be DPoP-bound (RFC 9449)"),
+                    .flag("ciba", "it may ask for approvals through CIBA (POST /oauth/bc-authorize)"),
+                    .value(
+                        "backchannel-notification-endpoint", "URL",
+                        "with --ciba: where it is pinged when a request is decided (ping mode)"),
                 ],
                 perform: add),
             OperatorCommand.Action(name: "list", operands: .none) { invocation in
@@ -53,8 +58,17 @@ enum ClientCommand {
               keybound client add "Example web" --confidential --redirect-uri https://app.example.com/callback
               keybound client add "Example iOS" --redirect-uri com.example.app:/oauth/callback --dpop-required
 
+            --ciba lets a confidential client ask the user's bound device to approve an action
+            (OpenID CIBA with a keybound_transfer authorization detail; docs/approvals.md). It
+            polls the token endpoint for the outcome, or, with
+            --backchannel-notification-endpoint, is pinged there first (https, or http on
+            loopback; serve's --allow-private-webhooks lets pings reach private addresses).
+
+              keybound client add "Wallet backend" --confidential --ciba
+
             list shows each client: its id, name, how it authenticates, whether its tokens must be
-            DPoP-bound, the scopes --scope added, when it was registered and its redirect URIs.
+            DPoP-bound, the scopes --scope added, its CIBA mode, when it was registered and its
+            redirect URIs.
 
             remove deletes a client and ends its sessions: its refresh tokens stop working at once,
             and introspection and userinfo refuse its access tokens at once. The JWT access tokens
@@ -82,6 +96,8 @@ enum ClientCommand {
         registration.jwks = try arguments.value("jwks").map(readJWKS)
         registration.scopes = arguments.values("scope")
         registration.dpopRequired = arguments.isSet("dpop-required")
+        registration.ciba = arguments.isSet("ciba")
+        registration.backchannelNotificationEndpoint = arguments.value("backchannel-notification-endpoint")
         let client = try ProviderAdministration(configuration: invocation.configuration).addClient(
             registration)
         var text = "client_id: \(client.clientID)"
@@ -107,19 +123,29 @@ enum ClientCommand {
             JSONMember("authentication", .string(client.authentication)),
             JSONMember("scopes", .array(client.scopes.map { .string($0) })),
             JSONMember("dpop_required", .bool(client.dpopRequired)),
+            JSONMember("ciba", client.ciba.map { .string($0.rawValue) } ?? .null),
+            JSONMember(
+                "backchannel_notification_endpoint",
+                client.notificationEndpoint.map(JSONValue.string) ?? .null),
             JSONMember("created_at", .string(Timestamp.format(client.createdAt))),
         ]
     }
 
     /// One line per client under a header, in aligned columns; the redirect URIs last.
     private static func table(_ clients: [OAuthClientInfo]) -> String {
-        let header = ["CLIENT", "NAME", "AUTHENTICATION", "DPOP", "SCOPES", "REGISTERED", "REDIRECT URIS"]
+        let header = [
+            "CLIENT", "NAME", "AUTHENTICATION", "DPOP", "SCOPES", "CIBA", "REGISTERED", "REDIRECT URIS",
+        ]
         let rows = clients.map { client in
             [
                 client.clientID, client.name, client.authentication,
                 client.dpopRequired ? "required" : "optional",
                 client.scopes.isEmpty ? "-" : client.scopes.joined(separator: ","),
-                Timestamp.format(client.createdAt), client.redirectURIs.joined(separator: " "),
+                client.ciba.map { mode in
+                    mode.rawValue + (client.notificationEndpoint.map { " " + $0 } ?? "")
+                } ?? "-",
+                Timestamp.format(client.createdAt),
+                client.redirectURIs.isEmpty ? "-" : client.redirectURIs.joined(separator: " "),
             ]
         }
         return columns([header] + rows, indent: 0)

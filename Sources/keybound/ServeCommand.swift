@@ -116,6 +116,9 @@ enum ServeCommand {
                     "issuer", "URL", "this server's public URL: turns the provider on", \.issuer, .text,
                     unset: "off"),
                 keyPublishDelay,
+                .value(
+                    "ciba-interval", "SEC", "how often CIBA clients may poll for an outcome", \.cibaInterval,
+                    .integer(1...60)),
                 .list(
                     "android-app", "PACKAGE:SHA256", "an Android app that shares the passkeys", \.androidApps,
                     .text, unset: "none"),

@@ -3,6 +3,7 @@ import Keybound
 import KeyboundEmulator
 import KeyboundServer
 import KeyboundTestSupport
+import KeyboundVerifier
 import KeyboundWire
 import Testing
 
@@ -214,5 +215,111 @@ struct ApprovalTests {
         // With a new prompt, it goes through.
         await phone.present(.match)
         #expect(try await bound.approvals.approve(second.confirm()).status == .approved)
+    }
+}
+
+/// Story 3 for the systems that act on approvals: a payment service asks through CIBA, the
+/// phone's SDK lists and shows the request, Face ID signs it, the service gets its tokens and a
+/// receipt it checks offline.
+@Suite("Story 3: a payment service asks (CIBA)")
+struct BackchannelApprovalTests {
+
+    /// The service's side: form posts with its client authentication (HTTP Basic).
+    struct PaymentService {
+        let baseURL: URL
+        let session: URLSession
+        let clientID: String
+        let secret: String
+
+        func post(_ path: String, _ pairs: [(String, String)]) async throws -> (Int, JSONValue) {
+            var request = URLRequest(url: baseURL.appendingPathComponent(path))
+            request.httpMethod = "POST"
+            request.setValue("application/x-www-form-urlencoded", forHTTPHeaderField: "Content-Type")
+            request.setValue(
+                "Basic " + Data("\(clientID):\(secret)".utf8).base64EncodedString(),
+                forHTTPHeaderField: "Authorization")
+            var form = URLComponents()
+            form.queryItems = pairs.map { URLQueryItem(name: $0.0, value: $0.1) }
+            // `+` is a space in a form: escaped, with the other reserved characters.
+            request.httpBody = Data(
+                (form.percentEncodedQuery ?? "").replacingOccurrences(of: "+", with: "%2B").utf8)
+            let (data, response) = try await session.data(for: request)
+            return ((response as? HTTPURLResponse)?.statusCode ?? 0, try JSON.parse(data))
+        }
+
+        func poll(_ authReqID: String) async throws -> (Int, JSONValue) {
+            try await post(
+                "/oauth/token",
+                [("grant_type", "urn:openid:params:grant-type:ciba"), ("auth_req_id", authReqID)])
+        }
+    }
+
+    @Test func aPaymentServiceAsksThePhoneShowsItFaceIDSignsTheServiceProvesIt() async throws {
+        // The issuer names the port the server listens on: DPoP proofs name that URL.
+        let port = try freeLoopbackPort()
+        let issuer = "http://127.0.0.1:\(port)"
+        let backend = try Backend {
+            $0.port = port
+            $0.issuer = issuer
+        }
+        defer { backend.shutDown() }
+        var configuration = Configuration.testing(
+            databasePath: backend.directory.appendingPathComponent("keybound.sqlite").path)
+        configuration.issuer = issuer
+        var registration = OAuthClientRegistration(name: "Wallet backend", redirectURIs: [])
+        registration.confidential = true
+        registration.ciba = true
+        let registered = try ProviderAdministration(configuration: configuration).addClient(registration)
+        let service = PaymentService(
+            baseURL: backend.baseURL, session: backend.urlSession, clientID: registered.clientID,
+            secret: try #require(registered.secret))
+        let phone = try makePhone()
+        let bound = try await ApprovalTests.bound(backend, phone)
+
+        let details =
+            #"[{"type":"keybound_transfer","amount":"0.5","asset":"ETH","recipient":"\#(ApprovalTests.recipient)"}]"#
+        let (status, asked) = try await service.post(
+            "/oauth/bc-authorize",
+            [
+                ("scope", "openid"), ("login_hint", "ada"), ("binding_message", "Order 4711 + fee"),
+                ("authorization_details", details),
+            ])
+        #expect(status == 200, "\(asked)")
+        let authReqID = try #require(asked[member: "auth_req_id"]?.stringValue)
+        #expect(try await service.poll(authReqID).1[member: "error"]?.stringValue == "authorization_pending")
+
+        // The phone: what it shows is parsed from the payload; the service's name and message beside it.
+        let shown = try #require(try await bound.approvals.pending().first)
+        #expect(shown.action == (try ApprovalTests.transfer("0.5")))
+        #expect(shown.promptText == "Send 0.5 ETH to \(ApprovalTests.grouped)")
+        #expect(shown.requestedBy == "Wallet backend" && shown.bindingMessage == "Order 4711 + fee")
+        await phone.present(.match)
+        #expect(try await bound.approvals.approve(shown.confirm()).status == .approved)
+
+        backend.clock.advance(by: 5)
+        let (granted, tokens) = try await service.poll(authReqID)
+        #expect(granted == 200, "\(tokens)")
+        #expect(tokens[member: "authorization_details"] == (try JSON.parse(Data(details.utf8))))
+        // The service proves it offline: the receipt under the issuer's JWK Set.
+        let (jwksData, _) = try await backend.urlSession.data(
+            from: backend.baseURL.appendingPathComponent("/oauth/jwks"))
+        let verifier = ReceiptVerifier(
+            issuer: issuer, serverID: Backend.serverID, keys: try JWKS(json: jwksData))
+        let receipt = try #require(tokens[member: "keybound_receipt"]?.stringValue)
+        let approved = try verifier.verify(receipt)
+        #expect(approved.action == (try ApprovalTests.transfer("0.5")))
+        #expect(approved.bindingMessage == "Order 4711 + fee" && approved.deviceID == bound.deviceID)
+        let access = try AccessTokenVerifier(
+            issuer: issuer, audience: issuer, keys: try JWKS(json: jwksData)
+        )
+        .verify(try #require(tokens[member: "access_token"]?.stringValue), at: backend.clock.now)
+        #expect(access.approvedAction == (try ApprovalTests.transfer("0.5")))
+        // One changed character of the claims, and it no longer verifies.
+        var parts = receipt.split(separator: ".").map(String.init)
+        parts[1] =
+            String(parts[1].prefix(40)) + (parts[1].dropFirst(40).first == "A" ? "B" : "A")
+            + parts[1].dropFirst(41)
+        #expect(throws: ReceiptVerificationError.self) { try verifier.verify(parts.joined(separator: ".")) }
+        #expect(try await service.poll(authReqID).1[member: "error"]?.stringValue == "invalid_grant")
     }
 }

@@ -118,17 +118,33 @@ struct OperatorCommandTests {
             plain.text.contains("client_id: cli_") && plain.text.contains("client_secret: "), "\(plain.text)")
         #expect(plain.text.contains("shown only now"), "\(plain.text)")
 
+        // CIBA clients need no redirect URI; a notification endpoint makes one a ping-mode client.
+        let poller = try expectSuccess(
+            try database.keybound(["client", "add", "Wallet backend", "--confidential", "--ciba", "--json"]))
+        #expect(poller["ciba"] as? String == "poll" && poller["client_secret"] is String, "\(poller)")
+        #expect((poller["redirect_uris"] as? [Any])?.isEmpty == true)
+        let pinged = try expectSuccess(
+            try database.keybound([
+                "client", "add", "Bank backend", "--confidential", "--ciba",
+                "--backchannel-notification-endpoint",
+                "https://bank.example/ciba", "--json",
+            ]))
+        #expect(pinged["ciba"] as? String == "ping", "\(pinged)")
+        #expect(pinged["backchannel_notification_endpoint"] as? String == "https://bank.example/ciba")
+
         let listed = try expectSuccess(try database.keybound(["client", "list", "--json"]))
         let clients = try #require(listed["clients"] as? [JSONObject])
         #expect(
             clients.compactMap { $0["name"] as? String } == [
-                "Example web", "Example iOS", "Example API", "Another web",
+                "Example web", "Example iOS", "Example API", "Another web", "Wallet backend", "Bank backend",
             ])
+        #expect(clients.compactMap { $0["ciba"] as? String } == ["poll", "ping"])
         #expect(clients.allSatisfy { $0["client_secret"] == nil })
         let table = try database.keybound(["client", "list"])
         #expect(table.status == 0)
         #expect(
-            table.text.hasPrefix("CLIENT ") && table.text.contains(appID) && table.text.contains("payments"))
+            table.text.hasPrefix("CLIENT ") && table.text.contains(appID) && table.text.contains("payments")
+                && table.text.contains("ping https://bank.example/ciba"), "\(table.text)")
         for reply in [table, try database.keybound(["client", "list", "--json"])] {
             #expect(!reply.text.contains(secret), "the secret is shown once, by add")
         }
@@ -168,17 +184,8 @@ struct OperatorCommandTests {
     @Test func clientAddRefusesBadInput() throws {
         let database = try OperatorDatabase(.sqlite)
         expectUsageError(
-            try database.keybound(["client", "add", "web", "--json"]),
-            mentioning: "--redirect-uri URI is required",
-            command: "keybound client add:")
-        expectUsageError(
             try database.keybound(["client", "add", "--redirect-uri", "https://a.example/cb"]),
             mentioning: "give exactly one NAME", command: "keybound client add:")
-        expectUsageError(
-            try database.keybound([
-                "client", "add", "web", "--redirect-uri", "https://a.example/cb", "--ciba",
-            ]),
-            mentioning: "unknown option --ciba", command: "keybound client add:")
         expectUsageError(
             try database.keybound(["client", "list", "--confidential"]),
             mentioning: "unknown option --confidential",
@@ -213,6 +220,22 @@ struct OperatorCommandTests {
                 "--jwks must be a JWK Set"
             ),
             (["--redirect-uri", "https://a.example/cb", "--scope", "openid"], "--scope openid"),
+            ([], "a client needs at least one --redirect-uri (or --ciba)"),
+            (["--ciba"], "a --ciba client authenticates: add --confidential or --jwks"),
+            (
+                [
+                    "--redirect-uri", "https://a.example/cb", "--backchannel-notification-endpoint",
+                    "https://a.example/p",
+                ],
+                "--backchannel-notification-endpoint is for a --ciba client"
+            ),
+            (
+                [
+                    "--confidential", "--ciba", "--backchannel-notification-endpoint",
+                    "http://pay.example/ping",
+                ],
+                "http:// on 127.0.0.1, [::1] or localhost"
+            ),
         ] {
             let text = try database.keybound(["client", "add", "web"] + arguments)
             #expect(text.status == 1 && text.text.isEmpty, "\(arguments): \(text.text) \(text.stderr)")
@@ -327,11 +350,11 @@ struct OperatorCommandTests {
         #expect(client.status == 0)
         #expect(
             client.text.contains(
-                "usage: keybound client add NAME --redirect-uri URI… [--confidential] [--jwks FILE] [--scope S…]"
+                "usage: keybound client add NAME [--redirect-uri URI…] [--confidential] [--jwks FILE] [--scope S…]"
             ),
             "\(client.text)")
         #expect(client.text.contains("keybound client remove ID [--db URL] [--json]"))
-        #expect(!client.text.contains("--ciba"))
+        #expect(client.text.contains("[--ciba] [--backchannel-notification-endpoint URL]"), "\(client.text)")
         let keys = try sandbox.run(["keys", "rotate", "--help"])
         #expect(
             keys.status == 0

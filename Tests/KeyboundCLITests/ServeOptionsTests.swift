@@ -60,11 +60,14 @@ struct ServeOptionsTests {
         let flags = section.split(separator: "\n").filter { $0.hasPrefix("  --") }.compactMap {
             $0.split(separator: " ").first.map(String.init)
         }
-        #expect(flags == ["--issuer", "--key-publish-delay", "--android-app"], "\(section)")
+        #expect(
+            flags == ["--issuer", "--key-publish-delay", "--ciba-interval", "--android-app"], "\(section)")
         let byFlag = Dictionary(try Self.helpEntries().map { ($0.flag, $0) }) { first, _ in first }
         #expect(byFlag["--issuer"]?.defaultText == "off")
         #expect(byFlag["--key-publish-delay"]?.accepted == "0-604800")
         #expect(byFlag["--key-publish-delay"]?.defaultText == "600")
+        #expect(
+            byFlag["--ciba-interval"]?.accepted == "1-60" && byFlag["--ciba-interval"]?.defaultText == "5")
         #expect(byFlag["--android-app"]?.accepted == "repeatable")
         #expect(byFlag["--android-app"]?.defaultText == "none")
         #expect(reply.text.contains("KEYBOUND_KEY_ENCRYPTION_KEY (32 bytes, base64)"))

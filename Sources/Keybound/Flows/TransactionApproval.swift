@@ -87,8 +87,10 @@ public struct TransactionApproval: Sendable {
 
     /// The approvals waiting for this device, newest first, each parsed and checked as
     /// ``check(approvalID:payload:)`` does: what the app lists and shows is what the payload
-    /// says, never a description the server sent beside it. Approvals for the user's other
-    /// devices are left out (this device cannot sign them).
+    /// says, never a description the server sent beside it (an approval another system asked
+    /// for carries that system's name and message too, ``PendingApproval/requestedBy`` and
+    /// ``PendingApproval/bindingMessage``, to show beside the action). Approvals for the user's
+    /// other devices are left out (this device cannot sign them).
     /// - Throws: ``KeyboundError/payloadMismatch`` when a payload for this device names another
     ///   server or purpose or does not parse: the server is not to be trusted then, so nothing is
     ///   listed.
@@ -96,7 +98,10 @@ public struct TransactionApproval: Sendable {
         try await client.pendingApprovals().filter { $0.deviceID == deviceID }.compactMap { listed in
             // One that expired since the server listed it is simply gone.
             guard listed.expiresAt > clock.now() else { return nil }
-            return try check(approvalID: listed.approvalID, payload: listed.payload)
+            let checked = try check(approvalID: listed.approvalID, payload: listed.payload)
+            return PendingApproval(
+                approvalID: checked.approvalID, payloadBytes: checked.payloadBytes, payload: checked.payload,
+                action: checked.action, bindingMessage: listed.bindingMessage, requestedBy: listed.clientName)
         }
     }
 
@@ -169,13 +174,25 @@ public struct PendingApproval: Sendable, Hashable {
     public let payload: SigningPayload
     /// What is approved, parsed from ``payloadBytes``.
     public let action: ApprovalAction
+    /// For an approval another system asked for (a payment service, through CIBA): the message
+    /// it shows its user beside the request ("Order 4711"), so the user can tell this is the one
+    /// they started. Show it with the action; it is the server's word, not part of the signed
+    /// payload, so never show it *instead of* ``amount``, ``asset`` and ``groupedRecipient``.
+    public let bindingMessage: String?
+    /// For an approval another system asked for: that system's name, as the server's operator
+    /// registered it (the server's word, like ``bindingMessage``).
+    public let requestedBy: String?
 
-    fileprivate init(approvalID: String, payloadBytes: Data, payload: SigningPayload, action: ApprovalAction)
-    {
+    fileprivate init(
+        approvalID: String, payloadBytes: Data, payload: SigningPayload, action: ApprovalAction,
+        bindingMessage: String? = nil, requestedBy: String? = nil
+    ) {
         self.approvalID = approvalID
         self.payloadBytes = payloadBytes
         self.payload = payload
         self.action = action
+        self.bindingMessage = bindingMessage
+        self.requestedBy = requestedBy
     }
 
     /// How much, exactly as the payload says it.

@@ -104,7 +104,9 @@ struct OAuthParameters {
     static let read: Set<String> = [
         "grant_type", "code", "redirect_uri", "code_verifier", "refresh_token", "scope", "client_id",
         "client_secret", "client_assertion_type", "client_assertion", "token", "token_type_hint",
-        "response_type", "state", "nonce", "code_challenge", "code_challenge_method", "prompt",
+        "response_type", "state", "nonce", "code_challenge", "code_challenge_method", "prompt", "auth_req_id",
+        "login_hint", "login_hint_token", "id_token_hint", "binding_message", "user_code", "requested_expiry",
+        "client_notification_token", "authorization_details", "request", "request_uri",
     ]
 
     /// The body of `request`, which must be form-encoded.

@@ -17,6 +17,7 @@ extension Application {
         Route(API.health, answersAtOnce: true, Application.health),
         Route(method: "GET", pattern: "/openapi.yaml", answersAtOnce: true) { _, _ in OpenAPIDocument.response
         },
+        Route(oauth: "POST", OAuthPaths.backchannelAuthentication, Application.backchannelAuthentication),
         Route(oauth: "GET", OAuthPaths.authorize, answersAtOnce: true, Application.authorizationPage),
         Route(oauth: "POST", OAuthPaths.authorize, Application.authorizationForm),
         Route(oauth: "POST", OAuthPaths.introspect, Application.introspect),

@@ -78,6 +78,19 @@ enum Validate {
         }
     }
 
+    /// A CIBA client's notification endpoint (CIBA Core §4: https), or http on loopback for
+    /// development; no fragment, user or password.
+    static func notificationEndpoint(_ url: String) throws {
+        guard let parts = URLComponents(string: url), WebhookTarget.formProblem(url) == nil,
+            parts.scheme?.lowercased() == "https"
+                || ["127.0.0.1", "[::1]", "::1", "localhost"].contains(parts.host ?? "")
+        else {
+            throw OAuthError.invalidRequest(
+                "--backchannel-notification-endpoint \(url): https://host/…, or http:// on 127.0.0.1, [::1] or localhost"
+            )
+        }
+    }
+
     /// A scope token (RFC 6749 §3.3): printable ASCII but space, `"` and `\\`, 1-64 bytes.
     static func isScopeToken(_ scope: String) -> Bool {
         (1...64).contains(scope.utf8.count)

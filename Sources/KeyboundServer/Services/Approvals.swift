@@ -20,45 +20,61 @@ extension Application {
     {
         _ = try checkCaller(context)  // 401 comes before any complaint about the body
         let request = try body.decode()
-        let approvalID = SecureRandomBytes.identifier("apr")
-        let payload = try authenticatedWrite(context) { connection, caller in
+        let approval = try authenticatedWrite(context) { connection, caller in
             guard let device = try loadDevice(connection, id: request.deviceID),
                 device.userID == caller.userID
             else {
                 throw APIError.notFound
             }
             if let refusal = checkUsable(device) { throw refusal }
-            let payload = try makePayload(
-                context, purpose: .approve, deviceID: device.id, lifetime: configuration.approvalLifetime,
-                action: request.action)
-            try connection.execute(
-                """
-                INSERT INTO approvals (id, user_id, device_id, action, payload, status, created_at, expires_at,
-                    decided_at)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULL)
-                """,
-                [
-                    .text(approvalID), .text(caller.userID), .text(device.id),
-                    .text(String(decoding: JSON.serialize(request.action.json), as: UTF8.self)),
-                    .text(Base64URL.encode(payload.bytes)), .text(ApprovalStatus.pending.rawValue),
-                    .date(context.now), .date(payload.expires),
-                ])
-            try audit(
-                connection, context, .approvalCreated, userID: caller.userID, deviceID: device.id,
-                sessionID: caller.sessionID)
-            try emit(
-                connection, now: context.now, .approvalRequested,
-                [
-                    JSONMember("approval_id", .string(approvalID)),
-                    JSONMember("user_id", .string(caller.userID)),
-                    JSONMember("device_id", .string(device.id)), JSONMember("status", .string("pending")),
-                    JSONMember("expires_at", .string(Timestamp.format(payload.expires))),
-                    JSONMember("action", request.action.json),
-                ])
-            return payload
+            return try insertApproval(
+                connection, context, userID: caller.userID, device: device, action: request.action,
+                lifetime: configuration.approvalLifetime, sessionID: caller.sessionID)
         }
         return ApprovalChallengeResponse(
-            approvalID: approvalID, payload: payload.bytes, expiresAt: payload.expires)
+            approvalID: approval.id, payload: approval.payload, expiresAt: approval.expiresAt)
+    }
+
+    /// Writes a pending approval of `action` for `device` to sign, audited `approval_created`,
+    /// with its `approval.requested` event.
+    /// - Parameters:
+    ///   - client: the CIBA client that asked for it; nil when the user's app did.
+    ///   - bindingMessage: the CIBA request's message for the user.
+    ///   - sessionID: the session of the app that asked, for the audit row.
+    /// - Returns: its id, the payload bytes and when they expire.
+    func insertApproval(
+        _ connection: any SQLConnection, _ context: RequestContext, userID: String, device: DeviceRecord,
+        action: ApprovalAction, lifetime: Int, client: OAuthClient? = nil, bindingMessage: String? = nil,
+        sessionID: String? = nil
+    ) throws -> (id: String, payload: Data, expiresAt: Date) {
+        let approvalID = SecureRandomBytes.identifier("apr")
+        let payload = try makePayload(
+            context, purpose: .approve, deviceID: device.id, lifetime: lifetime, action: action)
+        try connection.execute(
+            """
+            INSERT INTO approvals (id, user_id, device_id, action, payload, status, created_at, expires_at,
+                decided_at, client_id, binding_message)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?)
+            """,
+            [
+                .text(approvalID), .text(userID), .text(device.id),
+                .text(String(decoding: JSON.serialize(action.json), as: UTF8.self)),
+                .text(Base64URL.encode(payload.bytes)), .text(ApprovalStatus.pending.rawValue),
+                .date(context.now), .date(payload.expires), (client?.id).sql, bindingMessage.sql,
+            ])
+        try audit(
+            connection, context, .approvalCreated, userID: userID, deviceID: device.id, sessionID: sessionID,
+            details: client.map { [JSONMember("client_id", .string($0.id))] } ?? [])
+        var data = [
+            JSONMember("approval_id", .string(approvalID)), JSONMember("user_id", .string(userID)),
+            JSONMember("device_id", .string(device.id)), JSONMember("status", .string("pending")),
+            JSONMember("expires_at", .string(Timestamp.format(payload.expires))),
+            JSONMember("action", action.json),
+        ]
+        if let client { data.append(JSONMember("client_id", .string(client.id))) }
+        if let bindingMessage { data.append(JSONMember("binding_message", .string(bindingMessage))) }
+        try emit(connection, now: context.now, .approvalRequested, data)
+        return (approvalID, payload.bytes, payload.expires)
     }
 
     /// `POST /v1/approvals/{id}/confirm`: the device's signature over the payload. The first
@@ -103,8 +119,8 @@ extension Application {
                 valid
                 ? try approvalReceipt(
                     connection, approvalID: approvalID, userID: caller.userID, device: device,
-                    action: approval.stored.action, payload: payload, signature: request.signature,
-                    decidedAt: decidedAt) : nil
+                    action: approval.stored.action, bindingMessage: approval.bindingMessage, payload: payload,
+                    signature: request.signature, decidedAt: decidedAt) : nil
             // Single use: the first confirmation decides, valid or not.
             let decided = try connection.execute(
                 "UPDATE approvals SET status = ?, decided_at = ?, receipt = ? WHERE id = ? AND status = ?",
@@ -118,6 +134,7 @@ extension Application {
                 connection, now: decidedAt, approvalID: approvalID, userID: caller.userID,
                 deviceID: device.id,
                 status: valid ? .approved : .failed, action: approval.stored.action, receipt: receipt)
+            try notifyBackchannelClient(connection, approvalID: approvalID, now: decidedAt)
             if let refusal { return .refused(refusal) }
             try audit(
                 connection, context, .approvalConfirmed, userID: caller.userID, deviceID: device.id,
@@ -157,6 +174,7 @@ extension Application {
                 PendingApprovalInfo.self,
                 """
                 SELECT \(PendingApprovalInfo.columns) FROM approvals a JOIN devices d ON d.id = a.device_id
+                LEFT JOIN oauth_clients c ON c.id = a.client_id
                 WHERE a.user_id = ? AND a.status = ? AND a.expires_at > ? AND d.revoked_at IS NULL
                 ORDER BY a.created_at DESC, a.id LIMIT 100
                 """,
@@ -191,6 +209,7 @@ extension Application {
             try emitApprovalDecided(
                 connection, now: decidedAt, approvalID: approvalID, userID: caller.userID,
                 deviceID: approval.deviceID, status: .denied, action: approval.action, receipt: nil)
+            try notifyBackchannelClient(connection, approvalID: approvalID, now: decidedAt)
             try audit(
                 connection, context, .approvalDenied, userID: caller.userID, deviceID: approval.deviceID,
                 sessionID: caller.sessionID)
@@ -212,18 +231,22 @@ extension Application {
     }
 }
 
-/// An approval row: the approval as stored (its status not yet turned `expired`) and the payload
-/// bytes the device signs (base64url).
+/// An approval row: the approval as stored (its status not yet turned `expired`), the payload
+/// bytes the device signs (base64url) and a CIBA request's message for the user.
 private struct ApprovalRecord {
     let stored: ApprovalResponse
     let payload: String
+    let bindingMessage: String?
 }
 
 extension ApprovalRecord: SQLRecord {
-    static let columns = "id, status, device_id, action, created_at, expires_at, decided_at, receipt, payload"
+    static let columns =
+        "id, status, device_id, action, created_at, expires_at, decided_at, receipt, payload, binding_message"
 
     init(row: inout SQLRowReader) throws {
-        self.init(stored: try ApprovalResponse(row: &row), payload: try row.text())
+        self.init(
+            stored: try ApprovalResponse(row: &row), payload: try row.text(),
+            bindingMessage: try row.optionalText())
     }
 }
 
@@ -240,11 +263,12 @@ extension ApprovalResponse {
 }
 
 extension PendingApprovalInfo: SQLRecord {
-    static let columns = "a.id, a.device_id, a.payload, a.created_at, a.expires_at"
+    static let columns = "a.id, a.device_id, a.payload, a.created_at, a.expires_at, a.binding_message, c.name"
 
     init(row: inout SQLRowReader) throws {
         self.init(
             approvalID: try row.text(), deviceID: try row.text(), payload: try row.base64URLBytes(),
-            createdAt: try row.date(), expiresAt: try row.date())
+            createdAt: try row.date(), expiresAt: try row.date(), bindingMessage: try row.optionalText(),
+            clientName: try row.optionalText())
     }
 }

@@ -59,6 +59,14 @@ extension Application {
             try deleteInBatches("tokens", key: "hash", where: "expires_at < ?", [.date(now)], &report)
             try deleteEndedSessions(
                 where: "revoked_at < ? OR created_at < ?", [.date(retained), .date(createdBefore)], &report)
+            // CIBA requests and their pings an hour after they could last be redeemed.
+            try deleteInBatches(
+                "ciba_requests", key: "hash", where: "redeem_until < ?", [.date(now.adding(seconds: -3600))],
+                &report)
+            try deleteInBatches(
+                "ciba_pings", key: "approval_id", where: "give_up_at < ?",
+                [.date(now.adding(seconds: -3600))],
+                &report)
             try deleteInBatches("approvals", key: "id", where: "expires_at < ?", [.date(retained)], &report)
             // Webhook deliveries finished (delivered or failed) before the retention, their
             // attempts first, then the events no delivery needs any more.

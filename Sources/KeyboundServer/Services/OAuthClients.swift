@@ -21,6 +21,10 @@ struct OAuthClient: Sendable {
     /// Whether its tokens must be DPoP-bound.
     let dpopRequired: Bool
     let createdAt: Date
+    /// How it learns a CIBA request's outcome, when it may make them (`--ciba`).
+    let ciba: CIBAMode?
+    /// Where a ping-mode client is told a request was decided (CIBA Core §10.2).
+    let notificationEndpoint: String?
 
     /// Whether it authenticates (a secret or keys), as opposed to a public client.
     var isConfidential: Bool { secretHash != nil || keys != nil }
@@ -48,7 +52,10 @@ struct OAuthClient: Sendable {
 }
 
 extension OAuthClient: SQLRecord {
-    static let columns = "id, name, secret_hash, jwks, redirect_uris, scopes, dpop_required, created_at"
+    static let columns = """
+        id, name, secret_hash, jwks, redirect_uris, scopes, dpop_required, created_at, ciba_mode,
+            notification_endpoint
+        """
 
     init(row: inout SQLRowReader) throws {
         let (id, name, secretHash, jwks) = (
@@ -62,8 +69,18 @@ extension OAuthClient: SQLRecord {
             keys: try jwks.map { try JWKSet(json: JSON.parse(Data($0.utf8))) },
             redirectURIs: uris.compactMap(\.stringValue),
             extraScopes: try row.text().split(separator: " ").map(String.init),
-            dpopRequired: try row.bool(), createdAt: try row.date())
+            dpopRequired: try row.bool(), createdAt: try row.date(),
+            ciba: try row.optionalText().flatMap(CIBAMode.init(rawValue:)),
+            notificationEndpoint: try row.optionalText())
     }
+}
+
+/// How a CIBA client learns that its request was decided (OpenID CIBA Core 1.0 §5).
+public enum CIBAMode: String, Sendable, CaseIterable {
+    /// It polls the token endpoint.
+    case poll
+    /// It is sent a ping at its notification endpoint, then fetches the tokens.
+    case ping
 }
 
 /// What `keybound client add` registers.
@@ -82,6 +99,12 @@ public struct OAuthClientRegistration: Sendable {
     public var scopes: [String] = []
     /// Its tokens must be DPoP-bound (RFC 9449).
     public var dpopRequired = false
+    /// It may ask for approvals through CIBA (`POST /oauth/bc-authorize`); it must be
+    /// confidential. It needs no redirect URI.
+    public var ciba = false
+    /// With ``ciba``: where it is pinged when a request is decided (ping mode; poll mode
+    /// without). https, or http on loopback for development.
+    public var backchannelNotificationEndpoint: String?
 
     /// - Parameters:
     ///   - name: a name for people.
@@ -108,6 +131,10 @@ public struct OAuthClientInfo: Sendable, Hashable {
     public let dpopRequired: Bool
     /// When it was registered.
     public let createdAt: Date
+    /// Whether it may make CIBA requests, and how it learns their outcome.
+    public let ciba: CIBAMode?
+    /// Its CIBA notification endpoint (ping mode).
+    public let notificationEndpoint: String?
     /// The secret, only in the answer of `add` (it is stored hashed, and shown once).
     public let secret: String?
 }
@@ -124,8 +151,17 @@ extension Application {
     /// - Throws: ``OAuthError`` `invalid_request` for a registration that breaks a rule.
     func addClient(_ registration: OAuthClientRegistration) throws -> OAuthClientInfo {
         let name = try Validate.clientName(registration.name)
-        guard !registration.redirectURIs.isEmpty else {
-            throw OAuthError.invalidRequest("a client needs at least one --redirect-uri")
+        guard !registration.redirectURIs.isEmpty || registration.ciba else {
+            throw OAuthError.invalidRequest("a client needs at least one --redirect-uri (or --ciba)")
+        }
+        guard !registration.ciba || registration.confidential || registration.jwks != nil else {
+            throw OAuthError.invalidRequest("a --ciba client authenticates: add --confidential or --jwks")
+        }
+        if let endpoint = registration.backchannelNotificationEndpoint {
+            guard registration.ciba else {
+                throw OAuthError.invalidRequest("--backchannel-notification-endpoint is for a --ciba client")
+            }
+            try Validate.notificationEndpoint(endpoint)
         }
         for uri in registration.redirectURIs { try Validate.redirectURI(uri) }
         for scope in registration.scopes
@@ -145,8 +181,9 @@ extension Application {
         try database.write { connection in
             try connection.execute(
                 """
-                INSERT INTO oauth_clients (id, name, secret_hash, jwks, redirect_uris, scopes, dpop_required, created_at)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                INSERT INTO oauth_clients (id, name, secret_hash, jwks, redirect_uris, scopes, dpop_required, created_at,
+                    ciba_mode, notification_endpoint)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """,
                 [
                     .text(id), .text(name), (secret.map(TokenHash.of)).sql,
@@ -158,6 +195,11 @@ extension Application {
                     .text(registration.scopes.joined(separator: " ")),
                     .integer(registration.dpopRequired ? 1 : 0),
                     .date(now),
+                    (registration.ciba
+                        ? (registration.backchannelNotificationEndpoint == nil ? CIBAMode.poll : .ping)
+                            .rawValue
+                        : nil).sql,
+                    registration.backchannelNotificationEndpoint.sql,
                 ])
         }
         guard let info = try clientInfos(id: id).first else {
@@ -166,7 +208,8 @@ extension Application {
         return OAuthClientInfo(
             clientID: info.clientID, name: info.name, redirectURIs: info.redirectURIs,
             authentication: info.authentication, scopes: info.scopes, dpopRequired: info.dpopRequired,
-            createdAt: info.createdAt, secret: secret)
+            createdAt: info.createdAt, ciba: info.ciba, notificationEndpoint: info.notificationEndpoint,
+            secret: secret)
     }
 
     /// The registered clients (`keybound client list`), oldest first; or the one with `id`.
@@ -184,7 +227,7 @@ extension Application {
                 authentication: client.keys != nil
                     ? "private_key_jwt" : client.secretHash != nil ? "client_secret" : "none",
                 scopes: client.extraScopes, dpopRequired: client.dpopRequired, createdAt: client.createdAt,
-                secret: nil)
+                ciba: client.ciba, notificationEndpoint: client.notificationEndpoint, secret: nil)
         }
     }
 

@@ -50,7 +50,8 @@ extension Application {
             JSONMember("scopes_supported", strings(OAuthClient.standardScopes)),
             JSONMember("response_types_supported", strings(["code"])),
             JSONMember("response_modes_supported", strings(["query"])),
-            JSONMember("grant_types_supported", strings(["authorization_code", "refresh_token"])),
+            JSONMember(
+                "grant_types_supported", strings(["authorization_code", "refresh_token", CIBAGrant.type])),
             JSONMember("subject_types_supported", strings(["public"])),
             JSONMember("id_token_signing_alg_values_supported", strings([ES256.name])),
             JSONMember("token_endpoint_auth_methods_supported", strings(clientAuthentication)),
@@ -62,6 +63,12 @@ extension Application {
             JSONMember("code_challenge_methods_supported", strings(["S256"])),
             JSONMember("dpop_signing_alg_values_supported", strings([ES256.name])),
             JSONMember("authorization_response_iss_parameter_supported", .bool(true)),
+            // CIBA Core §4 and RFC 9396 §10.
+            JSONMember("backchannel_authentication_endpoint", url(OAuthPaths.backchannelAuthentication)),
+            JSONMember(
+                "backchannel_token_delivery_modes_supported", strings(CIBAMode.allCases.map(\.rawValue))),
+            JSONMember("backchannel_user_code_parameter_supported", .bool(false)),
+            JSONMember("authorization_details_types_supported", strings([TransferAuthorizationDetails.type])),
             JSONMember(
                 "claims_supported",
                 strings([

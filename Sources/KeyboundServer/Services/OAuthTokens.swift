@@ -46,6 +46,8 @@ struct TokenSubject {
     let authTime: Date
     /// The DPoP key the tokens are bound to, if any.
     let dpopJKT: String?
+    /// What a CIBA request approved (RFC 9396 §9.1: in the access token and the token response).
+    var authorizationDetails: JSONValue? = nil
 
     /// `amr` (RFC 8176): a password is `pwd`, a device key `hwk` (hardware-secured, used after
     /// the device verified its user), a passkey with user verification `user`.
@@ -59,7 +61,7 @@ struct TokenSubject {
 }
 
 extension Application {
-    /// `POST /oauth/token`: `authorization_code` (with PKCE) and `refresh_token`.
+    /// `POST /oauth/token`: `authorization_code` (with PKCE), `refresh_token` and CIBA's grant.
     func token(_ context: RequestContext) throws -> HTTPResponse {
         guard let issuer = configuration.issuer else { throw APIError.notFound }
         let parameters = try OAuthParameters(body: context.request)
@@ -75,6 +77,9 @@ extension Application {
             answer = try exchangeCode(parameters, client: client, proof: proof, issuer: issuer, context)
         case "refresh_token":
             answer = try refreshOAuthTokens(parameters, client: client, proof: proof, issuer: issuer, context)
+        case CIBAGrant.type:
+            answer = try redeemBackchannelRequest(
+                parameters, client: client, proof: proof, issuer: issuer, context)
         case nil: throw OAuthError.invalidRequest("grant_type is missing")
         case let other?: throw OAuthError.unsupportedGrantType("grant_type \(other) is not supported")
         }
@@ -212,7 +217,7 @@ extension Application {
 
     /// The token response (RFC 6749 §5.1, OpenID Connect Core §3.1.3.3): a JWT access token, the
     /// refresh token when the session has `offline_access`, an ID token when `openid` was granted.
-    private func tokenResponse(_ subject: TokenSubject, _ tokens: OAuthTokenSet, issuer: String, at now: Date)
+    func tokenResponse(_ subject: TokenSubject, _ tokens: OAuthTokenSet, issuer: String, at now: Date)
         throws
         -> JSONValue
     {
@@ -239,7 +244,7 @@ extension Application {
     }
 
     /// Records the use of `proof`, if any, in a transaction: a replay throws (and rolls back).
-    private func useUp(_ proof: DPoPProof?) -> (any SQLConnection) throws -> Void {
+    func useUp(_ proof: DPoPProof?) -> (any SQLConnection) throws -> Void {
         { connection in
             if let proof, try !self.useUp(proof, connection) {
                 throw OAuthError(dpop: .invalid("this DPoP proof was used before"))
@@ -264,6 +269,9 @@ extension Application {
         ]
         if let jkt = subject.dpopJKT {
             claims.append(JSONMember("cnf", .object([JSONMember("jkt", .string(jkt))])))
+        }
+        if let details = subject.authorizationDetails {
+            claims.append(JSONMember("authorization_details", details))
         }
         return try signJWT(type: "at+jwt", claims: .object(claims), at: now)
     }

@@ -154,9 +154,9 @@ enum WebhookTarget {
 /// dies mid-delivery leaves its lease to expire, and another (or itself, restarted) sends the
 /// delivery again with the same `webhook-id`.
 final class WebhookDeliverer: Sendable {
-    private let application: Application
+    let application: Application
     /// This deliverer's name on the leases it takes.
-    private let owner = SecureRandomBytes.identifier("dlv")
+    let owner = SecureRandomBytes.identifier("dlv")
     private let running = Locked(false)
     private let stopped = DispatchSemaphore(value: 0)
     private let session: URLSession
@@ -199,21 +199,25 @@ final class WebhookDeliverer: Sendable {
         session.invalidateAndCancel()
     }
 
-    /// Claims a batch and sends it, or waits to be woken (or for the poll interval).
+    /// Claims a batch of webhook deliveries and of CIBA pings and sends them, or waits to be
+    /// woken (or for the poll interval).
     private func step() {
         let claimed: [Claimed]
+        let pings: [ClaimedPing]
         do {
             claimed = try claim()
+            pings = try claimPings()
         } catch {
             application.logger.log(.warning, "webhook claim failed", [("error", String(describing: error))])
             _ = application.webhookWakeUp.wait(timeout: .now() + Self.pollInterval)
             return
         }
-        guard !claimed.isEmpty else {
+        guard !claimed.isEmpty || !pings.isEmpty else {
             _ = application.webhookWakeUp.wait(timeout: .now() + Self.pollInterval)
             return
         }
         let outcomes = Locked<[(Claimed, String, Bool)]>([])
+        let pingOutcomes = Locked<[(ClaimedPing, String, Bool)]>([])
         let group = DispatchGroup()
         for delivery in claimed {
             group.enter()
@@ -222,11 +226,19 @@ final class WebhookDeliverer: Sendable {
                 group.leave()
             }
         }
+        for ping in pings {
+            group.enter()
+            send(ping) { result, acknowledged in
+                pingOutcomes.withLock { $0.append((ping, result, acknowledged)) }
+                group.leave()
+            }
+        }
         // URLSession on Linux has been seen to miss a socket's events under load until a timer
         // of its own fired: a task that has not called back by then is left to its lease.
         _ = group.wait(timeout: .now() + .seconds(2 * WebhookSchedule.timeout))
         do {
             try record(outcomes.withLock { $0 })
+            try record(pingOutcomes.withLock { $0 })
         } catch {
             // The leases expire: the deliveries are sent again.
             application.logger.log(
@@ -279,11 +291,7 @@ final class WebhookDeliverer: Sendable {
     /// Posts one delivery; `done` gets what happened (`200`, `HTTP 503`, `timeout`, …) and
     /// whether it was acknowledged (a 2xx).
     private func send(_ delivery: Claimed, done: @escaping @Sendable (String, Bool) -> Void) {
-        if !application.configuration.allowPrivateWebhooks,
-            let address = WebhookTarget.nonPublicAddress(of: delivery.url)
-        {
-            return done("refused: \(address) is not a public address (--allow-private-webhooks)", false)
-        }
+        if let refusal = refusal(of: delivery.url) { return done(refusal, false) }
         guard let url = URL(string: delivery.url) else { return done("refused: not a URL", false) }
         let body = Data(delivery.body.utf8)
         let timestamp = Int64(application.clock.now.timeIntervalSince1970.rounded(.down))
@@ -301,6 +309,20 @@ final class WebhookDeliverer: Sendable {
         } catch {
             return done("refused: the endpoint's secret is unusable", false)
         }
+        post(request, done: done)
+    }
+
+    /// Why a delivery to `url` is not attempted (the SSRF guard), or nil.
+    func refusal(of url: String) -> String? {
+        guard !application.configuration.allowPrivateWebhooks,
+            let address = WebhookTarget.nonPublicAddress(of: url)
+        else { return nil }
+        return "refused: \(address) is not a public address (--allow-private-webhooks)"
+    }
+
+    /// Sends `request`; `done` gets what happened (`200`, `HTTP 503`, `timeout`, …) and whether
+    /// it was acknowledged (a 2xx).
+    func post(_ request: URLRequest, done: @escaping @Sendable (String, Bool) -> Void) {
         session.dataTask(with: request) { _, response, error in
             if let status = (response as? HTTPURLResponse)?.statusCode {
                 done(String(status), (200..<300).contains(status))

@@ -1,7 +1,8 @@
 import Foundation
 
 extension Migrations {
-    /// The OAuth 2.0 / OpenID Connect provider (9), approval receipts (10) and events (11).
+    /// The OAuth 2.0 / OpenID Connect provider (9), approval receipts (10), events (11) and CIBA
+    /// (12).
     static let providerAndEvents: [(version: Int64, statements: [String])] = [
         (
             9,
@@ -120,6 +121,54 @@ extension Migrations {
                     PRIMARY KEY (delivery_id, number)
                 )
                 """,
+            ]
+        ),
+        (
+            12,
+            [
+                // CIBA (docs/approvals.md): a client registered with --ciba, polling or pinged at
+                // its notification endpoint; an approval a client asked for, with the message the
+                // user is shown; and the client's request, found by its auth_req_id's SHA-256:
+                // polled no faster than its interval, redeemed once. A ping-mode request's
+                // notification is written with it (`waiting`), made due by the decision and
+                // delivered like a webhook, until the request can no longer be redeemed.
+                "ALTER TABLE oauth_clients ADD COLUMN ciba_mode TEXT",
+                "ALTER TABLE oauth_clients ADD COLUMN notification_endpoint TEXT",
+                "ALTER TABLE approvals ADD COLUMN client_id TEXT",
+                "ALTER TABLE approvals ADD COLUMN binding_message TEXT",
+                """
+                CREATE TABLE ciba_requests (
+                    hash TEXT PRIMARY KEY,
+                    approval_id TEXT NOT NULL UNIQUE,
+                    client_id TEXT NOT NULL,
+                    scope TEXT NOT NULL,
+                    authorization_details TEXT NOT NULL,
+                    poll_interval BIGINT NOT NULL,
+                    polled_at BIGINT,
+                    redeem_until BIGINT NOT NULL,
+                    redeemed_at BIGINT,
+                    session_id TEXT
+                )
+                """,
+                "CREATE INDEX ciba_requests_by_expiry ON ciba_requests (redeem_until)",
+                """
+                CREATE TABLE ciba_pings (
+                    approval_id TEXT PRIMARY KEY,
+                    url TEXT NOT NULL,
+                    token TEXT NOT NULL,
+                    auth_req_id TEXT NOT NULL,
+                    status TEXT NOT NULL,
+                    attempts BIGINT NOT NULL,
+                    give_up_at BIGINT NOT NULL,
+                    next_attempt_at BIGINT NOT NULL,
+                    lease_owner TEXT,
+                    lease_until BIGINT,
+                    delivered_at BIGINT,
+                    last_result TEXT
+                )
+                """,
+                "CREATE INDEX ciba_pings_due ON ciba_pings (status, next_attempt_at)",
+                "CREATE INDEX ciba_pings_by_expiry ON ciba_pings (give_up_at)",
             ]
         ),
     ]
