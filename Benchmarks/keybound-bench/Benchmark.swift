@@ -124,6 +124,19 @@ final class Benchmark {
         }
     }
 
+    /// `workers` under load for `duration` seconds (after the warm-up), with the raw verifies
+    /// measured right before and right after: the machine's speed drifts within a run (a shared
+    /// VM), so a load's rate is compared with those, not only with the start of the run's.
+    /// - Parameter load: what the load is, for the progress lines (`the logins`).
+    func loadBetweenVerifies(_ workers: [any LoadWorker], duration: Double, _ load: String) throws -> (
+        LoadResult, VerifiesAround
+    ) {
+        let before = try measureVerify("just before \(load)")
+        let result = runLoad(workers, warmup: durations.warmup, duration: duration)
+        let after = try measureVerify("just after \(load)")
+        return (result, VerifiesAround(before, after))
+    }
+
     struct Argon2Cost {
         let parameters: Argon2Parameters
         let verifySeconds: Double
@@ -305,14 +318,11 @@ final class Benchmark {
         progress(
             "device-key logins, \(fillers + clients.count) users, synchronous=\(options.synchronous.rawValue), "
                 + "\(clients.count) clients, \(durations.deviceLogins) s")
-        // The machine's speed drifts within a run (a shared VM): the login rate is compared with
-        // verifies measured right before and right after it, not only at the start of the run.
-        let before = try measureVerify("just before the logins")
-        let logins = runLoad(clients, warmup: durations.warmup, duration: durations.deviceLogins)
-        let after = try measureVerify("just after the logins")
+        let (logins, verifies) = try loadBetweenVerifies(
+            clients, duration: durations.deviceLogins, "the logins")
         report.deviceLogins = DeviceNumbers(
             result: logins, clients: clients.count, users: fillers + clients.count,
-            synchronous: options.synchronous, verifiesAround: VerifiesAround(before, after))
+            synchronous: options.synchronous, verifiesAround: verifies)
 
         progress(
             "the login's bound (2 x GET /healthz + verify + sign), \(clients.count) clients, \(durations.bound) s"

@@ -6,9 +6,13 @@ import KeyboundWire
 /// The CIBA client the bench registers: a payment back end asking users' phones to approve
 /// transfers (OpenID CIBA Core 1.0 in poll mode, a RAR `keybound_transfer`).
 enum BenchCIBA {
-    /// What every request asks to approve.
-    static let authorizationDetails =
-        #"[{"type":"keybound_transfer","amount":"0.5","asset":"ETH","recipient":"0x12a4c8b2e19d7f3a5c6b8e0d4f2a1b3c9d7e5fef"}]"#
+    /// What every request asks to approve: 0.5 ETH to a whole address.
+    static func authorizationDetails() throws -> String {
+        let transfer = try TransferAction(
+            amount: DecimalAmount("0.5"), asset: "ETH", to: "0x12a4c8b2e19d7f3a5c6b8e0d4f2a1b3c9d7e5fef")
+        return String(
+            decoding: JSON.serialize(TransferAuthorizationDetails.json(.transfer(transfer))), as: UTF8.self)
+    }
 
     /// Registers the back end, confidential and `--ciba`, on `configuration`'s database (which
     /// must name the issuer), through the operators' API.
@@ -52,7 +56,7 @@ final class CIBAWorker: LoadWorker, @unchecked Sendable {
         authorizeBody = Data(
             BenchProvider.form([
                 ("login_hint", username), ("scope", "openid"), ("binding_message", "bench transfer"),
-                ("authorization_details", BenchCIBA.authorizationDetails),
+                ("authorization_details", try BenchCIBA.authorizationDetails()),
             ]).utf8)
         guard try step() else { throw HTTPClientError(description: "the first CIBA round trip failed") }
     }
@@ -61,7 +65,8 @@ final class CIBAWorker: LoadWorker, @unchecked Sendable {
         let connection = phone.connection
         let asked = try connection.send(
             "POST", OAuthPaths.backchannelAuthentication, exactHeaders: headers, body: authorizeBody)
-        guard asked.status == 200, let requestID = try JSON.parse(asked.body)[member: "auth_req_id"]?.stringValue
+        guard asked.status == 200,
+            let requestID = try JSON.parse(asked.body)[member: "auth_req_id"]?.stringValue
         else { return false }
         let listed = try connection.send(
             "GET", API.listApprovals.template + "?status=pending", bearer: phone.accessToken)
@@ -70,7 +75,8 @@ final class CIBAWorker: LoadWorker, @unchecked Sendable {
         else { return false }
         let signature = try phone.key.signature(for: pending.payload).derRepresentation
         let confirmed = try connection.send(
-            API.confirmApproval, ConfirmApprovalRequest(signature: signature), parameters: [pending.approvalID],
+            API.confirmApproval, ConfirmApprovalRequest(signature: signature),
+            parameters: [pending.approvalID],
             bearer: phone.accessToken)
         guard confirmed.status == 200 else { return false }
         let tokens = try connection.send(
@@ -102,12 +108,10 @@ extension Benchmark {
         progress(
             "CIBA round trips (bc-authorize, the phone lists, signs and confirms, token), \(engine), "
                 + "\(workers.count) clients, \(durations.ciba) s")
-        let before = try measureVerify("just before the CIBA round trips")
-        let result = runLoad(workers, warmup: durations.warmup, duration: durations.ciba)
-        let after = try measureVerify("just after the CIBA round trips")
+        let (result, verifies) = try loadBetweenVerifies(
+            workers, duration: durations.ciba, "the CIBA round trips")
         report.ciba.append(
-            CIBANumbers(
-                engine: engine, result: result, verifies: VerifiesAround(before, after), clients: workers.count))
+            CIBANumbers(engine: engine, result: result, verifies: verifies, clients: workers.count))
     }
 
     /// ``measureCIBA(_:engine:)`` on SQLite, on a database of its own.

@@ -64,7 +64,8 @@ extension Benchmark {
 
     /// ``measureCIBA(_:engine:)`` on a new database of `cluster`, synchronous_commit=on.
     func measurePostgresCIBA(_ cluster: PostgresCluster, version: String) throws {
-        var (configuration, _, _) = try postgresDatabase(cluster, users: 0, budget: 1, synchronousCommit: true)
+        var (configuration, _, _) = try postgresDatabase(
+            cluster, users: 0, budget: 1, synchronousCommit: true)
         configuration.issuer = BenchProvider.issuer
         try measureCIBA(configuration, engine: "PostgreSQL \(version) synchronous_commit=on")
     }

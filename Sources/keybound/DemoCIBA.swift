@@ -38,10 +38,7 @@ extension DemoStory {
             "client \(wallet.clientID.prefix(8))…, CIBA in poll mode")
 
         // The back end asks for exactly this transfer (RFC 9396), to the whole address.
-        let transfer = JSONValue.object([
-            JSONMember("type", .string("keybound_transfer")), JSONMember("amount", .string("0.5")),
-            JSONMember("asset", .string("ETH")), JSONMember("recipient", .string(recipient)),
-        ])
+        let transfer = try transferToRecipient()
         func backEnd(_ path: String, _ pairs: [(String, String)]) async throws -> (
             status: Int, json: JSONValue
         ) {
@@ -51,7 +48,7 @@ extension DemoStory {
             OAuthPaths.backchannelAuthentication,
             [
                 ("login_hint", username), ("scope", "openid"), ("binding_message", Self.bindingMessage),
-                ("authorization_details", Self.text(.array([transfer]))),
+                ("authorization_details", Self.text(TransferAuthorizationDetails.json(transfer))),
             ])
         let authRequestID = try requireValue(
             request[member: "auth_req_id"]?.stringValue,
@@ -111,21 +108,21 @@ extension DemoStory {
         // A client waits out the interval between two polls (sooner: slow_down).
         let wait = TimeInterval(interval) - Date().timeIntervalSince(polled)
         if wait > 0 { try await Task.sleep(for: .milliseconds(Int(wait * 1000) + 50)) }
-        let (granted, tokens) = try await backEnd(OAuthPaths.token, poll)
+        let (answered, tokens) = try await backEnd(OAuthPaths.token, poll)
         try check(
-            granted == 200,
-            "the poll after the approval should get the tokens: \(granted) \(Self.text(tokens))")
+            answered == 200,
+            "the poll after the approval should get the tokens: \(answered) \(Self.text(tokens))")
         let keysBody = try await Self.get(try requireValue(URL(string: issuer + OAuthPaths.jwks), "")).body
         let keys = try JWKS(json: keysBody)
         let accessToken = try requireValue(tokens[member: "access_token"]?.stringValue, "an access token")
         let access = try AccessTokenVerifier(issuer: issuer, audience: issuer, keys: keys).verify(accessToken)
-        let accessClaims = try JWTVerification.verify(accessToken, type: "at+jwt", keys: keys.keySet)
         let idToken = try JWTVerification.verify(
             try requireValue(tokens[member: "id_token"]?.stringValue, "an ID token"), type: "JWT",
             keys: keys.keySet)
+        let details = try tokens[member: "authorization_details"].map(
+            TransferAuthorizationDetails.action(from:))
         try check(
-            Self.sameDetails(tokens[member: "authorization_details"], transfer)
-                && Self.sameDetails(accessClaims[member: "authorization_details"], transfer),
+            details == transfer && access.approvedAction == transfer,
             "the token response and the access token should carry the transfer as asked")
         try check(
             access.authenticationMethods == ["hwk"] && idToken[member: "sub"]?.stringValue == access.subject,
@@ -151,7 +148,8 @@ extension DemoStory {
         narrator.step(
             "The back end saves the receipt and the issuer's JWK Set, and checks it as anyone can, offline: "
                 + "keybound receipt verify receipt.jwt --jwks jwks.json",
-            "exit 0, \(summary), the message, device \(deviceID.prefix(8))… (App Attest attested)")
+            "exit 0, \(summary), message \"\(Self.bindingMessage)\", device \(deviceID.prefix(8))… (App Attest attested)"
+        )
 
         // One byte of the receipt's payload changed: the amount it claims.
         let tampered = try Self.tamperedAmount(receipt)
@@ -166,14 +164,6 @@ extension DemoStory {
         narrator.step(
             "Someone changes one byte of a copy's payload (\"amount\":\"0.5\" becomes \"9.5\") and checks it",
             "exit 1: \(reason)")
-    }
-
-    /// Whether `details` is one entry with exactly `transfer`'s members, in any order.
-    private static func sameDetails(_ details: JSONValue?, _ transfer: JSONValue) -> Bool {
-        guard case .array(let entries)? = details, entries.count == 1, case .object(let got) = entries[0],
-            case .object(let asked) = transfer
-        else { return false }
-        return got.count == asked.count && asked.allSatisfy { got.contains($0) }
     }
 
     /// `receipt` with one byte of its payload changed: the first `"amount":"0.5"` (the approved

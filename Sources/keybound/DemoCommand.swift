@@ -261,8 +261,7 @@ struct DemoStory {
         let approvals = try TransactionApproval(
             client: login.client, device: DeviceBackends(device), deviceID: deviceID,
             serverID: "demo.keybound.local", keyName: "demo-key.device-key")
-        let action = ApprovalAction.transfer(
-            try TransferAction(amount: DecimalAmount("0.5"), asset: "ETH", to: recipient))
+        let action = try transferToRecipient()
         let pending = try await approvals.request(action)
         try check(
             pending.amount.text == "0.5" && pending.asset == "ETH" && pending.recipient == recipient,
@@ -462,6 +461,11 @@ struct DemoStory {
                 mode: mode, deviceName: "Ada's iPhone", keyProtection: .emulator,
                 unlockReason: "Log in to Acme",
                 namespace: mode == .token ? "demo-token" : "demo-key"))
+    }
+
+    /// The transfer every approval of the demo is for: 0.5 ETH to ``recipient``.
+    func transferToRecipient() throws -> ApprovalAction {
+        .transfer(try TransferAction(amount: DecimalAmount("0.5"), asset: "ETH", to: recipient))
     }
 
     func check(_ condition: Bool, _ what: String) throws {

@@ -81,26 +81,29 @@ struct DemoTests {
             #expect(ciba[7].hasPrefix("exit 1: step 1 (the issuer's signature) failed"), "\(ciba[7])")
         }
         // What the back end kept, checked by the CLI on its own.
-        let verify = [
-            "receipt", "verify", "--jwks", folder.appendingPathComponent("jwks.json").path, "--json",
-        ]
-        let kept = try await Subprocess.run(
-            try KeyboundExecutable.url(), verify + [folder.appendingPathComponent("receipt.jwt").path],
-            timeout: 10)
-        let receipt = try #require(
-            try JSONSerialization.jsonObject(with: Data(kept.stdout.utf8)) as? [String: Any])
+        for file in ["receipt.jwt", "receipt-tampered.jwt", "jwks.json"] {
+            try #require(
+                FileManager.default.fileExists(atPath: folder.appendingPathComponent(file).path),
+                "the demo kept no \(file)")
+        }
+        func verify(_ file: String) async throws -> (Subprocess.Run, [String: Any]) {
+            let run = try await Subprocess.run(
+                try KeyboundExecutable.url(),
+                [
+                    "receipt", "verify", folder.appendingPathComponent(file).path, "--jwks",
+                    folder.appendingPathComponent("jwks.json").path, "--json",
+                ], timeout: 10)
+            let json = try JSONSerialization.jsonObject(with: Data(run.stdout.utf8))
+            return (run, try #require(json as? [String: Any], "\(run.stdout) \(run.stderr)"))
+        }
+        let (kept, receipt) = try await verify("receipt.jwt")
         #expect(kept.status == 0 && receipt["ok"] as? Bool == true, "\(kept.stdout) \(kept.stderr)")
         let action = try #require(receipt["action"] as? [String: Any], "\(receipt)")
         #expect(action["amount"] as? String == "0.5" && action["asset"] as? String == "ETH")
         #expect(action["to"] as? String == ApprovalTests.recipient)
         #expect(receipt["binding_message"] as? String == "Acme wallet withdrawal W-1042")
         #expect(receipt["device_attested"] as? Bool == true)
-        let copy = try await Subprocess.run(
-            try KeyboundExecutable.url(),
-            verify + [folder.appendingPathComponent("receipt-tampered.jwt").path],
-            timeout: 10)
-        let refusal = try #require(
-            try JSONSerialization.jsonObject(with: Data(copy.stdout.utf8)) as? [String: Any])
+        let (copy, refusal) = try await verify("receipt-tampered.jwt")
         #expect(copy.status == 1 && refusal["ok"] as? Bool == false, "\(copy.stdout) \(copy.stderr)")
         #expect((refusal["error"] as? [String: Any])?["code"] as? String == "issuer_signature_invalid")
     }
