@@ -147,7 +147,7 @@ extension DemoStory {
             "the receipt should verify: \(verified.status) \(verified.output) \(verified.errors)")
         narrator.step(
             "The back end saves the receipt and the issuer's JWK Set, and checks it as anyone can, offline: "
-                + "keybound receipt verify receipt.jwt --jwks jwks.json",
+                + "keybound receipt verify receipt.jwt \(checks.joined(separator: " "))",
             "exit 0, \(summary), message \"\(Self.bindingMessage)\", device \(deviceID.prefix(8))… (App Attest attested)"
         )
 
