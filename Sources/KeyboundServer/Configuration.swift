@@ -218,10 +218,12 @@ public struct Configuration: Sendable {
 
     /// A configuration for tests and demos: loopback, a free port, the given SQLite file, cheap
     /// Argon2id parameters, logs discarded, no sign-up limit (tests sign up many users from
-    /// loopback).
+    /// loopback), and a 15 s ``databaseTimeout`` (a test machine running many PostgreSQL tests
+    /// at once answers slowly; the tests of the timeout set their own).
     /// - Important: the Argon2id parameters are far below production strength.
     public static func testing(databasePath: String) -> Configuration {
         var configuration = Configuration()
+        configuration.databaseTimeout = 15
         configuration.port = 0
         configuration.databaseURL = "sqlite:" + databasePath
         configuration.argon2 = .insecureTesting
