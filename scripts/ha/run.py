@@ -413,8 +413,23 @@ class Run:
         killed_at = time.monotonic()
         detail(f"SIGKILL to {primary.name}'s Patroni and postmaster (pids {pids}); {standby.name} is the "
                "synchronous standby")
-        promoted = self.cluster.wait(lambda: self.cluster.leader() is standby and time.monotonic(),
-                                     f"{standby.name} to be promoted", 90, interval=0.05)
+        health: list[tuple[float, str, int]] = []  # (when, instance, status) of GET /healthz meanwhile
+        polling = threading.Event()
+
+        def poll_health() -> None:
+            while not polling.is_set():
+                for instance in self.instances:
+                    health.append((time.monotonic(), instance.name, instance.get("/healthz", timeout=10)[0]))
+                polling.wait(0.5)
+
+        poller = threading.Thread(target=poll_health, daemon=True)
+        poller.start()
+        try:
+            promoted = self.cluster.wait(lambda: self.cluster.leader() is standby and time.monotonic(),
+                                         f"{standby.name} to be promoted", 90, interval=0.05)
+        finally:
+            polling.set()
+            poller.join(15)
         first = self.wait_for_writes(killed_at, 60)
         problems = []
         if first is None:
@@ -437,6 +452,11 @@ class Run:
                f"{self.rto:.2f} s, {first - promoted:+.2f} s after the promotion was seen; first write per "
                f"instance: {', '.join(per_instance)}")
         detail("answers until then: " + ", ".join(f"{k} × {v}" for k, v in sorted(outcomes.items())))
+        outage = [(when, name, status) for when, name, status in health if killed_at + 1 < when < promoted - 1]
+        wrong = [f"{name} {status} at +{when - killed_at:.1f} s" for when, name, status in outage if status != 503]
+        detail(f"GET /healthz while there was no primary: {len(outage) - len(wrong)} × 503 of {len(outage)}")
+        if wrong:
+            problems.append("GET /healthz did not answer 503 while there was no primary: " + ", ".join(wrong[:6]))
         if first < promoted - 1.0:
             problems.append(f"a write was acknowledged {self.rto:.2f} s after the kill, {promoted - first:.1f} s before "
                             f"{standby.name} was primary: something of the killed {primary.name} still answered")
