@@ -430,10 +430,8 @@ class Cluster:
             if not connection.execute("SELECT 1 FROM pg_database WHERE datname = %s", (DATABASE,)).fetchall():
                 connection.execute(f"CREATE DATABASE {DATABASE} OWNER {ROLE}")
 
-    def url(self, single_host: Node | None = None) -> str:
+    def url(self) -> str:
         """The URL every `keybound serve` gets: both nodes, the writable one wanted."""
-        if single_host is not None:
-            return f"postgres://{ROLE}@127.0.0.1:{single_host.pg_port}/{DATABASE}"
         hosts = ",".join(f"127.0.0.1:{node.pg_port}" for node in self.nodes)
         return f"postgres://{ROLE}@{hosts}/{DATABASE}?target_session_attrs=read-write"
 

@@ -15,14 +15,12 @@ It prints the measured RTO (kill -> first acknowledged write) and the acknowledg
 one line per scenario, and exits 0 only when every scenario passed. Everything it started is
 stopped on exit, at its deadline and on SIGTERM/SIGINT.
 
-Switches (environment), both off by default:
+A switch (environment), off by default:
   HA_TOLERATE_NON_IDEMPOTENT_RETRIES=1  what retries do to a server without Idempotency-Key
       support is reported, not failed: a retried write that took effect twice (a second session,
       device or approval), or that took effect and was then answered as a conflict with itself
       (409 username_taken, challenge_used). Strict by default: every retried write must take
       effect exactly once AND get its first answer again. Lost writes always fail.
-  HA_SINGLE_HOST_DIAGNOSTIC=1  the instances get a single-host URL (the first primary): only to
-      see what a server that refuses multi-host URLs does in the other scenarios. Never a pass.
 """
 
 from __future__ import annotations
@@ -47,14 +45,11 @@ import load
 from harness import HarnessError, Resources, free_port, watchdog
 
 TOLERATE_NON_IDEMPOTENT = os.environ.get("HA_TOLERATE_NON_IDEMPOTENT_RETRIES") == "1"
-SINGLE_HOST = os.environ.get("HA_SINGLE_HOST_DIAGNOSTIC") == "1"
 
-#: --db-timeout given to the servers that have it (bounded database waits). Without the flag the
-#: server's documented default (5 s) is assumed. While the synchronous standby is gone a write
-#: must be refused within the documented bound: a wait for a pooled connection and a blocked
-#: COMMIT, each at most --db-timeout (docs/server.md, "Time bounds"), and some slack.
+#: --db-timeout of the servers. While the synchronous standby is gone a write must be refused
+#: within the documented bound: a wait for a pooled connection and a blocked COMMIT, each at most
+#: --db-timeout (docs/server.md, "Time bounds"), and some slack.
 DB_TIMEOUT = 3.0
-DEFAULT_DB_TIMEOUT = 5.0
 DEADLINE_SLACK = 1.5
 #: One HTTP attempt of the load gives up after this (seen as a hang), a write after its budget.
 ATTEMPT_TIMEOUT = 30.0
@@ -191,7 +186,6 @@ class Run:
         self.acknowledged = 0
         self.tolerated = 0  # retries that were not idempotent, let pass by the switch
         self.reported: set[str] = set()  # findings a scenario failed on already
-        self.db_timeout = DEFAULT_DB_TIMEOUT
         self.idempotency = False
         self.broken = False  # the cluster or the servers are in no state for further scenarios
 
@@ -199,7 +193,7 @@ class Run:
 
     @property
     def write_deadline(self) -> float:
-        return 2 * self.db_timeout + DEADLINE_SLACK
+        return 2 * DB_TIMEOUT + DEADLINE_SLACK
 
     def attempts_between(self, start: float, end: float | None = None):
         end = end if end is not None else time.monotonic() + 1e9
@@ -337,7 +331,7 @@ class Run:
             for problem in failure.problems:
                 detail(problem)
             return
-        except (HarnessError, Exception) as error:  # noqa: BLE001 - reported, the run goes on or stops
+        except Exception as error:  # noqa: BLE001 - reported; the run goes on unless the cluster is lost
             where = traceback.extract_tb(error.__traceback__)[-1]
             message = f"{type(error).__name__} at {os.path.basename(where.filename)}:{where.lineno}: {error}"
             self.results.append((name, False, [message]))
@@ -358,18 +352,8 @@ class Run:
         cluster.create_role_and_database(first)
         detail(f"etcd {cluster.etcd.host}; {first.name} 127.0.0.1:{first.pg_port} (Patroni :{first.api_port}), "
                f"{second.name} 127.0.0.1:{second.pg_port} (Patroni :{second.api_port}); {cluster.describe()}")
-        help_text = subprocess.run([self.keybound, "serve", "--help"], capture_output=True, text=True,
-                                   timeout=30).stdout
-        arguments = ["--signup-limit", "0", "--address-failure-limit", "0"]
-        if "--db-timeout" in help_text:
-            arguments += ["--db-timeout", f"{DB_TIMEOUT:g}"]
-            self.db_timeout = DB_TIMEOUT
-        else:
-            detail(f"keybound serve has no --db-timeout: its documented default ({DEFAULT_DB_TIMEOUT:g} s) is "
-                   "assumed for the write deadline")
-        url = cluster.url(first if SINGLE_HOST else None)
-        if SINGLE_HOST:
-            detail("DIAGNOSTIC (HA_SINGLE_HOST_DIAGNOSTIC=1): single-host URL; this run cannot pass")
+        arguments = ["--signup-limit", "0", "--address-failure-limit", "0", "--db-timeout", f"{DB_TIMEOUT:g}"]
+        url = cluster.url()
         detail(f"--db {url}")
         try:
             for name in ("A", "B"):
@@ -384,7 +368,7 @@ class Run:
         detail(f"instances A :{self.instances[0].port} (pid {self.instances[0].pid}), B :{self.instances[1].port} "
                f"(pid {self.instances[1].pid}); server documents Idempotency-Key: "
                f"{'yes' if self.idempotency else 'NO'}; write deadline {self.write_deadline:g} s "
-               f"(pool wait and COMMIT, {self.db_timeout:g} s each, + {DEADLINE_SLACK:g} s)")
+               f"(pool wait and COMMIT, --db-timeout {DB_TIMEOUT:g} s each, + {DEADLINE_SLACK:g} s)")
         if TOLERATE_NON_IDEMPOTENT:
             detail("HA_TOLERATE_NON_IDEMPOTENT_RETRIES=1: retries that take effect twice or are answered as "
                    "conflicts are reported, not failed")
@@ -687,7 +671,7 @@ class Run:
         lost = f"{self.lost} of {self.acknowledged}" if self.lost is not None else "not measured"
         say(f"RTO (SIGKILL of the primary -> first acknowledged write): {rto}")
         say(f"acknowledged writes lost: {lost}")
-        ok = failed == 0 and self.lost == 0 and not SINGLE_HOST
+        ok = failed == 0 and self.lost == 0
         for name, good, problems in self.results:
             if not good:
                 say(f"failed: {name.split(':')[0]}: {problems[0][:300] if problems else ''}")
