@@ -115,36 +115,36 @@ def check(node, ledger: Ledger, only: set[str] | None = None) -> Findings:
         answer = _answer(write) if acked else {}
         facts = write.facts
         kind = write.kind
+        # How many rows the write made, and whether the row its answer names is there.
         if kind == "signup":
-            present = users.get(facts["username"])
-            count = 1 if present else 0
-            if acked and present != answer.get("user_id"):
-                findings.lost.append(f"{_describe(write)}: user {answer.get('user_id')} not found")
+            count = 1 if facts["username"] in users else 0
+            named, present = answer.get("user_id"), users.get(facts["username"]) == answer.get("user_id")
         elif kind == "login":
             count = password_sessions[(facts["user_id"], facts["client_id"])]
-            if acked and answer.get("session_id") not in session_ids:
-                findings.lost.append(f"{_describe(write)}: session {answer.get('session_id')} not found")
+            named = answer.get("session_id")
+            present = named in session_ids
         elif kind == "bind":
             count = devices_per_key[facts["public_key"]]
-            if acked and answer.get("device_id") not in device_ids:
-                findings.lost.append(f"{_describe(write)}: device {answer.get('device_id')} not found")
+            named = answer.get("device_id")
+            present = named in device_ids
         elif kind == "approval":
             count = approvals_per_to[(facts["device_id"], facts["to"])]
-            if acked and answer.get("approval_id") not in approval_status:
-                findings.lost.append(f"{_describe(write)}: approval {answer.get('approval_id')} not found")
+            named = answer.get("approval_id")
+            present = named in approval_status
         elif kind == "confirm":
-            status = approval_status.get(facts["approval_id"])
-            count = 1 if status == "approved" else 0
-            if acked and status != "approved":
-                findings.lost.append(f"{_describe(write)}: approval {facts['approval_id']} is {status}")
+            named = f"{facts['approval_id']} approved (it is {approval_status.get(facts['approval_id'])})"
+            present = approval_status.get(facts["approval_id"]) == "approved"
+            count = 1 if present else 0
         elif kind == "device_login":
             # Sessions are counted per device below. Each challenge is this write's own: used,
             # it was used by an earlier attempt of this write.
             count = 1 if write.retried and write.final.code == "challenge_used" else 0
-            if acked and answer.get("session_id") not in session_ids:
-                findings.lost.append(f"{_describe(write)}: session {answer.get('session_id')} not found")
+            named = answer.get("session_id")
+            present = named in session_ids
         else:
             continue
+        if acked and not present:
+            findings.lost.append(f"{_describe(write)}: {named} not found")
         if count > 1:
             (findings.duplicated_by_retry if write.retried else findings.duplicated).append(
                 f"{_describe(write)}: {count} rows")

@@ -42,7 +42,7 @@ import urllib.request
 import checks
 import cluster as db
 import load
-from harness import HarnessError, Resources, free_port, watchdog
+from harness import HarnessError, Resources, Server, free_port, watchdog
 
 TOLERATE_NON_IDEMPOTENT = os.environ.get("HA_TOLERATE_NON_IDEMPOTENT_RETRIES") == "1"
 
@@ -79,8 +79,9 @@ def detail(text: str) -> None:
 # --- keybound serve -----------------------------------------------------------------------------
 
 
-class Instance:
-    """One `keybound serve` on a free loopback port, its log in the output folder."""
+class Instance(Server):
+    """One `keybound serve` on a free loopback port, its log in the output folder; waiting for it,
+    stopping it and its log are the interop harness's."""
 
     def __init__(self, name: str, keybound: str, url: str, arguments: list[str], password: str, out: str,
                  resources: Resources, ports: set[int]) -> None:
@@ -109,20 +110,6 @@ class Instance:
                 break
         raise HarnessError(f"keybound serve ({name}) did not start; its log ends:\n{last}")
 
-    def _wait_listening(self) -> bool:
-        deadline = time.monotonic() + 90
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                return False
-            with open(self.log_path, errors="replace") as log:
-                if '"msg":"listening"' in log.read():
-                    return True
-            time.sleep(0.1)
-        return False
-
-    def alive(self) -> bool:
-        return self.process is not None and self.process.poll() is None
-
     def get(self, path: str, timeout: float = 10) -> tuple[int, str]:
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=timeout) as response:
@@ -131,13 +118,6 @@ class Instance:
             return error.code, error.read().decode(errors="replace")
         except OSError as error:
             return 0, str(error)
-
-    def log_tail(self, lines: int = 20) -> str:
-        try:
-            with open(self.log_path, errors="replace") as log:
-                return "".join(log.readlines()[-lines:])
-        except OSError:
-            return ""
 
     def log_lines(self, predicate, limit: int = 8) -> list[str]:
         """Log lines (JSON) for which predicate(entry) holds, the first `limit`."""
@@ -156,16 +136,6 @@ class Instance:
         except OSError:
             pass
         return found
-
-    def stop(self) -> None:
-        if self.process and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=15)
-        self.process = None
 
 
 # --- the run ------------------------------------------------------------------------------------
