@@ -35,8 +35,10 @@ import base64
 import hashlib
 import json
 import os
+import re
 import secrets
 import threading
+import uuid
 
 import requests
 import schemathesis
@@ -107,10 +109,22 @@ class KeyboundBearer:
 
 @schemathesis.hook
 def before_call(context, case, **kwargs):
-    """Drops a generated DPoP header (see the module's docstring), in every phase: the coverage
-    phase's cases do not go through the generation hooks."""
+    """Drops a generated DPoP header (see the module's docstring), and makes a generated
+    Idempotency-Key that the spec's grammar accepts a new one, in every phase: the coverage phase's
+    cases do not go through the generation hooks."""
     if case.headers:
         case.headers.pop("DPoP", None)
+        key = case.headers.get("Idempotency-Key")
+        if isinstance(key, str) and _IDEMPOTENCY_KEY.fullmatch(key):
+            case.headers["Idempotency-Key"] = f'"{uuid.uuid4()}"'
+
+
+# The grammar of docs/openapi.yaml's IdempotencyKey. The generator repeats values across cases,
+# and the same key with another request is 422 idempotency_key_reused, with the same request the
+# first request's answer (a resource deleted since then, created again): both are answers to an
+# earlier case, not to this one, so every case that sends a well-formed key sends its own. A
+# malformed one is sent as generated: the server must refuse it (400).
+_IDEMPOTENCY_KEY = re.compile(r'"([\x20\x21\x23-\x5B\x5D-\x7E]|\\["\\]){16,255}"')
 
 
 # --- the p256-spki format -----------------------------------------------------------------------
