@@ -200,6 +200,25 @@ struct IdempotencyTests {
         #expect(try Self.count(fixture.test, "SELECT COUNT(*) FROM ciba_requests") == 1)
     }
 
+    /// A retried passkey sign-up and passkey login (without the key: `challenge_used`).
+    @Test(arguments: Engine.all) func retriedPasskeyCeremoniesHappenOnce(engine: Engine) async throws {
+        let live = try TestServer(engine: engine)
+        let authenticator = try PasskeyTests.authenticator(for: live)
+        let creation = try await live.client.registrationOptions(PasskeyRegistrationOptionsRequest(username: "ada"))
+        let registration = try authenticator.registration(challenge: creation.challenge)
+        let signUp = try await Self.twice("passkey sign-up", expecting: 200) {
+            try await live.client.send(API.passkeyRegistrationVerify, raw: registration, headers: $0)
+        }.decode(PasskeyRegistrationResult.self)
+        let userID = try #require(signUp.tokens?.userID)
+        let options = try await live.client.loginOptions()
+        let assertion = try authenticator.assertion(
+            challenge: options.challenge, signCount: 1, userHandle: PasskeyTests.userHandle(userID))
+        try await Self.twice("passkey login", expecting: 200) {
+            try await live.client.send(API.passkeyLoginVerify, raw: assertion, headers: $0)
+        }
+        #expect(try Self.count(live, "SELECT COUNT(*) FROM sessions WHERE user_id = ?", [.text(userID)]) == 2)
+    }
+
     /// The same key with another request, whatever differs (body, path, method's target), is 422
     /// and does nothing; the first request's answer stays the key's.
     @Test(arguments: Engine.all) func anotherRequestWithTheKeyIsRefused(engine: Engine) async throws {
