@@ -204,7 +204,8 @@ struct IdempotencyTests {
     @Test(arguments: Engine.all) func retriedPasskeyCeremoniesHappenOnce(engine: Engine) async throws {
         let live = try TestServer(engine: engine)
         let authenticator = try PasskeyTests.authenticator(for: live)
-        let creation = try await live.client.registrationOptions(PasskeyRegistrationOptionsRequest(username: "ada"))
+        let creation = try await live.client.registrationOptions(
+            PasskeyRegistrationOptionsRequest(username: "ada"))
         let registration = try authenticator.registration(challenge: creation.challenge)
         let signUp = try await Self.twice("passkey sign-up", expecting: 200) {
             try await live.client.send(API.passkeyRegistrationVerify, raw: registration, headers: $0)
