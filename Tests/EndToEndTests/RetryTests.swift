@@ -170,47 +170,21 @@ final class LossyNetwork: URLProtocol {
                 let response = HTTPURLResponse(
                     url: url, statusCode: 503, httpVersion: "HTTP/1.1",
                     headerFields: ["Content-Type": Problem.mediaType, "Retry-After": String(seconds)])
-                Self.deliver(to: this.value, problem.jsonData, response, nil)
+                this.value.deliver(problem.jsonData, response, nil)
                 return
             }
             Self.forwarder.dataTask(with: forwardedRequest) { data, response, error in
                 DispatchQueue.global().async {
                     if case .lose = fate, error == nil {
                         // The server answered (and committed); the answer is lost on the way.
-                        Self.deliver(to: this.value, nil, nil, URLError(.networkConnectionLost))
+                        this.value.deliver(nil, nil, URLError(.networkConnectionLost))
                     } else {
-                        Self.deliver(to: this.value, data, response, error)
+                        this.value.deliver(data, response, error)
                     }
                 }
             }.resume()
         }
     }
 
-    private static func deliver(
-        to this: LossyNetwork, _ data: Data?, _ response: URLResponse?, _ error: (any Error)?
-    ) {
-        guard let client = this.client else { return }
-        if let error {
-            client.urlProtocol(this, didFailWithError: error)
-            return
-        }
-        if let response { client.urlProtocol(this, didReceive: response, cacheStoragePolicy: .notAllowed) }
-        client.urlProtocol(this, didLoad: data ?? Data())
-        client.urlProtocolDidFinishLoading(this)
-    }
-
     override func stopLoading() {}
-
-    private static func drain(_ stream: InputStream) -> Data {
-        stream.open()
-        defer { stream.close() }
-        var data = Data()
-        var buffer = [UInt8](repeating: 0, count: 4096)
-        while true {
-            let count = stream.read(&buffer, maxLength: buffer.count)
-            guard count > 0 else { break }
-            data.append(buffer, count: count)
-        }
-        return data
-    }
 }
