@@ -39,7 +39,7 @@ final class Benchmark {
         defer { removeDatabases(andFolder: true) }
         let started = nanoseconds()
         if options.abuseOnly || options.housekeepingOnly || options.providerOnly
-            || options.webhooksOnly
+            || options.webhooksOnly || options.cibaOnly
         {
             if options.providerOnly {
                 report.raw.verifiesPerSecond = try measureVerify()
@@ -49,6 +49,7 @@ final class Benchmark {
             if options.abuseOnly { try measureAbuse() }
             if options.housekeepingOnly { try measureHousekeeping() }
             if options.webhooksOnly { try measureWebhookLogins() }
+            if options.cibaOnly { try measureCIBAOnly() }
             report.totalSeconds = seconds(since: started)
             return report
         }
@@ -63,6 +64,8 @@ final class Benchmark {
         try measureGrowth(verifiesPerSecond: verify)
         removeDatabases()
         try measureWebhookLogins()
+        removeDatabases()
+        try measureSQLiteCIBA()
         removeDatabases()
         if options.postgres { try measurePostgres(verifiesPerSecond: verify) }
         try measureHousekeeping()
@@ -119,6 +122,19 @@ final class Benchmark {
                 return Double(count) / elapsed
             }
         }
+    }
+
+    /// `workers` under load for `duration` seconds (after the warm-up), with the raw verifies
+    /// measured right before and right after: the machine's speed drifts within a run (a shared
+    /// VM), so a load's rate is compared with those, not only with the start of the run's.
+    /// - Parameter load: what the load is, for the progress lines (`the logins`).
+    func loadBetweenVerifies(_ workers: [any LoadWorker], duration: Double, _ load: String) throws -> (
+        LoadResult, VerifiesAround
+    ) {
+        let before = try measureVerify("just before \(load)")
+        let result = runLoad(workers, warmup: durations.warmup, duration: duration)
+        let after = try measureVerify("just after \(load)")
+        return (result, VerifiesAround(before, after))
     }
 
     struct Argon2Cost {
@@ -302,14 +318,11 @@ final class Benchmark {
         progress(
             "device-key logins, \(fillers + clients.count) users, synchronous=\(options.synchronous.rawValue), "
                 + "\(clients.count) clients, \(durations.deviceLogins) s")
-        // The machine's speed drifts within a run (a shared VM): the login rate is compared with
-        // verifies measured right before and right after it, not only at the start of the run.
-        let before = try measureVerify("just before the logins")
-        let logins = runLoad(clients, warmup: durations.warmup, duration: durations.deviceLogins)
-        let after = try measureVerify("just after the logins")
+        let (logins, verifies) = try loadBetweenVerifies(
+            clients, duration: durations.deviceLogins, "the logins")
         report.deviceLogins = DeviceNumbers(
             result: logins, clients: clients.count, users: fillers + clients.count,
-            synchronous: options.synchronous, verifiesAround: VerifiesAround(before, after))
+            synchronous: options.synchronous, verifiesAround: verifies)
 
         progress(
             "the login's bound (2 x GET /healthz + verify + sign), \(clients.count) clients, \(durations.bound) s"

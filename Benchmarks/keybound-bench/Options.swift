@@ -15,6 +15,8 @@ struct BenchOptions {
     var providerOnly = false
     /// `--webhooks`: only device logins with and without a webhook endpoint.
     var webhooksOnly = false
+    /// `--ciba`: only CIBA round trips (issue 24), on SQLite and PostgreSQL.
+    var cibaOnly = false
     /// Client threads (connections) for device logins, refreshes and the read comparison: enough
     /// requests in flight that a group commit has company while it waits for its sync.
     var concurrency = 64
@@ -33,7 +35,7 @@ struct BenchOptions {
     static let usage = """
         usage: keybound-bench [--quick] [--json] [--concurrency N] [--sqlite-synchronous full|normal]
                               [--growth-users N] [--sessions N] [--no-postgres] [--abuse]
-                              [--housekeeping] [--oauth] [--webhooks]
+                              [--housekeeping] [--oauth] [--webhooks] [--ciba]
                keybound-bench --profile healthz|me|challenge|login|refresh|dpop-me N
 
           Measures the performance targets of docs/design.md against an in-process server on 127.0.0.1
@@ -53,6 +55,9 @@ struct BenchOptions {
                                   request deadline, unknown-user vs wrong-password login timing
           --webhooks              only device logins with and without one webhook endpoint (each
                                   login then emits session.revoked: its client's session replaced)
+          --ciba                  only CIBA round trips (POST /oauth/bc-authorize, the phone lists the
+                                  approval, signs and confirms it, POST /oauth/token), on SQLite then
+                                  PostgreSQL (about 20 s)
           --housekeeping          only the housekeeping section: the server's purge of 1.25M expired
                                   challenges and 100k ended sessions (250k and 20k with --quick), and
                                   the refresh rotations that wait for it meanwhile
@@ -90,6 +95,7 @@ struct BenchOptions {
             case "--housekeeping": options.housekeepingOnly = true
             case "--oauth": options.providerOnly = true
             case "--webhooks": options.webhooksOnly = true
+            case "--ciba": options.cibaOnly = true
             case "-h", "--help": options.help = true
             case "--concurrency": options.concurrency = try count(argument, 1...256)
             case "--growth-users": options.growthUsers = try count(argument, 1000...10_000_000)
@@ -127,6 +133,8 @@ struct Durations {
     let reads: Double
     /// OAuth code exchanges (issue 23).
     let exchanges: Double
+    /// CIBA round trips (issue 24), on each engine.
+    let ciba: Double
     let growthRounds: Int
     let growthRoundSeconds: Double
     let passwordLogins: Double
@@ -140,14 +148,14 @@ struct Durations {
             (verify, argon2, warmup, deviceLogins, reads, passwordLogins, growthSeedBudget) =
                 (1, 0.4, 0.2, 1.5, 1, 1.5, 4)
             (growthRounds, growthRoundSeconds) = (2, 0.75)
-            (bound, refresh, exchanges) = (1, 1, 1)
+            (bound, refresh, exchanges, ciba) = (1, 1, 1, 1)
             growthUsers = options.growthUsers ?? 100_000
             postgresSeedBudget = 30
         } else {
             (verify, argon2, warmup, deviceLogins, reads, passwordLogins, growthSeedBudget) =
                 (2, 1.5, 0.3, 4, 2, 4, 30)
             (growthRounds, growthRoundSeconds) = (3, 1.5)
-            (bound, refresh, exchanges) = (2, 2, 2)
+            (bound, refresh, exchanges, ciba) = (2, 2, 2, 2)
             growthUsers = options.growthUsers ?? 1_000_000
             postgresSeedBudget = 240
         }

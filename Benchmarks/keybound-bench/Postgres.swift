@@ -41,20 +41,33 @@ extension Benchmark {
     /// Device logins, reads, one server against two, and the growth from 1k to `growthUsers`
     /// users, on a throwaway PostgreSQL cluster. Where PostgreSQL cannot run, the report says so.
     func measurePostgres(verifiesPerSecond: Double) throws {
-        progress("PostgreSQL: starting a throwaway cluster (initdb, pg_ctl) on a free loopback port")
-        let cluster: PostgresCluster
-        do {
-            cluster = try PostgresCluster(settings: Self.postgresSettings)
-        } catch {
-            progress("PostgreSQL figures skipped: \(error)")
-            report.postgres = PostgresNumbers(skipped: "\(error)")
-            return
-        }
+        guard let cluster = postgresCluster() else { return }
         var numbers = PostgresNumbers()
         numbers.version = (try? cluster.sql("SHOW server_version")) ?? "?"
         try measurePostgresLoginsAndReads(cluster, into: &numbers)
+        try measurePostgresCIBA(cluster, version: numbers.version)
         try measurePostgresGrowth(cluster, into: &numbers)
         report.postgres = numbers
+    }
+
+    /// A throwaway cluster; nil, with the report saying why, where PostgreSQL cannot run.
+    func postgresCluster() -> PostgresCluster? {
+        progress("PostgreSQL: starting a throwaway cluster (initdb, pg_ctl) on a free loopback port")
+        do {
+            return try PostgresCluster(settings: Self.postgresSettings)
+        } catch {
+            progress("PostgreSQL figures skipped: \(error)")
+            report.postgres = PostgresNumbers(skipped: "\(error)")
+            return nil
+        }
+    }
+
+    /// ``measureCIBA(_:engine:)`` on a new database of `cluster`, synchronous_commit=on.
+    func measurePostgresCIBA(_ cluster: PostgresCluster, version: String) throws {
+        var (configuration, _, _) = try postgresDatabase(
+            cluster, users: 0, budget: 1, synchronousCommit: true)
+        configuration.issuer = BenchProvider.issuer
+        try measureCIBA(configuration, engine: "PostgreSQL \(version) synchronous_commit=on")
     }
 
     /// A new database with the server's schema (a `Server` opened on it runs the migrations)

@@ -123,6 +123,8 @@ struct Report {
     var oauth: OAuthNumbers?
     /// Device logins with and without a webhook endpoint (issue 24, item 7).
     var webhooks: WebhookNumbers?
+    /// CIBA round trips, SQLite's then PostgreSQL's (issue 24, item 7).
+    var ciba: [CIBANumbers] = []
     var totalSeconds = 0.0
 
     init(options: BenchOptions, cores: Int) {
@@ -161,7 +163,7 @@ struct Report {
 
     /// Measurements without a target, printed with their ratio.
     var information: [(title: String, line: String, numbers: [String: Any])] {
-        apiRefreshInformation + oauthInformation
+        apiRefreshInformation + oauthInformation + cibaInformation
     }
 
     /// The /v1 refresh rotations, printed with their ratio.

@@ -35,7 +35,8 @@ func signUpAndLogIn(
 /// `POST /v1/challenges`, sign the payload, `POST /v1/sessions/device`.
 final class DeviceLoginWorker: LoadWorker, @unchecked Sendable {
     let connection: HTTPConnection
-    private let key: P256SigningKey
+    /// The bound key (software here; the Secure Enclave's on a phone).
+    let key: P256SigningKey
     private let deviceID: String
     private(set) var accessToken: String
     /// The refresh token of the latest session.

@@ -74,7 +74,8 @@ final class Application: Sendable {
             try database
             ?? openDatabase(
                 url: configuration.databaseURL, connections: configuration.workerThreads + 2,
-                synchronous: configuration.sqliteSynchronous, password: configuration.databasePassword)
+                synchronous: configuration.sqliteSynchronous, password: configuration.databasePassword,
+                timeout: configuration.databaseTimeout)
         self.database = CommittedEffects(base: storage)
         try Self.checkPasskeySettings(configuration)
         try Self.checkOAuthSettings(configuration)

@@ -30,6 +30,11 @@ public struct Configuration: Sendable {
     /// The PostgreSQL password (`keybound serve` takes it from `KEYBOUND_DB_PASSWORD` or
     /// `PGPASSWORD`). Never logged. nil leaves it to libpq (`PGPASSWORD`, `~/.pgpass`).
     public var databasePassword: String?
+    /// The longest wait for any one PostgreSQL call, in seconds (default 5): past it the request
+    /// is a 503 with Retry-After. A COMMIT that timed out (a primary whose synchronous standby is
+    /// gone) has an unknown outcome: the client retries with the same `Idempotency-Key`.
+    /// Migrations are not bounded by it.
+    public var databaseTimeout: Int = 5
     /// How SQLite commits: `.full` (default) survives a power loss, `.normal` survives a crash
     /// of the process (kill -9) but may lose the last commits on a power loss, and is faster.
     public var sqliteSynchronous: SQLiteSynchronous = .full
@@ -213,10 +218,12 @@ public struct Configuration: Sendable {
 
     /// A configuration for tests and demos: loopback, a free port, the given SQLite file, cheap
     /// Argon2id parameters, logs discarded, no sign-up limit (tests sign up many users from
-    /// loopback).
+    /// loopback), and a 15 s ``databaseTimeout`` (a test machine running many PostgreSQL tests
+    /// at once answers slowly; the tests of the timeout set their own).
     /// - Important: the Argon2id parameters are far below production strength.
     public static func testing(databasePath: String) -> Configuration {
         var configuration = Configuration()
+        configuration.databaseTimeout = 15
         configuration.port = 0
         configuration.databaseURL = "sqlite:" + databasePath
         configuration.argon2 = .insecureTesting

@@ -24,8 +24,10 @@ enum DemoCommand {
         you-sign approval with replay and tampering refused, app lock, enrollment change and
         re-enrollment, lockout and recovery by passcode, a passkey sign-up and sign-in, a
         device binding attested by App Attest (under a test CA the demo's server trusts as
-        Apple's), refused when the attestation is for another app, and a web app signing in
-        through OpenID Connect with a passkey while the phone's session is DPoP-bound.
+        Apple's), refused when the attestation is for another app, a web app signing in
+        through OpenID Connect with a passkey while the phone's session is DPoP-bound, and a
+        wallet's back end asking the phone to approve a transfer through CIBA, its receipt checked
+        offline by keybound receipt verify (and a copy changed by one byte refused).
 
         options:
         \(Option.help(options))
@@ -130,7 +132,7 @@ struct DemoStory {
 
     let username = "ada"
     let password = "correct horse battery staple"
-    private let recipient = "0x12a4c8b2e19d7f3a5c6b8e0d4f2a1b3c9d7e5fef"
+    let recipient = "0x12a4c8b2e19d7f3a5c6b8e0d4f2a1b3c9d7e5fef"
     /// The passkeys' relying party; Apple's platform authenticator writes `https://` and it as
     /// the origin for an app of that domain.
     private static let relyingPartyID = "acme.example"
@@ -156,6 +158,7 @@ struct DemoStory {
         configuration.appIDs = [Self.appID]
         configuration.appAttestEnvironment = .development
         configuration.appAttestRoots = [appAttestCA.rootCertificate]
+        configuration.cibaInterval = 1  // --ciba-interval 1: the wallet's back end polls every second
         let server = try Self.startWithIssuer(&configuration)
         defer { server.stop() }
         guard let baseURL = server.baseURL else {
@@ -178,10 +181,12 @@ struct DemoStory {
         try await enrollmentChange(
             tokenLogin: tokenLogin, keyLogin: keyLogin, device: device, oldDeviceID: deviceID)
         try await lockout(keyLogin, device: device, baseURL: baseURL)
-        let passkeys = try await passkeysAndAppAttest(
+        let (passkeys, genuineApp) = try await passkeysAndAppAttest(
             device: device, baseURL: baseURL, appAttestCA: appAttestCA)
         try await openIDConnect(
             configuration: configuration, baseURL: baseURL, device: device, passkeys: passkeys)
+        try await backchannelApproval(
+            configuration: configuration, device: device, phone: genuineApp, directory: directory)
     }
 
     // MARK: - Stories
@@ -256,8 +261,7 @@ struct DemoStory {
         let approvals = try TransactionApproval(
             client: login.client, device: DeviceBackends(device), deviceID: deviceID,
             serverID: "demo.keybound.local", keyName: "demo-key.device-key")
-        let action = ApprovalAction.transfer(
-            try TransferAction(amount: DecimalAmount("0.5"), asset: "ETH", to: recipient))
+        let action = try transferToRecipient()
         let pending = try await approvals.request(action)
         try check(
             pending.amount.text == "0.5" && pending.asset == "ETH" && pending.recipient == recipient,
@@ -379,11 +383,12 @@ struct DemoStory {
 
     /// Passkeys and App Attest: a passkey sign-up and sign-in on the emulated iPhone, then device
     /// bindings attested by App Attest, accepted from the genuine app and refused from another.
-    /// - Returns: Grace's passkey authenticator, for chapter 8.
+    /// - Returns: Grace's passkey authenticator, for chapter 8, and Ada's genuine app, whose
+    ///   attested key is her latest binding, for chapter 9.
     private func passkeysAndAppAttest(
         device: EmulatedDevice, baseURL: URL, appAttestCA: EmulatedAppAttestAuthority
     )
-        async throws -> EmulatedPasskeyAuthenticator
+        async throws -> (EmulatedPasskeyAuthenticator, BiometricLogin)
     {
         narrator.chapter("7. Passkeys and App Attest")
         let passkeys = try EmulatedPasskeyAuthenticator(device: device)
@@ -426,7 +431,7 @@ struct DemoStory {
             try await repackaged.enable()
         }
         try check(try await repackaged.boundDeviceID() == nil, "the refused binding should leave no device")
-        return passkeys
+        return (passkeys, genuine)
     }
 
     // MARK: - Helpers
@@ -456,6 +461,11 @@ struct DemoStory {
                 mode: mode, deviceName: "Ada's iPhone", keyProtection: .emulator,
                 unlockReason: "Log in to Acme",
                 namespace: mode == .token ? "demo-token" : "demo-key"))
+    }
+
+    /// The transfer every approval of the demo is for: 0.5 ETH to ``recipient``.
+    func transferToRecipient() throws -> ApprovalAction {
+        .transfer(try TransferAction(amount: DecimalAmount("0.5"), asset: "ETH", to: recipient))
     }
 
     func check(_ condition: Bool, _ what: String) throws {

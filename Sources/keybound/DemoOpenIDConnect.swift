@@ -129,13 +129,13 @@ extension DemoStory {
             "401 both times: without a proof by the key in the phone's secure element the token is useless")
     }
 
-    private func requireValue<T>(_ value: T?, _ what: String) throws -> T {
+    func requireValue<T>(_ value: T?, _ what: String) throws -> T {
         guard let value else { throw DemoFailure(description: what) }
         return value
     }
 
     /// A GET, as a browser or another service sends it.
-    private static func get(_ url: URL, authorization: String? = nil) async throws -> (
+    static func get(_ url: URL, authorization: String? = nil) async throws -> (
         status: Int, body: Data, text: String
     ) {
         var request = URLRequest(url: url)
@@ -144,36 +144,59 @@ extension DemoStory {
         return ((response as? HTTPURLResponse)?.statusCode ?? 0, body, String(decoding: body, as: UTF8.self))
     }
 
-    /// The web app's code exchange: `POST /oauth/token`, form-encoded, HTTP Basic.
+    /// The web app's code exchange: `POST /oauth/token`.
     private static func exchange(
         code: String, verifier: String, issuer: String, clientID: String, secret: String
     )
         async throws -> JSONValue
     {
-        guard let url = URL(string: issuer + OAuthPaths.token) else {
-            throw DemoFailure(description: "the token URL")
+        let (status, tokens) = try await postForm(
+            issuer + OAuthPaths.token,
+            [
+                ("grant_type", "authorization_code"), ("code", code), ("redirect_uri", webRedirect),
+                ("code_verifier", verifier),
+            ], clientID: clientID, secret: secret)
+        guard status == 200 else {
+            throw DemoFailure(description: "the code exchange failed: \(status) \(text(tokens))")
         }
+        return tokens
+    }
+
+    /// A confidential client's POST to an OAuth endpoint: form-encoded (RFC 6749 Appendix B),
+    /// authenticated with HTTP Basic (`client_secret_basic`).
+    /// - Returns: the status and the JSON answer.
+    static func postForm(_ url: String, _ pairs: [(String, String)], clientID: String, secret: String)
+        async throws -> (status: Int, json: JSONValue)
+    {
+        guard let url = URL(string: url) else { throw DemoFailure(description: "not a URL: \(url)") }
         var request = URLRequest(url: url)
         request.httpMethod = "POST"
         request.setValue("application/x-www-form-urlencoded", forHTTPHeaderField: "Content-Type")
         request.setValue(
             "Basic " + Data("\(clientID):\(secret)".utf8).base64EncodedString(),
             forHTTPHeaderField: "Authorization")
-        var form = URLComponents()
-        form.queryItems = [
-            URLQueryItem(name: "grant_type", value: "authorization_code"),
-            URLQueryItem(name: "code", value: code),
-            URLQueryItem(name: "redirect_uri", value: webRedirect),
-            URLQueryItem(name: "code_verifier", value: verifier),
-        ]
-        request.httpBody = Data((form.percentEncodedQuery ?? "").utf8)
+        request.httpBody = Data(
+            pairs.map { formEncoded($0.0) + "=" + formEncoded($0.1) }.joined(separator: "&").utf8)
         let (body, response) = try await URLSession.shared.data(for: request)
-        guard (response as? HTTPURLResponse)?.statusCode == 200 else {
+        let status = (response as? HTTPURLResponse)?.statusCode ?? 0
+        guard let json = try? JSON.parse(body) else {
             throw DemoFailure(
-                description: "the code exchange failed: \(String(decoding: body, as: UTF8.self))")
+                description:
+                    "\(url.path) answered \(status) without JSON: \(String(decoding: body, as: UTF8.self))")
         }
-        return try JSON.parse(body)
+        return (status, json)
     }
+
+    /// `json` as compact JSON text, for a failure's description.
+    static func text(_ json: JSONValue) -> String { String(decoding: JSON.serialize(json), as: UTF8.self) }
+
+    /// `text` percent-encoded for a form: everything but the unreserved characters.
+    private static func formEncoded(_ text: String) -> String {
+        text.addingPercentEncoding(withAllowedCharacters: formSafe) ?? text
+    }
+
+    private static let formSafe = CharacterSet(
+        charactersIn: "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
 }
 
 /// A free TCP port on 127.0.0.1, from the kernel (bound to port 0, then released).

@@ -15,6 +15,9 @@ enum ServeCommand {
                 .value("listen", "HOST:PORT", "numeric address and port", \.listen, .address),
                 database,
                 .value(
+                    "db-timeout", "SEC", "the longest wait for one PostgreSQL call (then 503)",
+                    \.databaseTimeout, .integer(1...60)),
+                .value(
                     "sqlite-synchronous", "MODE", "full survives power loss, normal kill -9 (faster)",
                     \.sqliteSynchronous, .choice(SQLiteSynchronous.allCases)),
                 .value("server-id", "ID", "id written into signing payloads", \.serverID, .text),
@@ -156,7 +159,8 @@ enum ServeCommand {
 
     /// `--db`, which the operator commands (`keybound user`, `client`, `keys`) take too.
     static let database = ServeOption.value(
-        "db", "URL", "sqlite:PATH or postgres://USER@HOST:PORT/DB", \.databaseURL, .databaseURL)
+        "db", "URL", "sqlite:PATH or postgres://USER@HOST:PORT[,HOST:PORT…]/DB", \.databaseURL,
+        .databaseURL)
 
     /// `--access-token-ttl`, which `keybound keys list` takes too: a retired key stays published
     /// as long as the tokens it signed live.

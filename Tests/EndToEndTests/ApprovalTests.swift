@@ -255,21 +255,13 @@ struct BackchannelApprovalTests {
     }
 
     @Test func aPaymentServiceAsksThePhoneShowsItFaceIDSignsTheServiceProvesIt() async throws {
-        // The issuer names the port the server listens on: DPoP proofs name that URL.
-        let port = try freeLoopbackPort()
-        let issuer = "http://127.0.0.1:\(port)"
-        let backend = try Backend {
-            $0.port = port
-            $0.issuer = issuer
-        }
-        defer { backend.shutDown() }
-        var configuration = Configuration.testing(
-            databasePath: backend.directory.appendingPathComponent("keybound.sqlite").path)
-        configuration.issuer = issuer
+        let provider = try ProviderBackend()
+        defer { provider.shutDown() }
+        let (backend, issuer) = (provider.backend, provider.issuer)
         var registration = OAuthClientRegistration(name: "Wallet backend", redirectURIs: [])
         registration.confidential = true
         registration.ciba = true
-        let registered = try ProviderAdministration(configuration: configuration).addClient(registration)
+        let registered = try provider.administration.addClient(registration)
         let service = PaymentService(
             baseURL: backend.baseURL, session: backend.urlSession, clientID: registered.clientID,
             secret: try #require(registered.secret))

@@ -14,19 +14,10 @@ struct AuthorizeTests {
     @Test(arguments: [false, true]) func anAppWithASessionAnswersAnAuthorizationRequest(dpopBound: Bool)
         async throws
     {
-        // The issuer is the server's own URL: DPoP proofs name it (htu).
-        let port = try LoopbackPorts.claim()
-        defer { LoopbackPorts.release(port) }
-        let issuer = "http://127.0.0.1:\(port)"
-        let backend = try Backend {
-            $0.port = port
-            $0.issuer = issuer
-        }
-        defer { backend.shutDown() }
-        var configuration = Configuration.testing(
-            databasePath: backend.directory.appendingPathComponent("keybound.sqlite").path)
-        configuration.issuer = issuer
-        let web = try ProviderAdministration(configuration: configuration).addClient(
+        let provider = try ProviderBackend()
+        defer { provider.shutDown() }
+        let (backend, issuer) = (provider.backend, provider.issuer)
+        let web = try provider.administration.addClient(
             OAuthClientRegistration(name: "TV app", redirectURIs: ["https://tv.example/callback"]))
         let client = backend.client()
         if dpopBound {

@@ -3,12 +3,14 @@ import KeyboundTestSupport
 import Testing
 
 /// `keybound demo --json`, the real binary as a subprocess: every story against a real server
-/// with production Argon2id settings, each step's outcome checked by the demo itself.
+/// with production Argon2id settings, each step's outcome checked by the demo itself, and the
+/// receipt it kept checked again here.
 @Suite("keybound demo")
 struct DemoTests {
     @Test(.timeLimit(.minutes(1)))
     func demoRunsEveryStoryAndEndsOK() async throws {
-        let run = try await Subprocess.run(try KeyboundExecutable.url(), ["demo", "--json"], timeout: 50)
+        let run = try await Subprocess.run(
+            try KeyboundExecutable.url(), ["demo", "--json", "--keep-database"], timeout: 50)
         #expect(!run.timedOut, "the demo did not finish in time")
         #expect(!run.crashed, "the demo crashed: \(run.stderr)")
         #expect(run.status == 0, "exit \(run.status): \(run.stdout.suffix(2000)) \(run.stderr)")
@@ -19,18 +21,24 @@ struct DemoTests {
             let parsed = try JSONSerialization.jsonObject(with: Data(line.utf8))
             events.append(try #require(parsed as? [String: Any], "not a JSON object: \(line)"))
         }
+        // --keep-database keeps the demo's folder: its database, and the receipt of chapter 9.
+        let scene = try #require(events.first { $0["event"] as? String == "step" }?["outcome"] as? String)
+        let database = try #require(scene.range(of: "SQLite at ").map { String(scene[$0.upperBound...]) })
+        let folder = URL(fileURLWithPath: database).deletingLastPathComponent()
+        defer { try? FileManager.default.removeItem(at: folder) }
+
         let end = try #require(events.last, "no output")
         #expect(end["event"] as? String == "end", "\(end)")
         #expect(end["ok"] as? Bool == true, "\(end)")
-        #expect(end["steps"] as? Int == 37, "\(end)")
+        #expect(end["steps"] as? Int == 45, "\(end)")
         #expect(end["error"] == nil, "\(end)")
 
-        // The transcript agrees with the summary: 37 ok steps, numbered 1…37, in 9 chapters.
+        // The transcript agrees with the summary: 45 ok steps, numbered 1…45, in 10 chapters.
         let steps = events.filter { $0["event"] as? String == "step" }
-        #expect(steps.count == 37)
-        #expect(steps.compactMap { $0["step"] as? Int } == Array(1...37))
+        #expect(steps.count == 45)
+        #expect(steps.compactMap { $0["step"] as? Int } == Array(1...45))
         #expect(steps.allSatisfy { $0["ok"] as? Bool == true })
-        #expect(events.filter { $0["event"] as? String == "chapter" }.count == 9)
+        #expect(events.filter { $0["event"] as? String == "chapter" }.count == 10)
         #expect(
             steps.contains {
                 ($0["outcome"] as? String)?.contains("0.5 ETH to \(ApprovalTests.grouped)") == true
@@ -51,5 +59,52 @@ struct DemoTests {
         #expect(oidc.count == 6)
         #expect(oidc.contains { ($0["outcome"] as? String)?.contains("amr [user]") == true })
         #expect((oidc.last?["outcome"] as? String)?.hasPrefix("401 both times") == true)
+
+        // The wallet's back end asked through CIBA; the phone showed the whole transfer and who
+        // asked; the poll got tokens for it and a receipt that verifies, and a copy changed by
+        // one byte does not.
+        let ciba = steps.filter {
+            $0["chapter"] as? String
+                == "9. The wallet's back end asks the phone: CIBA, and a receipt anyone can check"
+        }.compactMap { $0["outcome"] as? String }
+        #expect(ciba.count == 8, "\(ciba)")
+        if ciba.count == 8 {
+            #expect(ciba[2] == "400 authorization_pending: Ada has not decided yet")
+            #expect(
+                ciba[3].contains("from Acme wallet")
+                    && ciba[3].contains("0.5 ETH to \(ApprovalTests.grouped)"))
+            #expect(ciba[4] == "approved")
+            #expect(
+                ciba[5].hasPrefix("200: authorization_details exactly as asked")
+                    && ciba[5].contains("amr [hwk]"))
+            #expect(ciba[6].hasPrefix("exit 0, verified: transfer 0.5 ETH to \(ApprovalTests.recipient)"))
+            #expect(ciba[7].hasPrefix("exit 1: step 1 (the issuer's signature) failed"), "\(ciba[7])")
+        }
+        // What the back end kept, checked by the CLI on its own.
+        for file in ["receipt.jwt", "receipt-tampered.jwt", "jwks.json"] {
+            try #require(
+                FileManager.default.fileExists(atPath: folder.appendingPathComponent(file).path),
+                "the demo kept no \(file)")
+        }
+        func verify(_ file: String) async throws -> (Subprocess.Run, [String: Any]) {
+            let run = try await Subprocess.run(
+                try KeyboundExecutable.url(),
+                [
+                    "receipt", "verify", folder.appendingPathComponent(file).path, "--jwks",
+                    folder.appendingPathComponent("jwks.json").path, "--json",
+                ], timeout: 10)
+            let json = try JSONSerialization.jsonObject(with: Data(run.stdout.utf8))
+            return (run, try #require(json as? [String: Any], "\(run.stdout) \(run.stderr)"))
+        }
+        let (kept, receipt) = try await verify("receipt.jwt")
+        #expect(kept.status == 0 && receipt["ok"] as? Bool == true, "\(kept.stdout) \(kept.stderr)")
+        let action = try #require(receipt["action"] as? [String: Any], "\(receipt)")
+        #expect(action["amount"] as? String == "0.5" && action["asset"] as? String == "ETH")
+        #expect(action["to"] as? String == ApprovalTests.recipient)
+        #expect(receipt["binding_message"] as? String == "Acme wallet withdrawal W-1042")
+        #expect(receipt["device_attested"] as? Bool == true)
+        let (copy, refusal) = try await verify("receipt-tampered.jwt")
+        #expect(copy.status == 1 && refusal["ok"] as? Bool == false, "\(copy.stdout) \(copy.stderr)")
+        #expect((refusal["error"] as? [String: Any])?["code"] as? String == "issuer_signature_invalid")
     }
 }

@@ -10,6 +10,40 @@ import Testing
     import FoundationNetworking
 #endif
 
+/// A backend with the OAuth provider on, and the operator's side of it (registering clients).
+/// Its issuer is its own URL (DPoP proofs name it), so it listens on a port claimed before it
+/// starts; ``shutDown()`` stops it and gives the port back.
+final class ProviderBackend: Sendable {
+    let backend: Backend
+    let issuer: String
+    let administration: ProviderAdministration
+    private let port: UInt16
+
+    init() throws {
+        port = try LoopbackPorts.claim()
+        let issuer = "http://127.0.0.1:\(port)"
+        do {
+            backend = try Backend { [port] in
+                $0.port = port
+                $0.issuer = issuer
+            }
+            var configuration = Configuration.testing(
+                databasePath: backend.directory.appendingPathComponent("keybound.sqlite").path)
+            configuration.issuer = issuer
+            administration = try ProviderAdministration(configuration: configuration)
+        } catch {
+            LoopbackPorts.release(port)
+            throw error
+        }
+        self.issuer = issuer
+    }
+
+    func shutDown() {
+        backend.shutDown()
+        LoopbackPorts.release(port)
+    }
+}
+
 /// One test's backend: a real Keybound server on a free loopback port, with its own temporary
 /// SQLite file and a clock that only moves when the test says so.
 ///

@@ -144,6 +144,16 @@ struct CIBATests {
         #expect(verified.action == (try transfer("0.5", asset: "ETH", to: Self.recipient)))
         #expect(verified.bindingMessage == "Order 4711" && verified.deviceID == setup.deviceID)
 
+        // A gateway that introspects the access token sees what was approved (RFC 9396 §9.2).
+        var gatewayRegistration = OAuthClientRegistration(
+            name: "Gateway", redirectURIs: ["https://gw.example/cb"])
+        gatewayRegistration.confidential = true
+        let gateway = try setup.fixture.administration.addClient(gatewayRegistration)
+        let introspected = try await setup.fixture.introspect(
+            try #require(tokens[string: "access_token"]), by: gateway)
+        #expect(introspected[member: "active"] == .bool(true))
+        #expect(introspected[member: "authorization_details"] == (try JSON.parse(Data(Self.details.utf8))))
+
         // Once: a second redemption is refused, and the phone lists nothing.
         let again = try await setup.poll(authReqID)
         #expect(again.status == 400 && Self.error(again) == "invalid_grant", "\(again.text)")
@@ -305,7 +315,7 @@ struct CIBATests {
         _ = try await setup.fixture.client.createAccount("bob")
         let before = try setup.rows()
         let reply = try await setup.ask([("login_hint", "bob")])
-        #expect(reply.status == 400 && Self.error(reply) == "access_denied", "\(reply.text)")
+        #expect(reply.status == 403 && Self.error(reply) == "access_denied", "\(reply.text)")
         #expect(try setup.rows() == before)
         // alice's device revoked: her requests are refused the same way.
         let revoked = try await setup.fixture.client.send(

@@ -12,8 +12,7 @@ struct PostgresURLTests {
         let url = try PostgresURL(
             "postgres://keybound@db.internal:6432/auth?sslmode=verify-full&application_name=kb")
         #expect(url.user == "keybound")
-        #expect(url.host == "db.internal")
-        #expect(url.port == 6432)
+        #expect(url.endpoints == [.init(host: "db.internal", port: 6432)])
         #expect(url.database == "auth")
         #expect(
             url.options == [
@@ -24,13 +23,35 @@ struct PostgresURLTests {
                 == "postgres://keybound@db.internal:6432/auth?sslmode=verify-full&application_name=kb")
 
         let defaults = try PostgresURL("postgresql://")
-        #expect(
-            defaults.user == nil && defaults.host == nil && defaults.port == nil && defaults.database == nil)
+        #expect(defaults.user == nil && defaults.endpoints == [.init()] && defaults.database == nil)
+        #expect(defaults.hostParameter == nil && defaults.portParameter == nil)
         let ipv6 = try PostgresURL("postgres://u@[::1]:5433/d")
-        #expect(ipv6.host == "::1" && ipv6.port == 5433)
+        #expect(ipv6.endpoints == [.init(host: "::1", port: 5433)])
         #expect(ipv6.description == "postgres://u@[::1]:5433/d")
         let socket = try PostgresURL("postgres://u@%2Fvar%2Frun%2Fpostgresql/d")
         #expect(socket.host == "/var/run/postgresql")
+        #expect(url.targetSessionAttributes == "read-write", "a standby is passed over unless the URL says")
+    }
+
+    /// libpq's multi-host URLs (a Patroni pair): each host with its port, in order, as libpq's
+    /// `host` and `port` lists; `target_session_attrs` as given, or read-write.
+    @Test func parsesMultiHostURLs() throws {
+        let url = try PostgresURL(
+            "postgres://keybound@10.0.0.1:5432,[fd00::2]:5433,db3/kb?target_session_attrs=primary&sslmode=verify-full"
+        )
+        #expect(
+            url.endpoints == [
+                .init(host: "10.0.0.1", port: 5432), .init(host: "fd00::2", port: 5433), .init(host: "db3"),
+            ])
+        #expect(url.hostParameter == "10.0.0.1,fd00::2,db3")
+        #expect(url.portParameter == "5432,5433,5432")
+        #expect(url.targetSessionAttributes == "primary")
+        #expect(
+            url.description
+                == "postgres://keybound@10.0.0.1:5432,[fd00::2]:5433,db3/kb?target_session_attrs=primary&sslmode=verify-full"
+        )
+        #expect(try PostgresURL("postgres://u@a,b/d").portParameter == nil)
+        #expect(try PostgresURL("postgres://u@a,b/d").hostParameter == "a,b")
     }
 
     @Test(arguments: [
@@ -44,7 +65,9 @@ struct PostgresURLTests {
 
     @Test(arguments: [
         "postgres://u@db:0/d", "postgres://u@db:99999/d", "postgres://u@db:x/d", "postgres://u@db/d?foo=1",
-        "postgres://u@[::1/d", "postgres://u@a,b/d", "postgres://u@db/d/e", "mysql://u@db/d", "sqlite:",
+        "postgres://u@[::1/d", "postgres://u@a,,b/d", "postgres://u@a,:5432/d", "postgres://u@db/d/e",
+        "mysql://u@db/d", "sqlite:", "postgres://u@a,b/d?target_session_attrs=standby",
+        "postgres://u@a,b/d?target_session_attrs=read-only", "postgres://u@a b/d",
     ])
     func malformedURLsAreRefused(_ text: String) {
         #expect(Configuration.databaseURLProblem(text) != nil)
@@ -54,6 +77,10 @@ struct PostgresURLTests {
         #expect(Configuration.databaseURLProblem("sqlite:/var/lib/keybound/keybound.sqlite") == nil)
         #expect(Configuration.databaseURLProblem("postgres://keybound@127.0.0.1:5432/keybound") == nil)
         #expect(Configuration.databaseURLProblem("postgresql://keybound@localhost/keybound") == nil)
+        #expect(
+            Configuration.databaseURLProblem(
+                "postgres://keybound@127.0.0.1:5433,127.0.0.1:5434/keybound?target_session_attrs=read-write")
+                == nil)
     }
 
     /// libpq's default `sslmode=prefer` checks no certificate and may fall back to plain text:

@@ -20,7 +20,9 @@ final class ServeProcess: Sendable {
     init(arguments: [String], environment: [String: String] = [:]) async throws {
         directory = try TemporaryDirectory()
         child = try ChildProcess(
-            Self.executable, ["serve", "--listen", "127.0.0.1:0"] + arguments,
+            // A test machine running many PostgreSQL tests at once answers slowly: 15 s, as
+            // Configuration.testing has, not the production default of 5.
+            Self.executable, ["serve", "--listen", "127.0.0.1:0", "--db-timeout", "15"] + arguments,
             environment: ProcessInfo.processInfo.environment.merging(environment) { $1 },
             workingDirectory: directory.url, files: directory.url, name: "serve")
         try child.process.run()

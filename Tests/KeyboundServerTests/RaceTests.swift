@@ -207,6 +207,71 @@ struct RaceTests {
         )
     }
 
+    /// A revocation wins (docs/server.md, "Several hosts, standbys and failover"): sent once,
+    /// never resent, it succeeds while 64 clients keep logging in with the same device (each a
+    /// new challenge, signed, then the login, over and over), however many of those logins the
+    /// database must order against it; once it is answered no login succeeds.
+    @Test(arguments: Engine.all)
+    func aRevocationSentOnceWinsAgainst64ConcurrentLogins(engine: Engine) async throws {
+        let live = try Self.servers(engine)
+        let client = live.client
+        for round in 0..<3 {
+            let (_, key, deviceID) = try await client.userWithDevice("bob\(round)")
+            let manager = try await client.login("bob\(round)", clientID: "web")
+            let clients = live.clients
+            let revoked = Locked(false)
+            let replies = try await withThrowingTaskGroup(of: (Bool, [Reply]).self) { group in
+                for index in 0..<64 {
+                    group.addTask {
+                        let client = clients[index % clients.count]
+                        var replies: [Reply] = []
+                        // Until the revocation is answered, and one more after it.
+                        while replies.count < 200 {
+                            let after = revoked.withLock { $0 }
+                            let challenge = try await client.send(
+                                API.createChallenge, ChallengeRequest(deviceID: deviceID))
+                            guard challenge.status == 201 else {
+                                replies.append(challenge)
+                                if after { break } else { continue }
+                            }
+                            let issued = try challenge.decode(ChallengeResponse.self)
+                            replies.append(
+                                try await client.deviceLogin(
+                                    challengeID: issued.challengeID,
+                                    signature: try sign(issued.payload, with: key)))
+                            if after { break }
+                        }
+                        return (false, replies)
+                    }
+                }
+                group.addTask {
+                    try await Task.sleep(nanoseconds: 300_000_000)
+                    let revoke = try await clients[clients.count - 1].send(
+                        API.revokeDevice, parameters: [deviceID], token: manager.accessToken)
+                    revoked.withLock { $0 = true }
+                    return (true, [revoke])
+                }
+                return try await group.reduce(into: [(Bool, [Reply])]()) { $0.append($1) }
+            }
+            let reply = try #require(replies.first { $0.0 }?.1.first)
+            #expect(reply.status == 204, "round \(round): \(Self.explain([reply], live))")
+            let logins = replies.filter { !$0.0 }.map(\.1)
+            // What each client sent after the revocation was answered was refused.
+            for sent in logins {
+                #expect(sent.last?.status == 403, "\(sent.last.map { "\($0.status) \($0.text)" } ?? "none")")
+            }
+            let won = logins.flatMap { $0 }.filter { $0.status == 200 }.count
+            let busy = logins.flatMap { $0 }.filter { $0.status == 503 }.count
+            print(
+                "revocation race on \(engine), round \(round): \(won) logins before it, \(busy) answered 503")
+            #expect(
+                try Self.count(
+                    live,
+                    "SELECT COUNT(*) FROM sessions WHERE device_id = '\(deviceID)' AND revoked_at IS NULL")
+                    == 0)
+        }
+    }
+
     /// Removing a passkey while it signs in: once the removal is acknowledged no login with it
     /// succeeds, and every session it opened is ended (docs/openapi.yaml, DELETE /v1/passkeys/{id}).
     @Test(arguments: Engine.all)

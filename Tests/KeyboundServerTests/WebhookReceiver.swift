@@ -139,6 +139,7 @@ final class WebhookReceiver: Sendable {
         return process.terminationReason == .exit && process.terminationStatus == 0
     }
 
-    /// A loopback port below the ephemeral range that nothing holds now (``freeLoopbackPort()``).
-    static func freePort() throws -> UInt16 { try freeLoopbackPort() }
+    /// A loopback port below the ephemeral range that nothing holds now
+    /// (``LoopbackPorts/claim()``), so it stays free while the receiver is down.
+    static func freePort() throws -> UInt16 { try LoopbackPorts.claim() }
 }

@@ -22,7 +22,9 @@ import secrets
 import shutil
 import subprocess
 import tempfile
+import threading
 import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urljoin, parse_qs, urlencode, urlsplit
 
 import jwskate
@@ -41,6 +43,8 @@ from joserfc import jwt
 from joserfc.errors import JoseError
 from joserfc.jwk import ECKey, KeySet
 from requests_oauth2client import (
+    BackChannelAuthenticationPollingJob,
+    BackChannelAuthenticationResponse,
     ClientSecretBasic,
     ClientSecretPost,
     DPoPKey,
@@ -54,6 +58,8 @@ from requests_oauth2client import AuthorizationResponse, BearerToken
 from requests_oauth2client import exceptions as roc_errors
 from requests_oauth2client import tokens as roc_tokens
 from requests_oauth2client.discovery import oauth2_discovery_document_url, oidc_discovery_document_url
+
+from harness import CIBA_INTERVAL
 
 TIMEOUT = 30
 FLOWS: list[tuple[str, object]] = []
@@ -105,6 +111,8 @@ class Observer:
     JSON `{error, error_description}` (RFC 6749 5.2) with Cache-Control: no-store, and nothing
     may be a 5xx. Installed as a `requests` response hook on every session."""
 
+    NO_STORE = ("/oauth/token", "/oauth/bc-authorize")
+
     def __init__(self) -> None:
         self.responses = 0
         self.oauth_errors = 0
@@ -121,6 +129,10 @@ class Observer:
         if oauth_route and response.status_code >= 400 and response.status_code not in (405, 413):
             self.oauth_errors += 1
             self.violations.extend(f"{label}: {problem}" for problem in oauth_error_problems(response))
+        # Tokens and auth_req_ids are not to be cached (RFC 6749 5.1, OpenID CIBA Core 7.3).
+        if (path in self.NO_STORE and response.status_code == 200
+                and "no-store" not in response.headers.get("Cache-Control", "")):
+            self.violations.append(f"{label}: no Cache-Control: no-store on a success")
         return response
 
 
@@ -218,10 +230,11 @@ class User:
 class Client:
     """A registered client and how the libraries authenticate as it."""
 
-    def __init__(self, method: str, client_id: str, redirect_uri: str, secret: str | None = None,
-                 private_jwk: dict | None = None) -> None:
+    def __init__(self, method: str, client_id: str, redirect_uri: str | None, secret: str | None = None,
+                 private_jwk: dict | None = None, name: str = "", notification_endpoint: str | None = None) -> None:
         self.method, self.client_id, self.redirect_uri = method, client_id, redirect_uri
-        self.secret, self.private_jwk = secret, private_jwk
+        self.secret, self.private_jwk, self.name = secret, private_jwk, name
+        self.notification_endpoint = notification_endpoint
 
 
 class Context:
@@ -232,7 +245,14 @@ class Context:
         self.metadata = self.http.get(oidc_discovery_document_url(self.issuer)).json()
         self._user: User | None = None
         self._gateway: Client | None = None
+        self._receiver: NotificationReceiver | None = None
+        self._polled: dict[str, float] = {}
         self.counters: dict[str, int] = {}
+
+    def close(self) -> None:
+        """Stops what the flows started here (the ping receiver)."""
+        if self._receiver is not None:
+            self._receiver.close()
 
     def count(self, name: str, amount: int = 1) -> None:
         self.counters[name] = self.counters.get(name, 0) + amount
@@ -297,28 +317,41 @@ class Context:
 
     # --- clients ----------------------------------------------------------------------------
 
-    def register(self, method: str, *, scopes: list[str] | None = None, dpop_required: bool = False) -> Client:
+    def register(self, method: str, *, scopes: list[str] | None = None, dpop_required: bool = False,
+                 ciba: str | None = None) -> Client:
         """A new client that authenticates with `method`: none, client_secret_basic,
         client_secret_post or private_key_jwt (an ES256 key made here); `dpop_required`
-        registers it with `--dpop-required`."""
-        redirect_uri = ("http://127.0.0.1/callback" if method == "none"
-                        else f"https://rp-{secrets.token_hex(3)}.example/callback")
+        registers it with `--dpop-required`. `ciba` "poll" or "ping": a CIBA client (`--ciba`,
+        no redirect URI), in ping mode with an endpoint of the receiver."""
+        redirect_uri = None if ciba else ("http://127.0.0.1/callback" if method == "none"
+                                          else f"https://rp-{secrets.token_hex(3)}.example/callback")
         private_jwk = None
         jwks = None
         if method == "private_key_jwt":
             key = ECKey.generate_key("P-256", parameters={"alg": "ES256", "use": "sig"}, auto_kid=True)
             private_jwk = key.as_dict(private=True)
             jwks = {"keys": [key.as_dict(private=False)]}
+        endpoint = self.receiver.endpoint() if ciba == "ping" else None
+        name = f"interop {'CIBA ' + ciba + ' ' if ciba else ''}{method} {secrets.token_hex(3)}"
         answer = self.server.register_client(
-            f"interop {method}", [redirect_uri], confidential=method.startswith("client_secret"), jwks=jwks,
-            scopes=scopes, dpop_required=dpop_required)
+            name, [redirect_uri] if redirect_uri else [], confidential=method.startswith("client_secret"),
+            jwks=jwks, scopes=scopes, dpop_required=dpop_required, ciba=ciba is not None,
+            notification_endpoint=endpoint)
+        expect(answer.get("ciba") == ciba, f"keybound client add --json: ciba {answer.get('ciba')!r}, not {ciba!r}")
         self.count("clients registered")
-        return Client(method, answer["client_id"], redirect_uri, answer.get("secret"), private_jwk)
+        return Client(method, answer["client_id"], redirect_uri, answer.get("secret"), private_jwk, name, endpoint)
 
-    def roc(self, client: Client) -> OAuth2Client:
+    @property
+    def receiver(self) -> NotificationReceiver:
+        if self._receiver is None:
+            self._receiver = NotificationReceiver()
+        return self._receiver
+
+    def roc(self, client: Client, session: requests.Session | None = None) -> OAuth2Client:
         """requests-oauth2client for `client`, from the discovery document. (`testing=True` only
         lets it accept this http://127.0.0.1 issuer; every token check stays on.) A token request
-        made with `dpop=True` gets a new key from ``dpop_key``."""
+        made with `dpop=True` gets a new key from ``dpop_key``. `session`: another session than
+        the context's (a thread's own)."""
         if client.method == "none":
             auth = PublicApp(client.client_id)
         elif client.method == "client_secret_basic":
@@ -330,9 +363,17 @@ class Context:
             # each request, which would be the introspection endpoint there).
             auth = PrivateKeyJwt(client.client_id, jwskate.Jwk(client.private_jwk),
                                  aud=self.metadata["token_endpoint"])
+        return self.roc_with(auth, session=session or self.http, redirect_uri=client.redirect_uri,
+                             dpop_key_generator=self.dpop_key)
+
+    def roc_with(self, auth, **options) -> OAuth2Client:
+        """requests-oauth2client from the discovery document, authenticating with `auth`. The
+        library (1.8) reads no backchannel_authentication_endpoint from the document: it is given
+        the document's."""
+        options.setdefault("session", self.http)
         return OAuth2Client.from_discovery_endpoint(
-            issuer=self.issuer, auth=auth, session=self.http, testing=True, redirect_uri=client.redirect_uri,
-            id_token_signed_response_alg="ES256", dpop_key_generator=self.dpop_key)
+            issuer=self.issuer, auth=auth, testing=True, id_token_signed_response_alg="ES256",
+            backchannel_authentication_endpoint=self.metadata.get("backchannel_authentication_endpoint"), **options)
 
     # --- DPoP (RFC 9449) --------------------------------------------------------------------
 
@@ -391,10 +432,11 @@ class Context:
 
     # --- what a resource server checks ------------------------------------------------------
 
-    def verify_access_token(self, token: str, client: Client, scope: str, jkt: str | None = None) -> dict:
+    def verify_access_token(self, token: str, client: Client, scope: str, jkt: str | None = None, *,
+                            user: User | None = None, amr: list[str] | None = None) -> dict:
         """RFC 9068, verified with joserfc against the JWKS: typ at+jwt, ES256 with a kid of the
         set, and the claims §2.2 requires; `cnf.jkt` (RFC 9449 6.1) is `jkt`, none for a Bearer
-        token."""
+        token. `user` (the context's by default) is `sub`; `amr` is ["pwd"] unless said."""
         keys = KeySet.import_key_set(self.jwks())
         decoded = jwt.decode(token, keys, algorithms=["ES256"])
         header, claims = decoded.header, decoded.claims
@@ -404,14 +446,15 @@ class Context:
             leeway=5,
             iss={"essential": True, "value": self.issuer},
             aud={"essential": True, "value": self.issuer},
-            sub={"essential": True, "value": self.user.user_id},
+            sub={"essential": True, "value": (user or self.user).user_id},
             client_id={"essential": True, "value": client.client_id},
             exp={"essential": True}, iat={"essential": True}, jti={"essential": True},
             auth_time={"essential": True}, scope={"essential": True, "value": scope},
         )
         registry.validate(claims)
         expect(0 < claims["exp"] - claims["iat"] <= 86400, f"exp {claims['exp']} - iat {claims['iat']}")
-        expect(claims.get("amr") == ["pwd"], f"amr {claims.get('amr')!r} for a password sign-in (RFC 8176)")
+        amr = amr or ["pwd"]
+        expect(claims.get("amr") == amr, f"amr {claims.get('amr')!r}, not {amr} (RFC 8176)")
         if jkt is None:
             expect("cnf" not in claims, "a Bearer token has no cnf")
         else:
@@ -1133,6 +1176,8 @@ def errors_http_level(ctx: Context) -> None:
     big = {"grant_type": "refresh_token", "refresh_token": "x" * 70000}
     for method, url, data in (
         ("POST", ctx.metadata["token_endpoint"], big),
+        ("POST", ctx.metadata["backchannel_authentication_endpoint"], {"binding_message": "x" * 70000}),
+        ("GET", ctx.metadata["backchannel_authentication_endpoint"], None),
         ("POST", ctx.metadata["introspection_endpoint"], {"token": "x" * 70000}),
         ("POST", ctx.metadata["revocation_endpoint"], {"token": "x" * 70000}),
         ("GET", ctx.metadata["token_endpoint"], None),
@@ -1451,33 +1496,63 @@ def docs_pyjwt_snippet(ctx: Context) -> None:
 # --- approval receipts (docs/approvals.md) ------------------------------------------------------
 
 
+class Phone:
+    """The user's phone, as the app would be: a password session of a new user (or of `user`) and
+    a bound device whose P-256 key (cryptography, made here) signs payloads."""
+
+    def __init__(self, ctx: Context, user: User | None = None) -> None:
+        self.ctx = ctx
+        self.user = user or ctx.new_user()
+        access = ctx.sign_in_v1(self.user, client_id="interop-phone")["access_token"]
+        self.bearer = {"Authorization": f"Bearer {access}"}
+        self.key = ec.generate_private_key(ec.SECP256R1())
+        spki = self.key.public_key().public_bytes(serialization.Encoding.DER,
+                                                  serialization.PublicFormat.SubjectPublicKeyInfo)
+        bound = ctx.http.post(ctx.url("/v1/devices"), headers=self.bearer,
+                              json={"public_key": _b64url(spki), "name": "interop phone",
+                                    "key_protection": "emulator"})
+        expect(bound.status_code == 201, f"POST /v1/devices: {bound.status_code} {bound.text}")
+        self.device_id = bound.json()["device_id"]
+
+    def sign(self, payload: bytes) -> str:
+        """The device's signature over `payload`: DER ECDSA P-256 SHA-256, base64url."""
+        return _b64url(self.key.sign(payload, ec.ECDSA(hashes.SHA256())))
+
+    def confirm(self, approval_id: str, signature: str) -> requests.Response:
+        return self.ctx.http.post(self.ctx.url(f"/v1/approvals/{approval_id}/confirm"), headers=self.bearer,
+                                  json={"signature": signature})
+
+    def deny(self, approval_id: str) -> requests.Response:
+        return self.ctx.http.post(self.ctx.url(f"/v1/approvals/{approval_id}/deny"), headers=self.bearer)
+
+    def approval(self, approval_id: str) -> dict:
+        reply = self.ctx.http.get(self.ctx.url(f"/v1/approvals/{approval_id}"), headers=self.bearer)
+        expect(reply.status_code == 200, f"GET /v1/approvals/{approval_id}: {reply.status_code} {reply.text}")
+        return reply.json()
+
+    def pending(self) -> list[dict]:
+        reply = self.ctx.http.get(self.ctx.url("/v1/approvals"), params={"status": "pending"}, headers=self.bearer)
+        expect(reply.status_code == 200, f"GET /v1/approvals?status=pending: {reply.status_code} {reply.text}")
+        return reply.json()["approvals"]
+
+
 def _approved_receipt(ctx: Context) -> dict:
     """A new user binds a device (a P-256 key made here with cryptography), asks for an approval of
     a transfer through /v1, and the device signs the payload: the approval's receipt, and what
     went into it."""
-    user = ctx.new_user()
-    access = ctx.sign_in_v1(user, client_id="interop-phone")["access_token"]
-    bearer = {"Authorization": f"Bearer {access}"}
-    key = ec.generate_private_key(ec.SECP256R1())
-    spki = key.public_key().public_bytes(serialization.Encoding.DER,
-                                         serialization.PublicFormat.SubjectPublicKeyInfo)
-    bound = ctx.http.post(ctx.url("/v1/devices"), headers=bearer,
-                          json={"public_key": _b64url(spki), "name": "interop phone", "key_protection": "emulator"})
-    expect(bound.status_code == 201, f"POST /v1/devices: {bound.status_code} {bound.text}")
-    device_id = bound.json()["device_id"]
+    phone = Phone(ctx)
     action = {"type": "transfer", "amount": "0.5", "asset": "ETH", "to": "0x12ab34cd56ef"}
-    created = ctx.http.post(ctx.url("/v1/approvals"), headers=bearer, json={"device_id": device_id, "action": action})
+    created = ctx.http.post(ctx.url("/v1/approvals"), headers=phone.bearer,
+                            json={"device_id": phone.device_id, "action": action})
     expect(created.status_code == 201, f"POST /v1/approvals: {created.status_code} {created.text}")
     approval_id, payload = created.json()["approval_id"], _unb64url(created.json()["payload"])
-    confirmed = ctx.http.post(ctx.url(f"/v1/approvals/{approval_id}/confirm"), headers=bearer,
-                              json={"signature": _b64url(key.sign(payload, ec.ECDSA(hashes.SHA256())))})
+    confirmed = phone.confirm(approval_id, phone.sign(payload))
     expect(confirmed.status_code == 200, f"confirm: {confirmed.status_code} {confirmed.text}")
-    status = ctx.http.get(ctx.url(f"/v1/approvals/{approval_id}"), headers=bearer).json()
+    status = phone.approval(approval_id)
     expect(status["status"] == "approved" and status.get("receipt"), f"an approved approval has a receipt: {status}")
-    again = ctx.http.get(ctx.url(f"/v1/approvals/{approval_id}"), headers=bearer).json()
-    expect(again["receipt"] == status["receipt"], "every read returns the same receipt")
-    return {"receipt": status["receipt"], "key": key, "payload": payload, "approval_id": approval_id,
-            "device_id": device_id, "action": action, "user_id": user.user_id}
+    expect(phone.approval(approval_id)["receipt"] == status["receipt"], "every read returns the same receipt")
+    return {"receipt": status["receipt"], "key": phone.key, "payload": payload, "approval_id": approval_id,
+            "device_id": phone.device_id, "action": action, "user_id": phone.user.user_id}
 
 
 def _receipt_snippet(ctx: Context):
@@ -1591,6 +1666,679 @@ def receipt_cli(ctx: Context) -> None:
                f"a tampered receipt: {done.returncode} {done.stdout} {done.stderr}")
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+# --- CIBA (OpenID CIBA Core 1.0) with RFC 9396 authorization details -----------------------------
+#
+# A payment service (a confidential client registered with --ciba) asks at /oauth/bc-authorize,
+# through requests-oauth2client, for the approval of one transfer on the user's bound device; the
+# phone (the user's device key, cryptography) lists it at /v1, checks the payload and signs it;
+# the client polls the token endpoint with the library, or in ping mode gets a notification at a
+# receiver of its own (NotificationReceiver), and the receipt is checked by docs/approvals.md's
+# verifier.
+
+#: EIP-55's first example: a full, mixed-case 0x address as the recipient.
+RECIPIENT = "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed"
+
+
+def transfer(amount: str = "0.5", asset: str = "ETH", recipient: str = RECIPIENT) -> dict:
+    """An authorization detail of Keybound's one type (RFC 9396 2)."""
+    return {"type": "keybound_transfer", "amount": amount, "asset": asset, "recipient": recipient}
+
+
+def transfer_action(detail: dict) -> dict:
+    """The /v1 action the approval of `detail` names: its recipient is the action's `to`."""
+    return {"type": "transfer", "amount": detail["amount"], "asset": detail["asset"], "to": detail["recipient"]}
+
+
+class NotificationReceiver:
+    """The clients' side of ping mode (OpenID CIBA Core 10.2): an HTTP server on 127.0.0.1 with one
+    path per registered client. A POST that carries `Authorization: Bearer <a
+    client_notification_token given for that path>` is answered 204 (or 503 for the first
+    `fail_first` of the path), any other 401; every POST is kept, in order of arrival."""
+
+    def __init__(self) -> None:
+        self._changed = threading.Condition()
+        self._received: list[dict] = []
+        self._tokens: dict[str, set[str]] = {}
+        self._failures: dict[str, int] = {}
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 - http.server's name
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                status = receiver._receive(self.path, self.headers, body)
+                self.send_response(status)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args) -> None:
+                pass
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, name="ciba-ping-receiver", daemon=True)
+        self._thread.start()
+        self.base = f"http://127.0.0.1:{self._server.server_address[1]}"
+
+    def endpoint(self) -> str:
+        """A new client's notification endpoint."""
+        return f"{self.base}/ciba/{secrets.token_hex(8)}"
+
+    def accept(self, endpoint: str, token: str, fail_first: int = 0) -> None:
+        """`token` is a client_notification_token of a request of the client at `endpoint`; its
+        next `fail_first` notifications are answered 503."""
+        path = urlsplit(endpoint).path
+        with self._changed:
+            self._tokens.setdefault(path, set()).add(token)
+            self._failures[path] = fail_first
+
+    def _receive(self, path: str, headers, body: bytes) -> int:
+        with self._changed:
+            authorization = headers.get("Authorization", "")
+            tokens = self._tokens.get(path, set())
+            if not authorization.startswith("Bearer ") or authorization[len("Bearer "):] not in tokens:
+                status = 401
+            elif self._failures.get(path, 0) > 0:
+                self._failures[path] -= 1
+                status = 503
+            else:
+                status = 204
+            self._received.append({"path": path, "authorization": authorization, "status": status,
+                                   "content_type": headers.get("Content-Type", ""), "body": body,
+                                   "at": time.monotonic()})
+            self._changed.notify_all()
+        return status
+
+    def received(self, endpoint: str) -> list[dict]:
+        path = urlsplit(endpoint).path
+        with self._changed:
+            return [entry for entry in self._received if entry["path"] == path]
+
+    def wait(self, endpoint: str, count: int, timeout: float = 20) -> list[dict]:
+        """The first `count` notifications at `endpoint`, once they came (at most `timeout` s)."""
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            while len(got := self.received(endpoint)) < count:
+                left = deadline - time.monotonic()
+                expect(left > 0, f"{len(got)} notifications at {endpoint} within {timeout} s, expected {count}")
+                self._changed.wait(left)
+        return got[:count]
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=10)
+
+
+class CibaRequest:
+    """One backchannel authentication request of `client` for `phone`'s user: what was asked,
+    what the library was answered, and the client's and the phone's next steps."""
+
+    def __init__(self, ctx: Context, client: Client, phone: Phone, detail: dict, binding_message: str,
+                 oauth: OAuth2Client, response: BackChannelAuthenticationResponse,
+                 notification_token: str | None) -> None:
+        self.ctx, self.client, self.phone, self.oauth = ctx, client, phone, oauth
+        self.detail, self.binding_message, self.response = detail, binding_message, response
+        self.notification_token = notification_token
+        self.auth_req_id: str = response.auth_req_id
+        self._entry: dict | None = None
+        self._last_poll: float | None = None
+
+    # --- the phone ---------------------------------------------------------------------------
+
+    def entry(self) -> dict:
+        """The phone's view: the one pending approval with this binding message, from the client
+        by its name, whose payload bytes are the canonical signing payload naming this transfer
+        for this server and device."""
+        if self._entry is None:
+            found = [a for a in self.phone.pending() if a.get("binding_message") == self.binding_message]
+            expect(len(found) == 1, f"the phone lists {len(found)} pending approvals with the binding message "
+                                    f"{self.binding_message!r}")
+            entry = found[0]
+            expect(entry.get("client_name") == self.client.name,
+                   f"client_name {entry.get('client_name')!r}, the client is {self.client.name!r}")
+            expect(entry["device_id"] == self.phone.device_id, f"device_id {entry['device_id']}")
+            payload = _unb64url(entry["payload"])
+            signed = json.loads(payload)
+            expect(list(signed) == ["keybound", "purpose", "server", "device", "challenge", "expires", "action"],
+                   f"the payload's members: {list(signed)}")
+            expect(json.dumps(signed, separators=(",", ":"), ensure_ascii=False).encode() == payload,
+                   f"the payload is not compact canonical JSON: {payload!r}")
+            expect(signed["purpose"] == "approve" and signed["server"] == "keybound"
+                   and signed["device"] == self.phone.device_id, f"purpose, server, device: {signed}")
+            expect(signed["action"] == transfer_action(self.detail),
+                   f"the payload's action {signed['action']} is not the transfer asked for {self.detail}")
+            self._entry = {**entry, "payload_bytes": payload}
+        return self._entry
+
+    @property
+    def approval_id(self) -> str:
+        return self.entry()["approval_id"]
+
+    def approve(self) -> None:
+        """The user confirms on the phone: the device signs the payload it was shown."""
+        entry = self.entry()
+        reply = self.phone.confirm(entry["approval_id"], self.phone.sign(entry["payload_bytes"]))
+        expect(reply.status_code == 200 and reply.json() == {"status": "approved"},
+               f"confirm: {reply.status_code} {reply.text}")
+
+    # --- the client --------------------------------------------------------------------------
+
+    def poll(self, dpop_key: DPoPKey | None = None):
+        """One token request with the library (`OAuth2Client.ciba`), once `interval` has passed
+        since this request's previous poll; with a DPoP proof by `dpop_key` if given."""
+        if self._last_poll is not None:
+            time.sleep(max(0.0, self._last_poll + self.response.interval - time.monotonic()))
+        try:
+            return self.oauth.ciba(self.response, requests_kwargs={"dpop_key": dpop_key} if dpop_key else None)
+        finally:
+            self._last_poll = time.monotonic()
+
+    def poll_until_tokens(self):
+        """The library's polling job (it waits `interval` before each poll) until the tokens."""
+        job = BackChannelAuthenticationPollingJob(self.oauth, self.response)
+        for _ in range(10):
+            token = job()
+            self._last_poll = time.monotonic()
+            if token is not None:
+                return token
+        raise AssertionError(f"no tokens for {self.auth_req_id} after 10 polls")
+
+    def expect_refused(self, error_class, error: str) -> None:
+        expect_roc_error(self.poll, error_class, error)
+
+    def notifications(self, count: int = 1) -> list[dict]:
+        """The first `count` ping notifications of this client, each checked: the bearer token of
+        this request, JSON, and the body exactly {"auth_req_id"} of this request."""
+        got = self.ctx.receiver.wait(self.client.notification_endpoint, count)
+        for note in got:
+            expect(note["authorization"] == f"Bearer {self.notification_token}",
+                   f"the notification's Authorization {note['authorization']!r}")
+            expect(note["content_type"].split(";")[0].strip() == "application/json",
+                   f"the notification's Content-Type {note['content_type']!r}")
+            expect(json.loads(note["body"]) == {"auth_req_id": self.auth_req_id},
+                   f"the notification's body {note['body']!r}")
+        self.ctx.count("ping notifications checked", len(got))
+        return got
+
+
+def ciba_ask(ctx: Context, client: Client, phone: Phone, detail: dict | None = None, *,
+             binding_message: str | None = None, scope: str = "openid", oauth: OAuth2Client | None = None,
+             **parameters) -> CibaRequest:
+    """`client` asks for the approval of `detail` (a 0.5 ETH transfer) by `phone`'s user with
+    requests-oauth2client's `backchannel_authentication_request`, with a binding message of its
+    own and, for a ping client, a new client_notification_token; the answer is checked (CIBA 7.3)."""
+    detail = detail or transfer()
+    if binding_message is None:
+        binding_message = f"Pay {detail['amount']} {detail['asset']}, code {secrets.token_hex(4).upper()}"
+    oauth = oauth or ctx.roc(client)
+    token = None
+    if client.notification_endpoint:
+        token = secrets.token_urlsafe(32)
+        ctx.receiver.accept(client.notification_endpoint, token)
+        parameters["client_notification_token"] = token
+    response = oauth.backchannel_authentication_request(
+        scope=scope, login_hint=phone.user.username, binding_message=binding_message,
+        authorization_details=json.dumps([detail]), **parameters)
+    expect(isinstance(response.auth_req_id, str) and len(response.auth_req_id) >= 20,
+           f"auth_req_id {response.auth_req_id!r}")
+    expect(response.interval == CIBA_INTERVAL, f"interval {response.interval}, the server's is {CIBA_INTERVAL}")
+    expect(response.expires_in is not None and 0 < response.expires_in <= 300, f"expires_in {response.expires_in}")
+    ctx.count("CIBA requests (requests-oauth2client)")
+    return CibaRequest(ctx, client, phone, detail, binding_message, oauth, response, token)
+
+
+def check_ciba_tokens(request: CibaRequest, token, scope: str = "openid") -> dict:
+    """The token response of an approved request: an RFC 9068 access token (joserfc, then
+    authlib) for the phone's user with the detail asked for and amr hwk, an ID token the library
+    validates, `authorization_details` as asked, and a `keybound_receipt` that docs/approvals.md's
+    verifier accepts for this approval and the phone's GET returns too, and refuses with one
+    byte changed in any of its three segments."""
+    ctx, client, user = request.ctx, request.client, request.phone.user
+    expect(token.token_type.lower() == "bearer" and token.scope == scope, f"token_type, scope: {token.as_dict()}")
+    expect((token.refresh_token is not None) == ("offline_access" in scope.split()),
+           f"a refresh token with the scope {scope!r}: {token.refresh_token is not None}")
+    claims = ctx.verify_access_token(token.access_token, client, scope, user=user, amr=["hwk"])
+    expect(claims.get("authorization_details") == [request.detail],
+           f"the access token's authorization_details {claims.get('authorization_details')}")
+    ctx.verify_access_token_authlib(token.access_token)
+    validated = token.validate_id_token(request.oauth, AuthorizationResponse(code="-", issuer=ctx.issuer))
+    id_claims = validated.id_token.claims
+    expect(id_claims["sub"] == user.user_id and id_claims["aud"] == client.client_id and "nonce" not in id_claims,
+           f"the ID token's claims {id_claims}")
+    expect(id_claims.get("amr") in (None, ["hwk"]), f"the ID token's amr {id_claims.get('amr')}")
+    ctx.count("ID tokens validated (requests-oauth2client)")
+    expect(token.kwargs.get("authorization_details") == [request.detail],
+           f"the token response's authorization_details {token.kwargs.get('authorization_details')}")
+    info = ctx.userinfo_raw(token.access_token)
+    expect(info.status_code == 200 and info.json()["sub"] == user.user_id, f"userinfo {info.status_code} {info.text}")
+
+    receipt = token.kwargs.get("keybound_receipt")
+    expect(isinstance(receipt, str), f"no keybound_receipt in {sorted(token.kwargs)}")
+    verify, invalid = _receipt_snippet(ctx)
+    jwks = ctx.jwks()
+    approval = verify(receipt, jwks, ctx.issuer, "keybound")
+    expect(approval["id"] == request.approval_id and approval["status"] == "approved"
+           and approval["action"] == transfer_action(request.detail)
+           and approval.get("binding_message") == request.binding_message, f"the receipt's approval {approval}")
+    expect(_jwt_parts(receipt)[1]["device"]["id"] == request.phone.device_id, "the receipt's device")
+    expect(request.phone.approval(request.approval_id).get("receipt") == receipt,
+           "GET /v1/approvals/{id} returns the receipt the token response carried")
+    ctx.count("receipts verified (joserfc + cryptography)")
+    parts = receipt.split(".")
+    for segment in range(3):
+        raw = bytearray(_unb64url(parts[segment]))
+        raw[len(raw) // 2] ^= 0x01
+        tampered = ".".join(_b64url(bytes(raw)) if i == segment else part for i, part in enumerate(parts))
+        expect_raises(lambda: verify(tampered, jwks, ctx.issuer, "keybound"), invalid)
+        ctx.count("tampered receipts refused (joserfc + cryptography)")
+    return claims
+
+
+def expect_problem(response: requests.Response, status: int, code: str) -> None:
+    """A /v1 refusal: problem+json (RFC 9457) with `status` and the stable `code`."""
+    expect(response.status_code == status and response.headers.get("Content-Type", "").startswith(
+        "application/problem+json") and response.json().get("code") == code,
+        f"{response.request.method} {urlsplit(response.url).path}: {response.status_code} "
+        f"{response.headers.get('Content-Type')} {response.text}, expected {status} {code}")
+
+
+@flow("CIBA poll (requests-oauth2client): authorization_pending, the phone signs the transfer it lists, the "
+      "polling job gets the tokens and a receipt that verifies, once")
+def ciba_poll(ctx: Context) -> None:
+    client = ctx.register("client_secret_basic", ciba="poll")
+    request = ciba_ask(ctx, client, Phone(ctx), binding_message="Zahlung 0,5 ETH an 0x5aAe…eAed – Code 7Q2K")
+    request.expect_refused(roc_errors.AuthorizationPending, "authorization_pending")
+    request.approve()
+    token = request.poll_until_tokens()
+    check_ciba_tokens(request, token)
+    request.expect_refused(roc_errors.InvalidGrant, "invalid_grant")  # tokens are fetched once
+    expect(request.phone.approval(request.approval_id)["status"] == "approved", "the approval after redemption")
+
+
+@flow("CIBA ping: after the confirm the receiver gets {auth_req_id} with the client_notification_token; one "
+      "token request gets the tokens")
+def ciba_ping(ctx: Context) -> None:
+    client = ctx.register("client_secret_basic", ciba="ping")
+    request = ciba_ask(ctx, client, Phone(ctx), scope="openid offline_access")
+    request.entry()
+    expect(not ctx.receiver.received(client.notification_endpoint), "a notification before the decision")
+    request.approve()
+    request.notifications(1)
+    token = request.poll()
+    check_ciba_tokens(request, token, "openid offline_access")
+    # RFC 9396 7: a token response names the authorization details of the access token it carries;
+    # which ones a refreshed access token gets is the server's choice.
+    refreshed = request.oauth.refresh_token(token)
+    expect(refreshed.kwargs.get("authorization_details") == _jwt_parts(refreshed.access_token)[1].get(
+        "authorization_details"), f"the refresh response's authorization_details {refreshed.kwargs}")
+    expect(len(ctx.receiver.received(client.notification_endpoint)) == 1, "one notification, answered 204")
+    request.expect_refused(roc_errors.InvalidGrant, "invalid_grant")
+
+
+@flow("CIBA ping: a notification answered 503 is sent again (the same body and token); the tokens after it")
+def ciba_ping_retry(ctx: Context) -> None:
+    client = ctx.register("client_secret_post", ciba="ping")
+    request = ciba_ask(ctx, client, Phone(ctx))
+    ctx.receiver.accept(client.notification_endpoint, request.notification_token, fail_first=1)
+    request.approve()
+    first, second = request.notifications(2)
+    expect(first["status"] == 503 and second["status"] == 204, f"answers {first['status']}, {second['status']}")
+    expect(second["at"] - first["at"] >= 4, f"retried after {second['at'] - first['at']:.1f} s, not 5 s")
+    check_ciba_tokens(request, request.poll())
+
+
+@flow("CIBA: a denial is access_denied (and notified in ping mode); the approval cannot be confirmed afterwards")
+def ciba_denied(ctx: Context) -> None:
+    client = ctx.register("client_secret_basic", ciba="ping")
+    request = ciba_ask(ctx, client, Phone(ctx))
+    denied = request.phone.deny(request.approval_id)
+    expect(denied.status_code == 200 and denied.json()["status"] == "denied", f"deny: {denied.status_code} {denied.text}")
+    request.notifications(1)
+    request.expect_refused(roc_errors.AccessDenied, "access_denied")
+    late = request.phone.confirm(request.approval_id, request.phone.sign(request.entry()["payload_bytes"]))
+    expect_problem(late, 409, "challenge_used")
+    expect(request.phone.approval(request.approval_id)["status"] == "denied", "the approval stays denied")
+    request.expect_refused(roc_errors.AccessDenied, "access_denied")
+
+
+@flow("CIBA: a confirm with a bad signature ends the request (access_denied); a correct confirm then is 409 "
+      "challenge_used")
+def ciba_bad_signature(ctx: Context) -> None:
+    client = ctx.register("client_secret_basic", ciba="poll")
+    request = ciba_ask(ctx, client, Phone(ctx))
+    payload = request.entry()["payload_bytes"]
+    forged = request.phone.confirm(request.approval_id, request.phone.sign(payload + b" "))
+    expect_problem(forged, 401, "signature_invalid")
+    request.expect_refused(roc_errors.AccessDenied, "access_denied")
+    expect(all(a["approval_id"] != request.approval_id for a in request.phone.pending()), "still listed as pending")
+    late = request.phone.confirm(request.approval_id, request.phone.sign(payload))
+    expect_problem(late, 409, "challenge_used")
+    status = request.phone.approval(request.approval_id)
+    expect(status["status"] == "failed" and status.get("receipt") is None, f"the approval after both: {status}")
+    request.expect_refused(roc_errors.AccessDenied, "access_denied")
+
+
+class ImpatientPollingJob(BackChannelAuthenticationPollingJob):
+    """requests-oauth2client's polling job whose first `hurried` polls go at once, without the wait
+    (a client that ignores `interval`); it keeps what the server told it."""
+
+    def __init__(self, *args, hurried: int, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.hurried = hurried
+        self.told: list[str] = []
+
+    def sleep(self) -> None:
+        if self.hurried:
+            self.hurried -= 1
+            return
+        super().sleep()
+
+    def slow_down(self) -> None:
+        self.told.append("slow_down")
+        super().slow_down()
+
+    def authorization_pending(self) -> None:
+        self.told.append("authorization_pending")
+        super().authorization_pending()
+
+
+@flow("CIBA: polling sooner than the interval is slow_down; the library's job waits 5 s more and gets the tokens")
+def ciba_slow_down(ctx: Context) -> None:
+    client = ctx.register("client_secret_basic", ciba="poll")
+    request = ciba_ask(ctx, client, Phone(ctx))
+    job = ImpatientPollingJob(request.oauth, request.response, hurried=2)
+    expect(job() is None and job() is None, "tokens before the decision")
+    expect(job.told == ["authorization_pending", "slow_down"], f"the server told {job.told}")
+    expect(job.interval == CIBA_INTERVAL + 5, f"the library's interval {job.interval}")
+    request.approve()
+    started = time.monotonic()
+    token = job()
+    expect(token is not None and job.told == ["authorization_pending", "slow_down"],
+           f"after {time.monotonic() - started:.1f} s: {job.told}")
+    check_ciba_tokens(request, token)
+
+
+@flow("CIBA: requested_expiry bounds expires_in; undecided at expiry is expired_token, approved before it still "
+      "redeems after it")
+def ciba_expiry(ctx: Context) -> None:
+    client = ctx.register("client_secret_basic", ciba="poll")
+    phone = Phone(ctx)
+    asked = time.monotonic()
+    undecided = ciba_ask(ctx, client, phone, requested_expiry=2)
+    approved = ciba_ask(ctx, client, phone, requested_expiry=2)
+    for request in (undecided, approved):
+        expect(request.response.expires_in <= 2, f"expires_in {request.response.expires_in} > requested_expiry 2")
+    approved.approve()
+    undecided.entry()
+    time.sleep(max(0.0, asked + 3.2 - time.monotonic()))
+    undecided.expect_refused(roc_errors.ExpiredToken, "expired_token")
+    expect(all(a["approval_id"] != undecided.approval_id for a in phone.pending()), "an expired approval is listed")
+    expect_problem(phone.confirm(undecided.approval_id, phone.sign(undecided.entry()["payload_bytes"])), 410,
+                   "challenge_expired")
+    expect(phone.approval(undecided.approval_id)["status"] == "expired", "the approval's status")
+    check_ciba_tokens(approved, approved.poll())
+
+
+@flow("CIBA attack: another client's or a made-up auth_req_id is invalid_grant, and the owner still redeems")
+def ciba_attack_other_client(ctx: Context) -> None:
+    owner = ctx.register("client_secret_basic", ciba="poll")
+    thief = ctx.roc(ctx.register("client_secret_post", ciba="poll"))
+    request = ciba_ask(ctx, owner, Phone(ctx))
+    expect_roc_error(lambda: thief.ciba(request.auth_req_id), roc_errors.InvalidGrant, "invalid_grant")
+    # Another user's phone neither sees the approval nor can decide it.
+    stranger = Phone(ctx)
+    expect(stranger.pending() == [], "another user's phone lists the approval")
+    payload = request.entry()["payload_bytes"]
+    expect_problem(stranger.confirm(request.approval_id, stranger.sign(payload)), 404, "not_found")
+    expect_problem(stranger.deny(request.approval_id), 404, "not_found")
+    request.approve()
+    expect_roc_error(lambda: thief.ciba(request.auth_req_id), roc_errors.InvalidGrant, "invalid_grant")
+    check_ciba_tokens(request, request.poll_until_tokens())
+    oauth = ctx.roc(owner)
+    for made_up in (secrets.token_urlsafe(32), request.auth_req_id + "x", request.auth_req_id[:-1]):
+        expect_roc_error(lambda: oauth.ciba(made_up), roc_errors.InvalidGrant, "invalid_grant")
+    reply = ctx.token_raw({"grant_type": "urn:openid:params:grant-type:ciba"}, auth=(owner.client_id, owner.secret))
+    expect_oauth_error(reply, 400, "invalid_request")
+
+
+def expect_bc_refusal(ctx: Context, label: str, data: dict | str, auth, status: int, *errors: str) -> requests.Response:
+    """A bc-authorize request of the suite's (form `data`, a dict or already encoded) is refused
+    with `status` and one of `errors`, in OAuth's format."""
+    headers = {"Content-Type": "application/x-www-form-urlencoded"} if isinstance(data, str) else None
+    reply = ctx.http.post(ctx.metadata["backchannel_authentication_endpoint"], data=data, auth=auth, headers=headers)
+    try:
+        expect(reply.status_code == status and reply.json().get("error") in errors and not oauth_error_problems(reply),
+               f"{reply.status_code} {reply.text}, expected {status} {' or '.join(errors)}")
+    except (AssertionError, ValueError) as failure:
+        raise AssertionError(f"{label}: {failure}") from None
+    ctx.count("bc-authorize refusals checked")
+    return reply
+
+
+def _bc_form(user: User, **changes) -> dict:
+    form = {"scope": "openid", "login_hint": user.username, "binding_message": "Pay 0.5 ETH",
+            "authorization_details": json.dumps([transfer()])}
+    form.update(changes)
+    return {name: value for name, value in form.items() if value is not None}
+
+
+@flow("CIBA attack: public, non-CIBA and wrongly authenticated clients are refused at bc-authorize, a non-CIBA "
+      "client at the ciba grant")
+def ciba_attack_clients(ctx: Context) -> None:
+    phone = Phone(ctx)
+    public = ctx.register("none")
+    try:
+        ciba_ask(ctx, public, phone)
+        raise AssertionError("a public client's bc-authorize succeeded")
+    except (roc_errors.UnauthorizedClient, roc_errors.InvalidClient) as refusal:
+        expect(refusal.response.status_code == {"unauthorized_client": 400, "invalid_client": 401}[refusal.error],
+               f"a public client: {refusal.response.status_code} {refusal.error}")
+    plain = ctx.register("client_secret_basic")
+    expect_roc_error(lambda: ciba_ask(ctx, plain, phone), roc_errors.UnauthorizedClient, "unauthorized_client")
+    ciba = ctx.register("client_secret_basic", ciba="poll")
+    form = _bc_form(phone.user)
+    wrong = expect_bc_refusal(ctx, "a wrong secret", form, (ciba.client_id, "wrong-" + secrets.token_urlsafe(24)),
+                              401, "invalid_client")
+    expect(wrong.headers.get("WWW-Authenticate", "").lower().startswith("basic"), "WWW-Authenticate: Basic")
+    expect_bc_refusal(ctx, "no secret", {**form, "client_id": ciba.client_id}, None, 401, "invalid_client")
+    expect_bc_refusal(ctx, "no client", form, None, 401, "invalid_client")
+    expect_bc_refusal(ctx, "an unknown client", form, ("cli_nobody", "x"), 401, "invalid_client")
+    # The ciba grant by a client registered without --ciba, for a real request of another's.
+    request = ciba_ask(ctx, ciba, phone)
+    reply = ctx.token_raw({"grant_type": "urn:openid:params:grant-type:ciba", "auth_req_id": request.auth_req_id},
+                          auth=(plain.client_id, plain.secret))
+    expect(reply.status_code == 400 and reply.json().get("error") in ("unauthorized_client", "invalid_grant"),
+           f"the ciba grant of a non-CIBA client: {reply.status_code} {reply.text}")
+    request.expect_refused(roc_errors.AuthorizationPending, "authorization_pending")
+
+
+@flow("CIBA: bad authorization_details are invalid_authorization_details (RFC 9396 5)")
+def ciba_bad_details(ctx: Context) -> None:
+    phone = Phone(ctx)
+    client = ctx.register("client_secret_basic", ciba="poll")
+    auth = (client.client_id, client.secret)
+    good = transfer()
+    cases = {
+        "an unknown type": [{**good, "type": "payment_initiation"}],
+        "an extra member": [{**good, "fee": "0.01"}],
+        "a missing member": [{k: v for k, v in good.items() if k != "recipient"}],
+        "two details": [good, good],
+        "no detail": [],
+        "an object, not an array": good,
+        "a number amount": [{**good, "amount": 0.5}],
+        "a string type": "keybound_transfer",
+        "not JSON": None,
+    }
+    for amount in ("0", "0.0", "-1", "1e3", "01", ".5", "0.5 ", "1,5", "0x10", "1." , "", "1" * 31):
+        cases[f"amount {amount!r}"] = [{**good, "amount": amount}]
+    for asset in ("eth", "", "E" * 17, "ETH!"):
+        cases[f"asset {asset!r}"] = [{**good, "asset": asset}]
+    for recipient in ("", "0x" + "a" * 127, "0x12 34", "0x12/34", "0xé"):
+        cases[f"recipient {recipient!r}"] = [{**good, "recipient": recipient}]
+    for label, details in cases.items():
+        text = "{not json" if details is None else json.dumps(details, ensure_ascii=False)
+        expect_bc_refusal(ctx, label, _bc_form(phone.user, authorization_details=text), auth, 400,
+                          "invalid_authorization_details")
+    expect_bc_refusal(ctx, "no authorization_details", _bc_form(phone.user, authorization_details=None), auth, 400,
+                      "invalid_request", "invalid_authorization_details")
+    expect(phone.pending() == [], "a refused request made an approval")
+    # The grammar's edges are accepted: the longest recipient, a long amount, a 16-character asset.
+    edge = transfer(amount="1" * 30 + "." + "9" * 18, asset="A" * 16, recipient="0x" + "aB3._:-" * 18)
+    check = ciba_ask(ctx, client, phone, edge, binding_message="The longest transfer")
+    expect(check.entry()["approval_id"], "the edge cases' approval")
+
+
+@flow("CIBA: bad bc-authorize parameters: binding_message, login_hint, scope, requested_expiry, hints, "
+      "client_notification_token")
+def ciba_bad_parameters(ctx: Context) -> None:
+    phone = Phone(ctx)
+    client = ctx.register("client_secret_basic", ciba="poll")
+    auth = (client.client_id, client.secret)
+    cases = [
+        ("a 65-character binding_message", {"binding_message": "x" * 65}, "invalid_binding_message"),
+        ("a newline in binding_message", {"binding_message": "Pay\n0.5 ETH"}, "invalid_binding_message"),
+        ("a NUL in binding_message", {"binding_message": "Pay\x000.5 ETH"}, "invalid_binding_message"),
+        ("a right-to-left override in binding_message", {"binding_message": "Pay 0.5 ETH \u202e0x1234"},
+         "invalid_binding_message"),
+        ("an unknown login_hint", {"login_hint": "nobody-" + secrets.token_hex(6)}, "unknown_user_id"),
+        ("no login_hint", {"login_hint": None}, "invalid_request"),
+        ("a scope without openid", {"scope": "profile"}, "invalid_scope", "invalid_request"),
+        ("no scope", {"scope": None}, "invalid_request", "invalid_scope"),
+        ("an unknown scope", {"scope": "openid admin"}, "invalid_scope"),
+        ("requested_expiry 0", {"requested_expiry": "0"}, "invalid_request"),
+        ("requested_expiry 301", {"requested_expiry": "301"}, "invalid_request"),
+        ("requested_expiry 1.5", {"requested_expiry": "1.5"}, "invalid_request"),
+        ("requested_expiry abc", {"requested_expiry": "abc"}, "invalid_request"),
+        ("login_hint_token", {"login_hint_token": "eyJ.x.y"}, "invalid_request"),
+        ("id_token_hint", {"id_token_hint": "eyJ.x.y"}, "invalid_request"),
+        ("user_code", {"user_code": "1234"}, "invalid_request"),
+        ("a signed request object", {"request": "eyJ.x.y"}, "invalid_request"),
+    ]
+    for label, changes, *errors in cases:
+        expect_bc_refusal(ctx, label, _bc_form(phone.user, **changes), auth, 400, *errors)
+    expect_bc_refusal(ctx, "scope twice", urlencode(_bc_form(phone.user)) + "&scope=openid", auth, 400,
+                      "invalid_request")
+    ping = ctx.register("client_secret_basic", ciba="ping")
+    ping_auth = (ping.client_id, ping.secret)
+    for label, token in (("no client_notification_token", None), ("a 1025-character one", "t" * 1025),
+                         ("one with a space", "a b"), ("one with a non-ASCII character", "tökén")):
+        expect_bc_refusal(ctx, f"a ping client, {label}", _bc_form(phone.user, client_notification_token=token),
+                          ping_auth, 400, "invalid_request")
+    expect(phone.pending() == [], "a refused request made an approval")
+    # What is allowed: 64 characters (not all ASCII), and a 1024-character notification token.
+    at_limit = ("Zahlung über 0,5 ETH an 0x5aAe…eAed – Code ÄÖÜ " + "x" * 64)[:64]
+    ciba_ask(ctx, client, phone, binding_message=at_limit).entry()
+    reply = ctx.http.post(ctx.metadata["backchannel_authentication_endpoint"], auth=ping_auth,
+                          data=_bc_form(phone.user, client_notification_token="t" * 1024))
+    expect(reply.status_code == 200, f"a 1024-character client_notification_token: {reply.status_code} {reply.text}")
+
+
+@flow("CIBA: a user without a usable device is 403 access_denied at bc-authorize (CIBA Core 13)")
+def ciba_no_device(ctx: Context) -> None:
+    client = ctx.register("client_secret_basic", ciba="poll")
+    phone = Phone(ctx)
+    revoked = ctx.http.delete(ctx.url(f"/v1/devices/{phone.device_id}"), headers=phone.bearer)
+    expect(revoked.status_code == 204, f"DELETE /v1/devices/{{id}}: {revoked.status_code} {revoked.text}")
+    replies = {label: ctx.http.post(ctx.metadata["backchannel_authentication_endpoint"], data=_bc_form(user),
+                                    auth=(client.client_id, client.secret))
+               for label, user in (("a user who bound no device", ctx.new_user()),
+                                   ("a user whose device is revoked", phone.user))}
+    for label, reply in replies.items():
+        expect(reply.json().get("error") == "access_denied", f"{label}: {reply.status_code} {reply.text}")
+    for label, reply in replies.items():
+        expect(reply.status_code == 403, f"{label}: {reply.status_code} {reply.text}, expected 403 access_denied")
+
+
+@flow("CIBA attack: 8 concurrent token requests for one approved auth_req_id: exactly one gets the tokens")
+def ciba_concurrent_redemption(ctx: Context) -> None:
+    client = ctx.register("client_secret_basic", ciba="poll")
+    request = ciba_ask(ctx, client, Phone(ctx))
+    request.approve()
+    time.sleep(request.response.interval)
+    racers = 8
+    barrier = threading.Barrier(racers)
+    results: list = [None] * racers
+
+    def race(index: int) -> None:
+        oauth = ctx.roc(client, session=CheckedSession())
+        barrier.wait(timeout=30)
+        try:
+            results[index] = oauth.ciba(request.auth_req_id)
+        except roc_errors.EndpointError as refusal:
+            results[index] = refusal.error
+        except Exception as failure:  # noqa: BLE001 - reported below
+            results[index] = repr(failure)
+
+    threads = [threading.Thread(target=race, args=(i,)) for i in range(racers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    tokens = [r for r in results if isinstance(r, BearerToken)]
+    refusals = [r for r in results if not isinstance(r, BearerToken)]
+    expect(len(tokens) == 1 and all(r in ("invalid_grant", "slow_down") for r in refusals),
+           f"{len(tokens)} got tokens; the others: {refusals}")
+    check_ciba_tokens(request, tokens[0])
+    request.expect_refused(roc_errors.InvalidGrant, "invalid_grant")
+    ctx.count("concurrent CIBA redemptions", racers)
+
+
+@flow("CIBA with DPoP (requests-oauth2client): the server's nonce, then authorization_pending, not slow_down; "
+      "the tokens bound to the key")
+def ciba_dpop(ctx: Context) -> None:
+    client = ctx.register("client_secret_basic", ciba="poll")
+    request = ciba_ask(ctx, client, Phone(ctx))
+    key = ctx.dpop_key()
+    # The library's first proof has no nonce: use_dpop_nonce, and its retry with the nonce is the
+    # request's first poll, not one sooner than the interval.
+    expect_roc_error(lambda: request.poll(key), roc_errors.AuthorizationPending, "authorization_pending")
+    proofs = [p.claims for p in key.made]
+    expect(len(proofs) == 2 and "nonce" not in proofs[0] and proofs[1].get("nonce"),
+           f"the library's proofs: first without a nonce, then the server's: {proofs}")
+    request.approve()
+    token = request.poll(key)
+    expect(isinstance(token, DPoPToken) and token.token_type == "DPoP", f"token_type {token.token_type}")
+    claims = ctx.verify_access_token(token.access_token, client, "openid", jkt=thumbprint(key),
+                                     user=request.phone.user, amr=["hwk"])
+    expect(claims.get("authorization_details") == [request.detail] and isinstance(
+        token.kwargs.get("keybound_receipt"), str), f"the bound token's details and receipt: {token.kwargs}")
+    reply = ctx.userinfo_raw(token.access_token)
+    expect(reply.status_code == 401, f"the DPoP-bound token as Bearer at userinfo: {reply.status_code}")
+
+
+@flow("CIBA with private_key_jwt: the library's default aud (each endpoint's URL) and the issuer as aud are "
+      "accepted (CIBA 7.1)")
+def ciba_private_key_jwt(ctx: Context) -> None:
+    client = ctx.register("private_key_jwt", ciba="poll")
+    phone = Phone(ctx)
+    for aud in (None, ctx.issuer, ctx.metadata["token_endpoint"]):
+        oauth = ctx.roc_with(PrivateKeyJwt(client.client_id, jwskate.Jwk(client.private_jwk), aud=aud))
+        request = ciba_ask(ctx, client, phone, oauth=oauth)
+        request.expect_refused(roc_errors.AuthorizationPending, "authorization_pending")
+    request.approve()
+    check_ciba_tokens(request, request.poll())
+
+
+@flow("discovery: the CIBA members in both metadata documents (CIBA 4, RFC 9396 10)")
+def discovery_ciba(ctx: Context) -> None:
+    for url in (oidc_discovery_document_url(ctx.issuer), oauth2_discovery_document_url(ctx.issuer)):
+        metadata = ctx.http.get(url).json()
+        where = urlsplit(url).path
+        expect(metadata.get("backchannel_authentication_endpoint") == ctx.issuer + "/oauth/bc-authorize",
+               f"{where}: backchannel_authentication_endpoint {metadata.get('backchannel_authentication_endpoint')}")
+        expect(metadata.get("backchannel_token_delivery_modes_supported") == ["poll", "ping"],
+               f"{where}: backchannel_token_delivery_modes_supported")
+        expect(metadata.get("backchannel_user_code_parameter_supported") is False,
+               f"{where}: backchannel_user_code_parameter_supported")
+        expect("urn:openid:params:grant-type:ciba" in metadata.get("grant_types_supported", []),
+               f"{where}: grant_types_supported {metadata.get('grant_types_supported')}")
+        expect(metadata.get("authorization_details_types_supported") == ["keybound_transfer"],
+               f"{where}: authorization_details_types_supported")
+        # Signed requests are refused (invalid_request), so no algorithm is offered for them.
+        expect("backchannel_authentication_request_signing_alg_values_supported" not in metadata,
+               f"{where}: offers signed authentication requests")
 
 
 # --- what the whole run saw ---------------------------------------------------------------------

@@ -245,6 +245,10 @@ class PostgresEngine(Engine):
         }
 
 
+#: The `--ciba-interval` of the server: the seconds a CIBA client waits between two polls.
+CIBA_INTERVAL = 1
+
+
 class Server:
     """`keybound serve --issuer http://127.0.0.1:PORT` on a port chosen before it starts (the
     issuer names the port): a free port below the ephemeral range, another one if the bind fails."""
@@ -261,10 +265,13 @@ class Server:
             issuer = f"http://127.0.0.1:{port}"
             log = open(self.log_path, "w")
             # Sign-up and per-address failure limits off: the suite signs up and fails logins from
-            # one address on purpose.
+            # one address on purpose. CIBA clients poll every second (the interval the server gives
+            # them), and ping mode notifies a receiver on loopback, which the SSRF guard allows only
+            # with --allow-private-webhooks.
             self.process = subprocess.Popen(
                 [keybound, "serve", "--listen", f"127.0.0.1:{port}", "--issuer", issuer, "--db", engine.url,
-                 "--signup-limit", "0", "--address-failure-limit", "0"],
+                 "--signup-limit", "0", "--address-failure-limit", "0", "--ciba-interval", str(CIBA_INTERVAL),
+                 "--allow-private-webhooks"],
                 stdin=subprocess.DEVNULL, stdout=log, stderr=log, env={**os.environ, **engine.environment},
             )
             log.close()
@@ -336,11 +343,18 @@ class Server:
 
 def register_client(keybound: str, engine: Engine, name: str, redirect_uris: list[str], *,
                     confidential: bool = False, jwks: dict | None = None, scopes: list[str] | None = None,
-                    dpop_required: bool = False) -> dict:
+                    dpop_required: bool = False, ciba: bool = False,
+                    notification_endpoint: str | None = None) -> dict:
     """Registers an OAuth client as the operator does, with `keybound client add … --json`, and
-    returns {"client_id", "secret"?}. `dpop_required`: `--dpop-required`, the client's token
-    requests must carry a DPoP proof."""
+    returns {"client_id", "secret"?, "ciba"?}. `dpop_required`: `--dpop-required`, the client's
+    token requests must carry a DPoP proof. `ciba`: `--ciba`, a CIBA client (no redirect URI
+    needed), in poll mode, or in ping mode with `notification_endpoint`
+    (`--backchannel-notification-endpoint`); "ciba" in the answer is the mode the server chose."""
     arguments = [keybound, "client", "add", name, "--db", engine.url, "--json"]
+    if ciba:
+        arguments.append("--ciba")
+    if notification_endpoint:
+        arguments += ["--backchannel-notification-endpoint", notification_endpoint]
     for uri in redirect_uris:
         arguments += ["--redirect-uri", uri]
     for scope in scopes or []:
@@ -369,4 +383,5 @@ def register_client(keybound: str, engine: Engine, name: str, redirect_uris: lis
         raise HarnessError(f"keybound client add: {done.returncode} {done.stdout} {done.stderr}")
     # `keybound client add --json` names the secret client_secret, shown only for a confidential client.
     return {"ok": True, "client_id": answer["client_id"],
-            **({"secret": answer["client_secret"]} if answer.get("client_secret") else {})}
+            **({"secret": answer["client_secret"]} if answer.get("client_secret") else {}),
+            **({"ciba": answer["ciba"]} if "ciba" in answer else {})}

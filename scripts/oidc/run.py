@@ -56,6 +56,7 @@ def run_engine(name: str, keybound: str, out: str, resources: harness.Resources,
           "with keybound client add", flush=True)
     flows.OBSERVER.__init__()
     context = flows.Context(server)
+    resources.add(context.close)
     passed, failed, defects = [], [], []
     for label, function in flows.FLOWS:
         known = flows.KNOWN_DEFECTS.get(label)

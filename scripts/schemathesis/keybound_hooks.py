@@ -306,7 +306,10 @@ def keybound_refusal_codes(ctx, response, case):
 import harness  # noqa: E402 - scripts/oidc, on PYTHONPATH
 
 _OAUTH_LABELS = {"GET /oauth/authorize", "POST /oauth/authorize", "POST /v1/oauth/authorize", "POST /oauth/token", "POST /oauth/introspect",
-                 "POST /oauth/revoke"}
+                 "POST /oauth/revoke", "POST /oauth/bc-authorize"}
+# A keybound_transfer the server accepts, for half of the CIBA requests the hooks authenticate.
+_TRANSFER = json.dumps([{"type": "keybound_transfer", "amount": "0.5", "asset": "ETH",
+                         "recipient": "0x52908400098527886E0F7030069857D2E4169EE7"}])
 _OAUTH_LOGIN_CLIENT = "schemathesis-oauth"  # the /v1 client id of the hooks' own sign-ins
 
 
@@ -321,6 +324,8 @@ def _register_oauth_clients() -> dict[str, dict]:
                                     ("userinfo", False, "http://127.0.0.1/userinfo")):
         answer = harness.register_client(keybound, engine, f"schemathesis {role}", [uri], confidential=confidential)
         clients[role] = {"client_id": answer["client_id"], "secret": answer.get("secret"), "redirect_uri": uri}
+    answer = harness.register_client(keybound, engine, "schemathesis ciba", [], confidential=True, ciba=True)
+    clients["ciba"] = {"client_id": answer["client_id"], "secret": answer.get("secret"), "redirect_uri": None}
     return clients
 
 
@@ -390,6 +395,14 @@ def oauth_before_call(context, case, kwargs):
             values["code_challenge"] = _b64(hashlib.sha256(secrets.token_bytes(32)).digest())
         return
     if not isinstance(case.body, dict):
+        return
+    if label == "POST /oauth/bc-authorize":
+        # The CIBA client, for the test account (which has no device: 403 access_denied), with a
+        # transfer the server accepts half of the time.
+        _authenticate(case, _clients["ciba"])
+        case.body["login_hint"] = USERNAME
+        if secrets.randbelow(2):
+            case.body["authorization_details"] = _TRANSFER
         return
     _authenticate(case, client)
     if label == "POST /oauth/token":

@@ -188,7 +188,10 @@ extension Application {
                     "SELECT id FROM users WHERE username = ?", [.text(request.username)])?.text(0)
             else { throw OAuthError.ciba("unknown_user_id", "no user has this login_hint") }
             guard let device = try newestDevice(connection, userID: userID), checkUsable(device) == nil else {
-                throw OAuthError.ciba("access_denied", "the user has no bound device that can approve")
+                // CIBA Core §13: access_denied is 403 at this endpoint (400 at the token endpoint).
+                throw OAuthError(
+                    status: 403, error: "access_denied",
+                    description: "the user has no bound device that can approve")
             }
             let approval = try insertApproval(
                 connection, context, userID: userID, device: device, action: request.action,

@@ -33,18 +33,10 @@ extension WebhookDeliverer {
     func claimPings() throws -> [ClaimedPing] {
         let now = application.clock.nowToTheMillisecond
         return try application.database.queueWrite { connection in
-            let ids = try connection.query(
-                """
-                SELECT approval_id FROM ciba_pings
-                WHERE status = ? AND next_attempt_at <= ? AND (lease_until IS NULL OR lease_until <= ?)
-                ORDER BY next_attempt_at LIMIT \(Self.batch) \(application.database.skipLockedRows)
-                """, [.text(CIBAPingStatus.pending.rawValue), .date(now), .date(now)]
-            ).map { SQLValue.text(try $0.text(0)) }
+            let (ids, list) = try lease(
+                "ciba_pings", key: "approval_id", pending: CIBAPingStatus.pending.rawValue, now: now,
+                connection)
             guard !ids.isEmpty else { return [] }
-            let list = ids.map { _ in "?" }.joined(separator: ", ")
-            try connection.execute(
-                "UPDATE ciba_pings SET lease_owner = ?, lease_until = ? WHERE approval_id IN (\(list))",
-                [.text(owner), .date(now.adding(seconds: WebhookSchedule.lease))] + ids)
             return try connection.query(
                 """
                 SELECT approval_id, attempts, give_up_at, url, token, auth_req_id FROM ciba_pings

@@ -174,7 +174,8 @@ extension Application {
                 200,
                 activeToken(
                     session, boundTo: claims.boundKeyThumbprint, scope: claims.scopes.joined(separator: " "),
-                    issuedAt: claims.issuedAt, expiresAt: claims.expiresAt, issuer: issuer))
+                    issuedAt: claims.issuedAt, expiresAt: claims.expiresAt, issuer: issuer,
+                    approved: claims.approvedAction))
         }
         guard (16...128).contains(token.utf8.count),
             let stored = try storedToken(token), stored.usedAt == nil, context.now < stored.expiresAt,
@@ -189,10 +190,11 @@ extension Application {
 
     /// An active introspection answer. `boundTo` is the thumbprint the token itself is bound to: a
     /// JWT's own `cnf.jkt` (a confidential client's access token is bound per request, its session
-    /// is not), an opaque token's session's key.
+    /// is not), an opaque token's session's key. `approved` is what a CIBA grant's access token
+    /// carries as `authorization_details`: a gateway that introspects sees it too (RFC 9396 §9.2).
     private func activeToken(
         _ session: IntrospectedSession, boundTo jkt: String?, isRefreshToken: Bool = false, scope: String?,
-        issuedAt: Date?, expiresAt: Date, issuer: String
+        issuedAt: Date?, expiresAt: Date, issuer: String, approved: ApprovalAction? = nil
     ) -> JSONValue {
         var members = [
             JSONMember("active", .bool(true)), JSONMember("sub", .string(session.userID)),
@@ -210,6 +212,9 @@ extension Application {
         }
         if let jkt {
             members.append(JSONMember("cnf", .object([JSONMember("jkt", .string(jkt))])))
+        }
+        if let approved {
+            members.append(JSONMember("authorization_details", TransferAuthorizationDetails.json(approved)))
         }
         return .object(members)
     }

@@ -56,4 +56,6 @@ struct CommittedEffects: Database {
 
     @discardableResult
     func queueWrite<T>(_ body: (any SQLConnection) throws -> T) throws -> T { try base.queueWrite(body) }
+
+    func checkWritable() throws { try base.checkWritable() }
 }

@@ -163,6 +163,10 @@ package protocol Database: Sendable {
     /// otherwise be rolled back for it; a write like any other on SQLite.
     @discardableResult
     func queueWrite<T>(_ body: (any SQLConnection) throws -> T) throws -> T
+    /// Answers only when the database takes writes now (`GET /healthz`): a read on SQLite; on
+    /// PostgreSQL a transaction that a standby refuses. A wrapper passes on what it wraps.
+    /// - Throws: ``DatabaseError/unavailable(_:)`` while no primary takes writes.
+    func checkWritable() throws
 }
 
 extension Database {
@@ -172,6 +176,9 @@ extension Database {
     /// One writer at a time already keeps migrations apart (SQLite).
     @discardableResult
     package func migrate<T>(_ body: (any SQLConnection) throws -> T) throws -> T { try write(body) }
+
+    /// The one file takes writes whenever it can be read (SQLite).
+    package func checkWritable() throws { _ = try read { try $0.query("SELECT 1", []) } }
 
     /// One writer at a time: a queue's write is a write (SQLite).
     @discardableResult

@@ -19,7 +19,8 @@ import Foundation
 /// connection to move between threads, not to be shared by them).
 final class PostgresConnection: SQLConnection, @unchecked Sendable {
     private let handle: OpaquePointer
-    private let responseTimeout: Double
+    /// The longest wait for one answer, in seconds (longer for a migration's statements).
+    var responseTimeout: Double
     /// Statements prepared on this connection: SQL with `?` → its name and parameter count.
     private var statements: [String: (name: String, parameters: Int)] = [:]
     /// The first failure inside the current transaction (the transaction is aborted from then on).
@@ -346,6 +347,10 @@ final class PostgresConnection: SQLConnection, @unchecked Sendable {
             throw transactionFailure ?? PostgresFailure(sqlState: "25P02", message: "transaction rolled back")
         }
     }
+
+    /// Marks the connection as never to be used again (it reached a server that takes no
+    /// writes): the pool closes it instead of taking it back.
+    func discard() { isBroken = true }
 
     /// Rolls back the current transaction; a connection that cannot do so is marked broken.
     func rollback() {

@@ -59,16 +59,32 @@ package final class PostgresDatabase: Database {
         /// Seconds to establish a connection (libpq's `connect_timeout`, at least 2).
         var connectTimeout = 3
         /// The server cancels a statement running longer (milliseconds).
-        var statementTimeout = 10_000
+        var statementTimeout = 4_500
         /// The server gives up waiting for a row lock after this long (milliseconds).
-        var lockTimeout = 5_000
-        /// The longest we wait for any one answer, in seconds: past the statement timeout, so the
-        /// server's own cancellation normally comes first.
-        var responseTimeout = 15.0
+        var lockTimeout = 4_000
+        /// The longest we wait for any one answer, in seconds (``Configuration/databaseTimeout``):
+        /// past the statement timeout, so the server's own cancellation normally comes first. A
+        /// COMMIT that waits longer (a primary whose synchronous standby is gone) is a 503 whose
+        /// outcome is unknown.
+        var responseTimeout = 5.0
         /// The longest a request waits for a free connection, in seconds (then 503).
         var poolWait = 5.0
         /// Runs of one transaction, the first included, before a serialization failure is 503.
         var attempts = 10
+        /// The longest wait for one answer of a migration or a bulk load, which may rightly run
+        /// long (an index built on a large table), in seconds; they have no statement timeout.
+        var longResponseTimeout = 3600.0
+
+        /// The bounds for `--db-timeout` of `seconds`: answers within it, statements and lock
+        /// waits ended by the server a little before.
+        init(timeout seconds: Int = 5) {
+            let milliseconds = max(1, seconds) * 1000
+            responseTimeout = Double(max(1, seconds))
+            poolWait = responseTimeout
+            statementTimeout = max(500, milliseconds - 500)
+            lockTimeout = max(250, min(5_000, statementTimeout - 500))
+            connectTimeout = min(3, max(2, seconds))
+        }
     }
 
     /// The database, for messages (holds no password).
@@ -111,14 +127,17 @@ package final class PostgresDatabase: Database {
             ("keepalives_count", "3"), ("tcp_user_timeout", String(Int(limits.responseTimeout * 1000))),
         ]
         if let user = url.user { parameters.append(("user", user)) }
-        if let host = url.host { parameters.append(("host", host)) }
-        if let port = url.port { parameters.append(("port", String(port))) }
+        if let host = url.hostParameter { parameters.append(("host", host)) }
+        if let port = url.portParameter { parameters.append(("port", port)) }
         if let database = url.database { parameters.append(("dbname", database)) }
         if let password, !password.isEmpty { parameters.append(("password", password)) }
         if !url.options.contains(where: { $0.key == "application_name" }) {
             parameters.append(("application_name", "keybound"))
         }
-        parameters += url.options.map { ($0.key, $0.value) }
+        parameters += url.options.filter { $0.key != "target_session_attrs" }.map { ($0.key, $0.value) }
+        // A standby is never kept: libpq passes over a server that takes no writes, so a pool
+        // that reconnects after a failover finds the new primary.
+        parameters.append(("target_session_attrs", url.targetSessionAttributes))
         self.parameters = parameters
         let first = try connect()
         idle.withLock { $0.append(first) }
@@ -129,6 +148,14 @@ package final class PostgresDatabase: Database {
     /// - Throws: ``DatabaseError/unsupportedURL(_:)``, ``DatabaseError/unavailable(_:)``.
     package convenience init(url: String, password: String?, maximumConnections: Int) throws {
         try self.init(url: PostgresURL(url), password: password, maximumConnections: maximumConnections)
+    }
+
+    /// A transaction that may rightly run long: no statement timeout, and ``Limits/longResponseTimeout``.
+    private func unbounded<T>(_ connection: PostgresConnection, _ body: () throws -> T) throws -> T {
+        connection.responseTimeout = limits.longResponseTimeout
+        defer { connection.responseTimeout = limits.responseTimeout }
+        _ = try connection.query("SELECT set_config('statement_timeout', '0', true)", [])
+        return try body()
     }
 
     private func connect() throws -> PostgresConnection {
@@ -208,12 +235,28 @@ package final class PostgresDatabase: Database {
         try transaction(.queue, body)
     }
 
+    /// A SERIALIZABLE transaction (a hot standby refuses one) that would take writes (a server
+    /// set read-only would not): while no primary is writable, ``DatabaseError/unavailable(_:)``,
+    /// and the connection is dropped.
+    package func checkWritable() throws {
+        try transaction(.write) { connection in
+            let readOnly = try connection.queryOne("SELECT current_setting('transaction_read_only')", [])?
+                .text(0)
+            guard readOnly == "off" else {
+                // As a write would have failed: the connection goes, and the pool reconnects.
+                throw PostgresFailure(sqlState: "25006", message: "the database takes no writes")
+            }
+        }
+    }
+
     /// Runs `body` READ COMMITTED under the migration advisory lock (see the type's notes).
     @discardableResult
     package func migrate<T>(_ body: (any SQLConnection) throws -> T) throws -> T {
         try transaction(.migrate) { connection in
-            _ = try connection.query("SELECT pg_advisory_xact_lock(\(Self.migrationLockKey))", [])
-            return try body(connection)
+            try unbounded(connection) {
+                _ = try connection.query("SELECT pg_advisory_xact_lock(\(Self.migrationLockKey))", [])
+                return try body(connection)
+            }
         }
     }
 
@@ -221,11 +264,14 @@ package final class PostgresDatabase: Database {
     /// ``PostgresConnection/pipelined(_:)``): for bulk loads, where waiting for each INSERT's answer
     /// would cost a round trip per row. Nothing of it is committed if any statement fails.
     package func bulkWrite(_ body: (any SQLConnection) throws -> Void) throws {
-        try transaction(.write) { connection in try connection.pipelined { try body(connection) } }
+        try transaction(.write) { connection in
+            try unbounded(connection) { try connection.pipelined { try body(connection) } }
+        }
     }
 
     private func transaction<T>(_ kind: Kind, _ body: (PostgresConnection) throws -> T) throws -> T {
         var attempt = 0
+        var reconnected = false
         while true {
             attempt += 1
             let connection = try checkout()
@@ -235,6 +281,20 @@ package final class PostgresDatabase: Database {
             do {
                 result = try body(connection)
             } catch {
+                // A server that takes no writes (a standby): nothing ran. The connection and the
+                // idle ones (they reached the same server) go; the transaction runs once more on
+                // a new connection, which libpq makes to a server that takes writes, if any.
+                if let failure = connection.transactionFailure ?? (error as? PostgresFailure),
+                    failure.meansNotPrimary
+                {
+                    connection.discard()
+                    dropIdleConnections()
+                    if !reconnected {
+                        reconnected = true
+                        continue
+                    }
+                    throw failure.databaseError
+                }
                 connection.rollback()
                 // Lost before PostgreSQL started the transaction: nothing ran. A pooled connection
                 // whose server went away (restarted, or the connection was cut while idle) is
@@ -260,6 +320,10 @@ package final class PostgresDatabase: Database {
             } catch let failure as PostgresFailure {
                 // With an SQLSTATE, PostgreSQL answered: the transaction was rolled back. Without
                 // one, the outcome is unknown, and the request must not be told it succeeded.
+                if failure.meansNotPrimary {
+                    connection.discard()
+                    dropIdleConnections()
+                }
                 if failure.isRetryable && attempt < limits.attempts {
                     backoff(attempt)
                     continue

@@ -17,10 +17,19 @@ struct PostgresFailure: Error, CustomStringConvertible {
     /// (40001 serialization_failure, 40P01 deadlock_detected): running it again is safe.
     var isRetryable: Bool { sqlState == "40001" || sqlState == "40P01" }
 
+    /// The server takes no writes: a hot standby (0A000 "cannot use serializable mode in a hot
+    /// standby", 25006 read_only_sql_transaction), reached through a proxy or DNS that switched
+    /// before the new primary left recovery, or a primary demoted under a pooled connection.
+    /// Nothing of the transaction ran; the connection must go, and the request is a 503.
+    var meansNotPrimary: Bool {
+        sqlState == "25006" || (sqlState == "0A000" && message.contains("hot standby"))
+    }
+
     /// What the request is told: `unavailable` when the database cannot be reached or is going
     /// away, `busy` when it was too slow or too contended, else an engine error (a 500).
     var databaseError: DatabaseError {
         guard let sqlState else { return .unavailable(message) }
+        if meansNotPrimary { return .unavailable(description) }
         switch sqlState {
         // Connection exceptions; insufficient resources (too many connections, disk full);
         // shutting down or starting up; a read-only standby; system errors (I/O).

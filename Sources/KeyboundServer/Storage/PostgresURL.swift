@@ -1,6 +1,10 @@
 import Foundation
 
 /// A `postgres://user@host:port/database?sslmode=…` URL (also `postgresql://`), checked once.
+/// It may name several hosts, as libpq's multi-host URLs do
+/// (`postgres://u@h1:5432,h2:5432/db?target_session_attrs=read-write`): libpq tries them in
+/// order and keeps the first that takes writes, so after a failover every new connection finds
+/// the new primary (docs/server.md, "High availability").
 ///
 /// The password never comes from the URL: a command line and an environment variable naming the
 /// URL are shown to other users of the machine (`ps`, `/proc`), and the server prints its URL.
@@ -9,15 +13,22 @@ import Foundation
 struct PostgresURL: Sendable, Equatable, CustomStringConvertible {
     /// The role to connect as (nil: libpq's default, the operating-system user).
     var user: String?
-    /// A host name, a numeric address, or a Unix-socket directory (starting with `/`; in a URL
-    /// percent-encoded, `%2Fvar%2Frun%2Fpostgresql`). nil: libpq's default socket.
-    var host: String?
-    /// The port (nil: 5432).
-    var port: UInt16?
+    /// The servers, in the order they are tried: one with no host and no port for libpq's
+    /// defaults.
+    var endpoints: [Endpoint] = [Endpoint()]
     /// The database (nil: named like the user).
     var database: String?
     /// Further libpq connection parameters from the query string (only those in ``allowedOptions``).
     var options: [Option] = []
+
+    /// One server of the URL.
+    struct Endpoint: Sendable, Equatable {
+        /// A host name, a numeric address, or a Unix-socket directory (starting with `/`; in a
+        /// URL percent-encoded, `%2Fvar%2Frun%2Fpostgresql`). nil: libpq's default socket.
+        var host: String?
+        /// The port (nil: 5432).
+        var port: UInt16?
+    }
 
     /// One libpq connection parameter.
     struct Option: Sendable, Equatable {
@@ -25,11 +36,25 @@ struct PostgresURL: Sendable, Equatable, CustomStringConvertible {
         let value: String
     }
 
-    /// The query parameters a URL may carry: TLS and the name shown in `pg_stat_activity`.
-    /// Timeouts and keepalives are the server's own (see ``PostgresDatabase``).
+    /// The query parameters a URL may carry: TLS, the name shown in `pg_stat_activity`, and which
+    /// server of several to keep (``sessionAttributes``). Timeouts and keepalives are the
+    /// server's own (see ``PostgresDatabase``).
     static let allowedOptions: Set<String> = [
-        "sslmode", "sslrootcert", "sslcert", "sslkey", "sslcrl", "application_name",
+        "sslmode", "sslrootcert", "sslcert", "sslkey", "sslcrl", "application_name", "target_session_attrs",
     ]
+
+    /// The values of `target_session_attrs` a server that writes can use: `read-write` (the
+    /// default: a standby is passed over) and `primary`; `any` for a single host behind a pooler
+    /// that answers for the primary.
+    static let sessionAttributes: Set<String> = ["read-write", "primary", "any"]
+
+    /// libpq's `target_session_attrs`: the URL's, or `read-write`.
+    var targetSessionAttributes: String {
+        options.last { $0.key == "target_session_attrs" }?.value ?? "read-write"
+    }
+
+    /// The first host, for messages and the one-host case.
+    var host: String? { endpoints.first?.host }
 
     /// Whether `text` names PostgreSQL (`postgres://` or `postgresql://`) at all.
     static func names(_ text: String) -> Bool {
@@ -58,6 +83,12 @@ struct PostgresURL: Sendable, Equatable, CustomStringConvertible {
                         "unknown PostgreSQL URL parameter '\(key)' (allowed: "
                             + Self.allowedOptions.sorted().joined(separator: ", ") + ")")
                 }
+                guard key != "target_session_attrs" || Self.sessionAttributes.contains(value) else {
+                    throw refuse(
+                        "target_session_attrs must be one of "
+                            + Self.sessionAttributes.sorted().joined(separator: ", ")
+                            + ": the server writes")
+                }
                 options.append(Option(key: key, value: value))
             }
             rest = rest[..<question]
@@ -80,38 +111,63 @@ struct PostgresURL: Sendable, Equatable, CustomStringConvertible {
             user = decoded
             authority = authority[authority.index(after: at)...]
         }
-        var hostPart = authority
-        if authority.hasPrefix("[") {
+        let parts = authority.split(separator: ",", omittingEmptySubsequences: false)
+        guard parts.count <= 16 else { throw refuse("at most 16 hosts in a PostgreSQL URL") }
+        endpoints = try parts.map { try Self.endpoint($0, alone: parts.count == 1) }
+    }
+
+    /// One `host[:port]` (or `[v6]:port`) of the authority; empty only when it is the only one.
+    private static func endpoint(_ text: Substring, alone: Bool) throws -> Endpoint {
+        func refuse(_ reason: String) -> DatabaseError { .unsupportedURL(reason) }
+        var endpoint = Endpoint()
+        var hostPart = text
+        if text.hasPrefix("[") {
             // [IPv6]:port
-            guard let close = authority.firstIndex(of: "]") else {
+            guard let close = text.firstIndex(of: "]") else {
                 throw refuse("unclosed [ in the PostgreSQL URL's host")
             }
-            host = String(authority[authority.index(after: authority.startIndex)..<close])
-            hostPart = authority[authority.index(after: close)...]
+            endpoint.host = String(text[text.index(after: text.startIndex)..<close])
+            hostPart = text[text.index(after: close)...]
             if !hostPart.isEmpty {
                 guard hostPart.hasPrefix(":") else { throw refuse("bad host in the PostgreSQL URL") }
-                try parsePort(hostPart.dropFirst())
+                endpoint.port = try port(hostPart.dropFirst())
             }
         } else {
-            if let colon = authority.lastIndex(of: ":") {
-                try parsePort(authority[authority.index(after: colon)...])
-                hostPart = authority[..<colon]
+            if let colon = text.lastIndex(of: ":") {
+                endpoint.port = try port(text[text.index(after: colon)...])
+                hostPart = text[..<colon]
             }
             guard let decoded = hostPart.removingPercentEncoding else {
                 throw refuse("bad host in the PostgreSQL URL")
             }
-            host = decoded.isEmpty ? nil : decoded
+            endpoint.host = decoded.isEmpty ? nil : decoded
         }
-        if let host, host.contains(where: { $0 == "," || $0.isWhitespace }) {
-            throw refuse("one host per PostgreSQL URL")
+        if let host = endpoint.host, host.contains(where: { $0 == "," || $0.isWhitespace }) {
+            throw refuse("bad host in the PostgreSQL URL")
         }
+        guard alone || endpoint.host != nil else {
+            throw refuse("every host of a multi-host PostgreSQL URL needs a name")
+        }
+        return endpoint
+    }
 
-        func parsePort(_ text: Substring) throws {
-            guard let number = UInt16(text), number > 0 else {
-                throw refuse("the PostgreSQL URL's port must be a number from 1 to 65535")
-            }
-            port = number
+    private static func port(_ text: Substring) throws -> UInt16 {
+        guard let number = UInt16(text), number > 0 else {
+            throw DatabaseError.unsupportedURL("the PostgreSQL URL's port must be a number from 1 to 65535")
         }
+        return number
+    }
+
+    /// libpq's `host` and `port` parameters: the endpoints' hosts and ports, comma-separated
+    /// (a missing port of one of several is 5432), or nil for libpq's default.
+    var hostParameter: String? {
+        let hosts = endpoints.compactMap(\.host)
+        return hosts.isEmpty ? nil : hosts.joined(separator: ",")
+    }
+
+    var portParameter: String? {
+        guard endpoints.contains(where: { $0.port != nil }) else { return nil }
+        return endpoints.map { String($0.port ?? 5432) }.joined(separator: ",")
     }
 
     /// Why the connection to this URL's server could be read or taken over on the network, or
@@ -126,7 +182,8 @@ struct PostgresURL: Sendable, Equatable, CustomStringConvertible {
         // libpq reads an empty variable as unset.
         func variable(_ name: String) -> String? { environment[name].flatMap { $0.isEmpty ? nil : $0 } }
         let sslmode = options.last { $0.key == "sslmode" }?.value ?? variable("PGSSLMODE") ?? "prefer"
-        guard let host = host ?? variable("PGHOST"), !["verify-full", "verify-ca"].contains(sslmode) else {
+        guard let host = hostParameter ?? variable("PGHOST"), !["verify-full", "verify-ca"].contains(sslmode)
+        else {
             return nil
         }
         // PGHOST may list several hosts; any of them that is remote is reached the same way.
@@ -160,8 +217,11 @@ struct PostgresURL: Sendable, Equatable, CustomStringConvertible {
         }
         var text = "postgres://"
         if let user { text += encode(user) + "@" }
-        if let host { text += host.contains(":") ? "[\(host)]" : encode(host) }
-        if let port { text += ":\(port)" }
+        text += endpoints.map { endpoint in
+            var text = endpoint.host.map { $0.contains(":") ? "[\($0)]" : encode($0) } ?? ""
+            if let port = endpoint.port { text += ":\(port)" }
+            return text
+        }.joined(separator: ",")
         if let database { text += "/" + encode(database) }
         let query = options.map { encode($0.key) + "=" + encode($0.value) }
         return query.isEmpty ? text : text + "?" + query.joined(separator: "&")

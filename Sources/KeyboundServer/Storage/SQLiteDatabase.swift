@@ -139,13 +139,14 @@ private final class WriteWaiter<T> {
 
 /// Opens the database a URL names: `sqlite:PATH`, or `postgres://` / `postgresql://` with
 /// `password` (see ``PostgresURL``). `connections` is the number of SQLite readers or the size of
-/// the PostgreSQL pool.
+/// the PostgreSQL pool; `timeout` bounds every PostgreSQL call (``Configuration/databaseTimeout``).
 package func openDatabase(
-    url: String, connections: Int, synchronous: SQLiteSynchronous, password: String? = nil
+    url: String, connections: Int, synchronous: SQLiteSynchronous, password: String? = nil, timeout: Int = 5
 ) throws -> any Database {
     if PostgresURL.names(url) {
         return try PostgresDatabase(
-            url: PostgresURL(url), password: password, maximumConnections: connections)
+            url: PostgresURL(url), password: password, maximumConnections: connections,
+            limits: .init(timeout: timeout))
     }
     if url.hasPrefix("sqlite:") {
         let path = String(url.dropFirst("sqlite:".count))
