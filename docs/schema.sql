@@ -102,6 +102,15 @@ CREATE TABLE devices (
 );
 CREATE INDEX devices_by_user ON devices (user_id);
 
+CREATE TABLE idempotency_keys (
+    id TEXT PRIMARY KEY,
+    fingerprint TEXT NOT NULL,
+    response TEXT NOT NULL,
+    created_at BIGINT NOT NULL,
+    expires_at BIGINT NOT NULL
+);
+CREATE INDEX idempotency_keys_by_expiry ON idempotency_keys (expires_at);
+
 CREATE TABLE oauth_clients (
     id TEXT PRIMARY KEY,
     name TEXT NOT NULL,

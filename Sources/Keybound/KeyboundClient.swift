@@ -18,6 +18,11 @@ import KeyboundWire
 /// `Authorization: DPoP` with a fresh proof, answering the server's nonce (`DPoP-Nonce`) as it
 /// goes. A server without DPoP ignores the proofs and opens bearer sessions, which work as before.
 ///
+/// Every `POST` carries an `Idempotency-Key`, and a request whose answer was lost (a dropped
+/// connection, a 503 in a database failover) is sent again with the same key (``RetryPolicy``):
+/// the server answers a repeated POST with its first answer, so a retried sign-up or login
+/// creates one account or session, not two.
+///
 /// ```swift
 /// let client = KeyboundClient(baseURL: URL(string: "https://api.example.com")!)
 /// try await client.loginWithPassword(username: "ada", password: password, clientID: installID)
@@ -72,6 +77,8 @@ public actor KeyboundClient {
     private var dpopJWKs: [ItemName: ECPublicJWK] = [:]
     /// The latest `DPoP-Nonce` the server sent: the next proof names it.
     private var dpopNonce: String?
+    /// When requests are sent again.
+    private let retryPolicy: RetryPolicy
 
     /// A client without a session: log in, or resume from a stored refresh token, before any
     /// authenticated call.
@@ -82,13 +89,17 @@ public actor KeyboundClient {
     ///   - clock: time, to know when the access token expires and to date DPoP proofs.
     ///   - dpopKey: the key to bind new sessions to (see ``bindSessions(to:)``); nil for bearer
     ///     sessions.
+    ///   - retryPolicy: when a request whose answer was lost, or that found the server
+    ///     unavailable, is sent again (GETs, and POSTs with their `Idempotency-Key`).
     public init(
-        baseURL: URL, urlSession: URLSession = .shared, clock: Clock = .system, dpopKey: DPoPKey? = nil
+        baseURL: URL, urlSession: URLSession = .shared, clock: Clock = .system, dpopKey: DPoPKey? = nil,
+        retryPolicy: RetryPolicy = .standard
     ) {
         self.baseURL = baseURL
         self.urlSession = urlSession
         self.clock = clock
         self.dpopKey = dpopKey
+        self.retryPolicy = retryPolicy
     }
 
     /// The current session, if any.
@@ -538,6 +549,10 @@ public actor KeyboundClient {
             request.httpBody = body.jsonData
             request.setValue("application/json", forHTTPHeaderField: "Content-Type")
         }
+        // One key per call, the same on every attempt of it (``exchange(_:_:accessToken:)``).
+        if endpoint.method == .post {
+            request.setValue(IdempotencyKey.fresh(), forHTTPHeaderField: IdempotencyKey.header)
+        }
         var accessToken: String?
         if case .accessToken(let token, let key) = credential {
             accessToken = token
@@ -565,9 +580,51 @@ public actor KeyboundClient {
         }
     }
 
+    /// Sends `request`, and again as ``RetryPolicy`` says when it may be sent twice (a GET, or a
+    /// POST with its `Idempotency-Key`) and its answer was lost, or was a 503 or a 409
+    /// `idempotency_key_in_flight`; each attempt with a new DPoP proof. The last attempt's
+    /// answer, or its error, is the result.
+    private func exchange(_ request: URLRequest, _ key: DPoPKey?, accessToken: String?) async throws -> (
+        Data, HTTPURLResponse
+    ) {
+        let repeatable =
+            request.httpMethod == "GET" || request.value(forHTTPHeaderField: IdempotencyKey.header) != nil
+        var retry = 1
+        while true {
+            let wait: TimeInterval
+            do {
+                let (data, http) = try await exchangeOnce(request, key, accessToken: accessToken)
+                let inFlight =
+                    http.statusCode == 409 && (try? Problem(jsonData: data))?.code == .idempotencyKeyInFlight
+                guard repeatable, http.statusCode == 503 || inFlight,
+                    let delay = retryPolicy.delay(
+                        beforeRetry: retry,
+                        retryAfter: http.value(forHTTPHeaderField: "Retry-After").flatMap {
+                            TimeInterval($0.trimmingCharacters(in: .whitespaces))
+                        })
+                else { return (data, http) }
+                wait = delay
+            } catch let failure as AttemptFailure {
+                guard repeatable, RetryPolicy.isTransient(failure.underlying),
+                    let delay = retryPolicy.delay(beforeRetry: retry, retryAfter: nil)
+                else { throw failure.error }
+                wait = delay
+            }
+            try await Task.sleep(nanoseconds: UInt64(wait * 1e9))
+            retry += 1
+        }
+    }
+
+    /// A send that got no HTTP answer: the client's error, and what URLSession said.
+    private struct AttemptFailure: Error {
+        let error: KeyboundError
+        let underlying: any Error
+    }
+
     /// Sends `request` once, with a new DPoP proof by `key` when there is one (naming the
     /// server's latest nonce), and keeps the nonce the answer carries.
-    private func exchange(_ request: URLRequest, _ key: DPoPKey?, accessToken: String?) async throws -> (
+    /// - Throws: ``AttemptFailure`` when no HTTP answer came; the proof's errors.
+    private func exchangeOnce(_ request: URLRequest, _ key: DPoPKey?, accessToken: String?) async throws -> (
         Data, HTTPURLResponse
     ) {
         var request = request
@@ -589,7 +646,9 @@ public actor KeyboundClient {
         do {
             (data, response) = try await urlSession.data(for: request)
         } catch {
-            throw KeyboundError(.network, message: "\(method) \(target): \(error.localizedDescription)")
+            throw AttemptFailure(
+                error: KeyboundError(.network, message: "\(method) \(target): \(error.localizedDescription)"),
+                underlying: error)
         }
         guard let http = response as? HTTPURLResponse else {
             throw KeyboundError(.network, message: "\(method) \(target): not an HTTP response")
@@ -626,7 +685,8 @@ public actor KeyboundClient {
         // `BiometricLogin.enable()`.)
         case .appAttestRequired: recovery = .reenroll
         // The client answers a nonce request once by itself; a second one in a row: try again.
-        case .challengeExpired, .challengeUsed, .unavailable, .useDPoPNonce: recovery = .retry
+        case .challengeExpired, .challengeUsed, .unavailable, .useDPoPNonce, .idempotencyKeyInFlight:
+            recovery = .retry
         default: recovery = status >= 500 ? .retryLater : .none
         }
         return KeyboundError(

@@ -22,6 +22,9 @@ final class Application: Sendable {
     /// Signalled when a write that emitted events has committed: the webhook deliverer
     /// (``WebhookDeliverer``) sends them at once instead of at its next poll.
     let webhookWakeUp = DispatchSemaphore(value: 0)
+    /// The ids of the `Idempotency-Key`s whose requests run on this instance now
+    /// (``IdempotentRequest``): a second one is answered 409.
+    let idempotencyKeysInFlight = Locked<Set<String>>([])
     /// The listeners a request can arrive on; each has its own routes.
     enum Listener: Sendable {
         /// The API port (``Configuration/host``:``Configuration/port``).
@@ -130,7 +133,7 @@ final class Application: Sendable {
                 request: request, parameters: parameters, now: clock.nowToTheMillisecond,
                 clientAddress: client)
             do {
-                return (route.pattern, try route.handler(self, context))
+                return (route.pattern, try respond(route, context))
             } catch let error as APIError {
                 return (route.pattern, error.response)
             } catch {

@@ -128,6 +128,15 @@ public struct ProblemCode: OpenVocabulary {
     /// The `redirect_uri` is not one the client registered (400): the answer goes nowhere.
     public static let unregisteredRedirectURI = ProblemCode(rawValue: "unregistered_redirect_uri")
 
+    // Idempotent retries (`Idempotency-Key`).
+
+    /// The `Idempotency-Key` was used before with another request (another body, path or
+    /// credential): a key names one request; send a new one with a new request (422).
+    public static let idempotencyKeyReused = ProblemCode(rawValue: "idempotency_key_reused")
+    /// The request first sent with this `Idempotency-Key` is still running: send it again after
+    /// the `Retry-After` header, and it gets that request's answer (409).
+    public static let idempotencyKeyInFlight = ProblemCode(rawValue: "idempotency_key_in_flight")
+
     /// Every code this version's server sends, in the order of docs/openapi.yaml
     /// (``deviceSuspended`` is not among them).
     public static let known: [ProblemCode] = [
@@ -144,7 +153,7 @@ public struct ProblemCode: OpenVocabulary {
         .credentialExists, .lastPasskey, .passkeyLimitReached, .passkeySuspended, .appAttestRequired,
         .environmentMismatch,
         .replayedAssertion, .usernameMismatch, .dpopProofInvalid, .useDPoPNonce, .unknownClient,
-        .unregisteredRedirectURI,
+        .unregisteredRedirectURI, .idempotencyKeyReused, .idempotencyKeyInFlight,
     ]
 }
 

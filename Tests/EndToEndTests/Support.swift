@@ -222,29 +222,31 @@ final class ManInTheMiddle: URLProtocol {
         let forwardedRequest = forwarded
         DispatchQueue.global().async {
             Self.forwarder.dataTask(with: forwardedRequest) { data, response, error in
-                DispatchQueue.global().async { Self.deliver(to: this.value, data, response, error) }
+                DispatchQueue.global().async { this.value.deliver(data, response, error) }
             }.resume()
         }
     }
 
-    private static func deliver(
-        to this: ManInTheMiddle, _ data: Data?, _ response: URLResponse?, _ error: (any Error)?
-    ) {
-        guard let client = this.client else { return }
+    override func stopLoading() {}
+}
+
+extension URLProtocol {
+    /// Hands the loading client what a forwarded request got: its error, or its response and data.
+    func deliver(_ data: Data?, _ response: URLResponse?, _ error: (any Error)?) {
+        guard let client else { return }
         if let error {
-            client.urlProtocol(this, didFailWithError: error)
+            client.urlProtocol(self, didFailWithError: error)
             return
         }
         if let response {
-            client.urlProtocol(this, didReceive: response, cacheStoragePolicy: .notAllowed)
+            client.urlProtocol(self, didReceive: response, cacheStoragePolicy: .notAllowed)
         }
-        client.urlProtocol(this, didLoad: data ?? Data())
-        client.urlProtocolDidFinishLoading(this)
+        client.urlProtocol(self, didLoad: data ?? Data())
+        client.urlProtocolDidFinishLoading(self)
     }
 
-    override func stopLoading() {}
-
-    private static func drain(_ stream: InputStream?) -> Data {
+    /// The bytes of a request's body stream (URLSession hands a body over as one).
+    static func drain(_ stream: InputStream?) -> Data {
         guard let stream else { return Data() }
         stream.open()
         defer { stream.close() }

@@ -35,8 +35,10 @@ import base64
 import hashlib
 import json
 import os
+import re
 import secrets
 import threading
+import uuid
 
 import requests
 import schemathesis
@@ -107,10 +109,33 @@ class KeyboundBearer:
 
 @schemathesis.hook
 def before_call(context, case, **kwargs):
-    """Drops a generated DPoP header (see the module's docstring), in every phase: the coverage
-    phase's cases do not go through the generation hooks."""
+    """Drops a generated DPoP header (see the module's docstring), and gives a case that sends an
+    Idempotency-Key a new key of its own, in every phase (the coverage phase's cases do not go
+    through the generation hooks), unless the case is about a malformed key."""
     if case.headers:
         case.headers.pop("DPoP", None)
+        key = case.headers.get("Idempotency-Key")
+        if key is not None and not _about_a_malformed_key(case, str(key)):
+            case.headers["Idempotency-Key"] = f'"{uuid.uuid4()}"'
+
+
+# The grammar of docs/openapi.yaml's IdempotencyKey.
+_IDEMPOTENCY_KEY = re.compile(r'"([\x20\x21\x23-\x5B\x5D-\x7E]|\\["\\]){16,255}"')
+
+
+def _about_a_malformed_key(case, key: str) -> bool:
+    """Whether the case is a negative one whose malformed key is what it tests: the server must
+    refuse that key (400). Every other case sends a new well-formed key. The generator repeats
+    values, and the same key with another request is 422 idempotency_key_reused, with the same
+    request the first request's answer (a resource since deleted, created again): answers to an
+    earlier case, not to this one. And a case that must not be refused for its key gets a good one:
+    the coverage phase cannot draw the pattern's quotes for a header, fills the header with a
+    value it knows to be invalid, and still calls the case positive; a case without its
+    Authorization must get 401, not the 400 of the key it was given besides."""
+    meta = case.meta
+    if meta is None or not meta.generation.mode.is_negative or _IDEMPOTENCY_KEY.fullmatch(key):
+        return False
+    return getattr(meta.phase.data, "parameter", None) in (None, "Idempotency-Key")
 
 
 # --- the p256-spki format -----------------------------------------------------------------------

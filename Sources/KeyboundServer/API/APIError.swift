@@ -100,6 +100,8 @@ struct APIError: Error {
         case .replayedAssertion: "Replayed assertion"
         case .dpopProofInvalid: "Invalid DPoP proof"
         case .useDPoPNonce: "DPoP nonce required"
+        case .idempotencyKeyReused: "Idempotency key reused"
+        case .idempotencyKeyInFlight: "Request in progress"
         case .clientDataTypeMismatch, .originNotAllowed, .crossOriginNotAllowed, .rpIDMismatch,
             .userPresenceMissing, .userVerificationMissing, .invalidBackupState, .algorithmNotAllowed,
             .credentialMismatch, .userHandleMismatch, .environmentMismatch:

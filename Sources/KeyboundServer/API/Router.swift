@@ -44,6 +44,14 @@ struct Route: Sendable {
     /// Whether the route speaks OAuth's encodings (``OAuthParameters``): its body is form-encoded
     /// rather than JSON, and its errors are ``OAuthError``s.
     let speaksOAuth: Bool
+    /// The route's answer made from `value`, when `value` is what a write transaction of its
+    /// handler returned and is the answer (the endpoint's response message, or a `WriteOutcome`
+    /// done with one; nil for a value of another type or a refusal): a POST with an
+    /// `Idempotency-Key` keeps it in that transaction (``IdempotentRequest``). The connection is
+    /// the write's, for an answer that reads to be made. Nil for a route that takes no
+    /// `Idempotency-Key`: every route but a POST, and the browser's authorization form.
+    private(set) var answer:
+        (@Sendable (Application, RequestContext, Any, any SQLConnection) throws -> HTTPResponse?)?
     /// The pattern's segments, split once: a literal, or the name of a `{parameter}`.
     fileprivate let segments: [Segment]
 
@@ -53,8 +61,11 @@ struct Route: Sendable {
     }
 
     /// A route that answers with bytes of its own (a page, the OpenAPI document, metrics).
+    /// - Parameter answer: how a write's value is a POST's answer (``answer``).
     init(
         method: String, pattern: String, answersAtOnce: Bool = false, speaksOAuth: Bool = false,
+        answer: (@Sendable (Application, RequestContext, Any, any SQLConnection) throws -> HTTPResponse?)? =
+            nil,
         handler: @escaping @Sendable (Application, RequestContext) throws -> HTTPResponse
     ) {
         precondition(!answersAtOnce || !pattern.contains("{"), "answered at once: a literal path only")
@@ -63,6 +74,7 @@ struct Route: Sendable {
         self.answersAtOnce = answersAtOnce
         self.speaksOAuth = speaksOAuth
         self.handler = handler
+        self.answer = method == "POST" ? answer : nil
         segments = pattern.split(separator: "/", omittingEmptySubsequences: false).map { segment in
             segment.hasPrefix("{") && segment.hasSuffix("}")
                 ? .parameter(String(segment.dropFirst().dropLast())) : .literal(segment)
@@ -73,16 +85,59 @@ struct Route: Sendable {
     /// says, and so are refusals of the request as a whole (413, 405, 503, 500:
     /// ``Application/dispatch``); 404 when no issuer is configured is a problem, as for any path
     /// the server does not have.
+    /// - Parameter idempotent: whether a POST takes an `Idempotency-Key`, and keeps the response
+    ///   a write of its handler returns (``answer``).
     init(
-        oauth method: String, _ path: String, answersAtOnce: Bool = false,
+        oauth method: String, _ path: String, answersAtOnce: Bool = false, idempotent: Bool = true,
         _ handler: @escaping @Sendable (Application) -> (RequestContext) throws -> HTTPResponse
     ) {
-        self.init(method: method, pattern: path, answersAtOnce: answersAtOnce, speaksOAuth: true) {
-            application, context in
+        self.init(
+            oauth: method, path, answersAtOnce: answersAtOnce, rendering: { _, _, response, _ in response },
+            handler)
+        if !idempotent { answer = nil }
+    }
+
+    /// A route of the OAuth provider whose handler's answer is a value that `render` makes the
+    /// response of (the token endpoint's grant: ``OAuthGrant``), on the connection of the write
+    /// that returned it when it is kept for an `Idempotency-Key`, else on none.
+    init<Answer>(
+        oauth method: String, _ path: String, answersAtOnce: Bool = false,
+        rendering render:
+            @escaping @Sendable (Application, RequestContext, Answer, (any SQLConnection)?) throws
+            -> HTTPResponse,
+        _ handler: @escaping @Sendable (Application) -> (RequestContext) throws -> Answer
+    ) {
+        self.init(
+            method: method, pattern: path, answersAtOnce: answersAtOnce, speaksOAuth: true,
+            answer: Self.answering(render)
+        ) { application, context in
             do {
-                return try handler(application)(context)
+                let answer = try handler(application)(context)
+                // Made already, and kept, in the transaction of the write that returned it.
+                if let kept = IdempotentRequest.current?.kept.withLock({ $0 }) { return kept }
+                return try render(application, context, answer, nil)
             } catch let error as OAuthError {
                 return error.response
+            }
+        }
+    }
+
+    /// ``answer`` for a route whose answer is an `Answer`, made into its response by `render`.
+    private static func answering<Answer>(
+        _ render:
+            @escaping @Sendable (Application, RequestContext, Answer, any SQLConnection) throws
+            -> HTTPResponse
+    ) -> @Sendable (Application, RequestContext, Any, any SQLConnection) throws -> HTTPResponse? {
+        { application, context, value, connection in
+            switch value {
+            case let answer as Answer: try render(application, context, answer, connection)
+            case let outcome as WriteOutcome<Answer>:
+                if case .done(let answer) = outcome {
+                    try render(application, context, answer, connection)
+                } else {
+                    nil
+                }
+            default: nil
             }
         }
     }
@@ -113,16 +168,19 @@ struct Route: Sendable {
         _ handler:
             @escaping @Sendable (Application) -> (RequestContext, RequestBody<Request>) throws -> Response
     ) {
-        self.init(method: endpoint.method.rawValue, pattern: endpoint.template, answersAtOnce: answersAtOnce)
-        {
-            application, context in
-            let answer = try handler(application)(context, RequestBody(data: context.request.body))
+        let render = { @Sendable (answer: Response) -> HTTPResponse in
             let headers = location.map { ["Location": $0(answer)] } ?? [:]
             if Response.self == NoBody.self {
                 return HTTPResponse(
                     status: endpoint.status, headers: headers.merging(["Cache-Control": "no-store"]) { $1 })
             }
             return .json(endpoint.status, answer, headers: headers)
+        }
+        self.init(
+            method: endpoint.method.rawValue, pattern: endpoint.template, answersAtOnce: answersAtOnce,
+            answer: Self.answering { _, _, answer, _ in render(answer) }
+        ) { application, context in
+            render(try handler(application)(context, RequestBody(data: context.request.body)))
         }
     }
 

@@ -16,7 +16,7 @@ extension Application {
         try Validate.newPassword(request.password)
         try claimSignUp(context)
         let hash = try hasher.hash(request.password)
-        let userID = try database.write { connection in
+        return try database.write { connection in
             guard
                 let userID = try insertAccount(
                     connection, username: request.username, passwordHash: hash, now: context.now)
@@ -24,9 +24,8 @@ extension Application {
             try audit(
                 connection, context, .accountCreated, userID: userID,
                 details: [JSONMember("username", .string(request.username.rawValue))])
-            return userID
+            return CreateAccountResponse(userID: userID)
         }
-        return CreateAccountResponse(userID: userID)
     }
 
     /// Inserts a new user in the current write transaction. An empty `passwordHash` is an account

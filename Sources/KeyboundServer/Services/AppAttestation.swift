@@ -32,7 +32,7 @@ extension Application {
     func createAppAttestChallenge(_ context: RequestContext) throws -> AppAttestChallengeResponse {
         let challenge = SecureRandomBytes.bytes(32)
         let expiresAt = context.now.wholeSeconds.adding(seconds: configuration.ceremonyLifetime)
-        try authenticatedWrite(context) { connection, caller -> Void in
+        return try authenticatedWrite(context) { connection, caller in
             try connection.execute(
                 """
                 INSERT INTO app_attest_challenges (session_id, challenge, expires_at, used_at) VALUES (?, ?, ?, NULL)
@@ -40,8 +40,8 @@ extension Application {
                     expires_at = excluded.expires_at, used_at = NULL
                 """,
                 [.text(caller.sessionID), .text(Base64URL.encode(challenge)), .date(expiresAt)])
+            return AppAttestChallengeResponse(challenge: challenge, expiresAt: expiresAt)
         }
-        return AppAttestChallengeResponse(challenge: challenge, expiresAt: expiresAt)
     }
 
     /// Verifies the App Attest attestation of a device binding, as Apple specifies (through

@@ -20,19 +20,19 @@ extension Application {
     {
         _ = try checkCaller(context)  // 401 comes before any complaint about the body
         let request = try body.decode()
-        let approval = try authenticatedWrite(context) { connection, caller in
+        return try authenticatedWrite(context) { connection, caller in
             guard let device = try loadDevice(connection, id: request.deviceID),
                 device.userID == caller.userID
             else {
                 throw APIError.notFound
             }
             if let refusal = checkUsable(device) { throw refusal }
-            return try insertApproval(
+            let approval = try insertApproval(
                 connection, context, userID: caller.userID, device: device, action: request.action,
                 lifetime: configuration.approvalLifetime, sessionID: caller.sessionID)
+            return ApprovalChallengeResponse(
+                approvalID: approval.id, payload: approval.payload, expiresAt: approval.expiresAt)
         }
-        return ApprovalChallengeResponse(
-            approvalID: approval.id, payload: approval.payload, expiresAt: approval.expiresAt)
     }
 
     /// Writes a pending approval of `action` for `device` to sign, audited `approval_created`,
@@ -95,7 +95,8 @@ extension Application {
                 != nil
         }
         guard exists else { throw APIError.notFound }
-        try authenticatedWrite(context) { connection, caller -> WriteOutcome<Void> in
+        return try authenticatedWrite(context) {
+            connection, caller -> WriteOutcome<ConfirmApprovalResponse> in
             // Bound to the user: another user's approval does not exist for this caller.
             guard let approval = try loadApproval(connection, id: approvalID, userID: caller.userID) else {
                 return .refused(.notFound)
@@ -139,9 +140,8 @@ extension Application {
             try audit(
                 connection, context, .approvalConfirmed, userID: caller.userID, deviceID: device.id,
                 sessionID: caller.sessionID)
-            return .done(())
+            return .done(ConfirmApprovalResponse(status: .approved))
         }.get()
-        return ConfirmApprovalResponse(status: .approved)
     }
 
     /// `GET /v1/approvals/{id}`.

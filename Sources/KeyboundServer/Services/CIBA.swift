@@ -182,7 +182,7 @@ extension Application {
         let request = try BackchannelRequest(
             parameters, client: client, longestLifetime: configuration.approvalLifetime)
         let authReqID = SecureRandomBytes.token()
-        try database.write { connection in
+        return try database.write { connection in
             guard
                 let userID = try connection.queryOne(
                     "SELECT id FROM users WHERE username = ?", [.text(request.username)])?.text(0)
@@ -226,14 +226,14 @@ extension Application {
                         .date(approval.expiresAt),
                     ])
             }
+            return .oauthJSON(
+                200,
+                .object([
+                    JSONMember("auth_req_id", .string(authReqID)),
+                    JSONMember("expires_in", .integer(request.lifetime)),
+                    JSONMember("interval", .integer(configuration.cibaInterval)),
+                ]))
         }
-        return .oauthJSON(
-            200,
-            .object([
-                JSONMember("auth_req_id", .string(authReqID)),
-                JSONMember("expires_in", .integer(request.lifetime)),
-                JSONMember("interval", .integer(configuration.cibaInterval)),
-            ]))
     }
 
     /// The user's most recently bound device that is not revoked.
@@ -252,9 +252,8 @@ extension Application {
     /// `access_denied` once denied or failed; `expired_token` past its expiry; once approved, the
     /// tokens, a single time, with the approved `authorization_details` and the receipt.
     func redeemBackchannelRequest(
-        _ parameters: OAuthParameters, client: OAuthClient, proof: DPoPProof?, issuer: String,
-        _ context: RequestContext
-    ) throws -> JSONValue {
+        _ parameters: OAuthParameters, client: OAuthClient, proof: DPoPProof?, _ context: RequestContext
+    ) throws -> OAuthGrant {
         guard client.ciba != nil else {
             throw OAuthError.unauthorizedClient(
                 "this client is not registered for CIBA (keybound client add --ciba)")
@@ -272,8 +271,7 @@ extension Application {
             first.clientID == client.id
         else { throw OAuthError.invalidGrant("unknown auth_req_id") }
         let now = context.now
-        let (subject, tokens, record) = try database.write {
-            connection -> WriteOutcome<(TokenSubject, OAuthTokenSet, CIBARecord)> in
+        return try database.write { connection -> WriteOutcome<OAuthGrant> in
             guard let row = try connection.queryOne(CIBARecord.self, query, [.text(hash)]) else {
                 return .refused(OAuthError.invalidGrant("unknown auth_req_id"))
             }
@@ -321,20 +319,12 @@ extension Application {
                     authMethod: .device, authTime: decidedAt, dpopJKT: proof?.thumbprint)
                 subject.authorizationDetails = TransferAuthorizationDetails.json(row.action)
                 let refresh = scopes.contains("offline_access") ? opened.refreshToken : nil
-                return .done((subject, OAuthTokenSet(refreshToken: refresh, nonce: nil), row))
+                return .done(
+                    OAuthGrant(
+                        subject: subject,
+                        tokens: OAuthTokenSet(refreshToken: refresh, nonce: nil, receipt: row.receipt)))
             }
         }.get()
-        var answer = try tokenResponse(subject, tokens, issuer: issuer, at: now)
-        if case .object(var members) = answer {
-            if let details = subject.authorizationDetails {
-                members.append(JSONMember("authorization_details", details))
-            }
-            if let receipt = record.receipt {
-                members.append(JSONMember("keybound_receipt", .string(receipt)))
-            }
-            answer = .object(members)
-        }
-        return answer
     }
 
     /// Called in the transaction that decides approval `approvalID`: a ping-mode request's

@@ -121,7 +121,7 @@ extension Application {
         }
         let attestation = try verifyAppAttestBinding(request, caller: caller, context)
         let deviceID = SecureRandomBytes.identifier("dev")
-        try authenticatedWrite(context) { connection, caller in
+        return try authenticatedWrite(context) { connection, caller in
             // The cap counts active devices other than this client's, which the new key replaces.
             let others =
                 try connection.queryOne(
@@ -156,8 +156,8 @@ extension Application {
                     JSONMember("name", .string(request.name)),
                     JSONMember("key_protection", .string(request.keyProtection.rawValue)),
                 ])
+            return BindDeviceResponse(deviceID: deviceID)
         }
-        return BindDeviceResponse(deviceID: deviceID)
     }
 
     /// Revokes a device and ends the sessions it opened.

@@ -24,7 +24,8 @@ extension Application {
     /// challenge is refused before its row is looked at; the hour covers requests still in flight
     /// and clocks that differ between instances, and a code presented again within it still ends
     /// what its first use opened), tokens past their expiry (a used refresh token is kept until then, for
-    /// reuse detection), throttle entries that block nothing and whose failures are stale, and,
+    /// reuse detection), the answers kept for `Idempotency-Key`s past their day
+    /// (``IdempotentRequest``), throttle entries that block nothing and whose failures are stale, and,
     /// after ``Configuration/retention``, ended sessions with all their tokens and expired
     /// approvals, and webhook deliveries finished (delivered or failed; their attempts, and the
     /// events no delivery still needs). Audit events are kept. Every statement deletes at most
@@ -57,6 +58,7 @@ extension Application {
                     table, key: key, where: "expires_at < ?", [.date(now.adding(seconds: -3600))], &report)
             }
             try deleteInBatches("tokens", key: "hash", where: "expires_at < ?", [.date(now)], &report)
+            try deleteInBatches("idempotency_keys", key: "id", where: "expires_at < ?", [.date(now)], &report)
             try deleteEndedSessions(
                 where: "revoked_at < ? OR created_at < ?", [.date(retained), .date(createdBefore)], &report)
             // CIBA requests and their pings an hour after they could last be redeemed.

@@ -177,7 +177,7 @@ extension Application {
                 "Signing in to an app needs a sign-in within the last 5 minutes; sign in again.")
         }
         let code = SecureRandomBytes.token()
-        try authenticatedWrite(context) { connection, caller in
+        return try authenticatedWrite(context) { connection, caller in
             try connection.execute(
                 """
                 INSERT INTO oauth_codes (hash, client_id, redirect_uri, user_id, auth_method, auth_time, scope, nonce,
@@ -193,10 +193,10 @@ extension Application {
                 ])
             try audit(
                 connection, context, .oauthAuthorized, userID: caller.userID, sessionID: caller.sessionID)
+            return OAuthAuthorizeResponse(
+                redirectTo: redirect(
+                    authorization.redirectURI,
+                    [("code", code)] + (authorization.state.map { [("state", $0)] } ?? [])))
         }
-        return OAuthAuthorizeResponse(
-            redirectTo: redirect(
-                authorization.redirectURI,
-                [("code", code)] + (authorization.state.map { [("state", $0)] } ?? [])))
     }
 }

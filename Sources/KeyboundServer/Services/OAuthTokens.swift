@@ -62,8 +62,9 @@ struct TokenSubject {
 
 extension Application {
     /// `POST /oauth/token`: `authorization_code` (with PKCE), `refresh_token` and CIBA's grant.
-    func token(_ context: RequestContext) throws -> HTTPResponse {
-        guard let issuer = configuration.issuer else { throw APIError.notFound }
+    /// - Returns: what the grant issued; the route answers with its ``tokenAnswer(_:_:on:)``.
+    func token(_ context: RequestContext) throws -> OAuthGrant {
+        guard configuration.issuer != nil else { throw APIError.notFound }
         let parameters = try OAuthParameters(body: context.request)
         let client = try authenticateClient(parameters, context)
         let proof: DPoPProof?
@@ -71,19 +72,26 @@ extension Application {
         if client.dpopRequired && proof == nil {
             throw OAuthError(dpop: .invalid("this client's tokens must be DPoP-bound: send a DPoP proof"))
         }
-        let answer: JSONValue
         switch parameters["grant_type"] {
         case "authorization_code":
-            answer = try exchangeCode(parameters, client: client, proof: proof, issuer: issuer, context)
+            return try exchangeCode(parameters, client: client, proof: proof, context)
         case "refresh_token":
-            answer = try refreshOAuthTokens(parameters, client: client, proof: proof, issuer: issuer, context)
+            return try refreshOAuthTokens(parameters, client: client, proof: proof, context)
         case CIBAGrant.type:
-            answer = try redeemBackchannelRequest(
-                parameters, client: client, proof: proof, issuer: issuer, context)
+            return try redeemBackchannelRequest(parameters, client: client, proof: proof, context)
         case nil: throw OAuthError.invalidRequest("grant_type is missing")
         case let other?: throw OAuthError.unsupportedGrantType("grant_type \(other) is not supported")
         }
-        return .oauthJSON(200, answer)
+    }
+
+    /// The token endpoint's answer to `grant`: 200 and the ``tokenResponse(_:issuer:at:on:)``.
+    /// - Parameter connection: the write's that issued the grant, when the answer is kept for an
+    ///   `Idempotency-Key` in its transaction (the signing key is read there).
+    func tokenAnswer(_ grant: OAuthGrant, _ context: RequestContext, on connection: (any SQLConnection)?)
+        throws -> HTTPResponse
+    {
+        guard let issuer = configuration.issuer else { throw APIError.notFound }
+        return .oauthJSON(200, try tokenResponse(grant, issuer: issuer, at: context.now, on: connection))
     }
 
     /// The `authorization_code` grant: the code, single use, 60 s, bound to the client, its
@@ -94,9 +102,8 @@ extension Application {
     /// client's own authentication instead; each of its token requests binds its access token to
     /// the key of that request's proof.
     private func exchangeCode(
-        _ parameters: OAuthParameters, client: OAuthClient, proof: DPoPProof?, issuer: String,
-        _ context: RequestContext
-    ) throws -> JSONValue {
+        _ parameters: OAuthParameters, client: OAuthClient, proof: DPoPProof?, _ context: RequestContext
+    ) throws -> OAuthGrant {
         guard let code = parameters["code"], (16...128).contains(code.utf8.count) else {
             throw OAuthError.invalidRequest("code is missing")
         }
@@ -116,8 +123,7 @@ extension Application {
             }),
             first.clientID == client.id
         else { throw OAuthError.invalidGrant("unknown code") }
-        let (subject, tokens) = try database.write {
-            connection -> WriteOutcome<(TokenSubject, OAuthTokenSet)> in
+        return try database.write { connection -> WriteOutcome<OAuthGrant> in
             guard let row = try connection.queryOne(AuthorizationCodeRecord.self, query, [.text(hash)]) else {
                 return .refused(OAuthError.invalidGrant("unknown code"))
             }
@@ -159,28 +165,26 @@ extension Application {
                 scopes: row.scope.split(separator: " ").map(String.init), authMethod: row.authMethod,
                 authTime: row.authTime, dpopJKT: proof?.thumbprint)
             let refresh = subject.scopes.contains("offline_access") ? tokens.refreshToken : nil
-            return .done((subject, OAuthTokenSet(refreshToken: refresh, nonce: row.nonce)))
+            return .done(
+                OAuthGrant(subject: subject, tokens: OAuthTokenSet(refreshToken: refresh, nonce: row.nonce)))
         }.get()
-        return try tokenResponse(subject, tokens, issuer: issuer, at: context.now)
     }
 
     /// The `refresh_token` grant: rotates the client's refresh token like /v1 does, reuse
     /// included; the new access token has the session's scope, or the narrower one asked for. A
     /// request that widens the scope is refused before the token is used up.
     private func refreshOAuthTokens(
-        _ parameters: OAuthParameters, client: OAuthClient, proof: DPoPProof?, issuer: String,
-        _ context: RequestContext
-    ) throws -> JSONValue {
+        _ parameters: OAuthParameters, client: OAuthClient, proof: DPoPProof?, _ context: RequestContext
+    ) throws -> OAuthGrant {
         guard let token = parameters["refresh_token"] else {
             throw OAuthError.invalidRequest("refresh_token is missing")
         }
         let asked = parameters["scope"].map { $0.split(separator: " ").map(String.init) }
-        let (subject, tokens): (TokenSubject, OAuthTokenSet)
         do {
             // A public client's bound session: the proof must be by its key (checked and used up
             // by the rotation). A confidential client's: the proof, if any, binds the new access
             // token, and is used up here.
-            (subject, tokens) = try rotateRefreshToken(
+            return try rotateRefreshToken(
                 token, context, of: .oauthClient(client.id), proof: client.isConfidential ? nil : proof
             ) { connection, row in
                 guard
@@ -203,7 +207,7 @@ extension Application {
                     dpopJKT: client.isConfidential ? proof?.thumbprint : session.dpopJKT)
                 // The refresh token keeps the session's scope, whatever the access token's (RFC 6749 §6).
                 let refresh = session.scopes.contains("offline_access") ? tokens.refreshToken : nil
-                return (subject, OAuthTokenSet(refreshToken: refresh, nonce: nil))
+                return OAuthGrant(subject: subject, tokens: OAuthTokenSet(refreshToken: refresh, nonce: nil))
             }
         } catch let error as APIError where error.code == .tokenInvalid {
             throw OAuthError.invalidGrant("the refresh token is unknown, expired, used or revoked")
@@ -212,16 +216,17 @@ extension Application {
                 status: 400, error: error.code == .useDPoPNonce ? "use_dpop_nonce" : "invalid_dpop_proof",
                 description: error.detail)
         }
-        return try tokenResponse(subject, tokens, issuer: issuer, at: context.now)
     }
 
     /// The token response (RFC 6749 §5.1, OpenID Connect Core §3.1.3.3): a JWT access token, the
-    /// refresh token when the session has `offline_access`, an ID token when `openid` was granted.
-    func tokenResponse(_ subject: TokenSubject, _ tokens: OAuthTokenSet, issuer: String, at now: Date)
-        throws
-        -> JSONValue
-    {
-        let accessToken = try accessToken(subject, issuer: issuer, at: now)
+    /// refresh token when the session has `offline_access`, an ID token when `openid` was granted;
+    /// for a CIBA grant the approved `authorization_details` (RFC 9396 §7) and the receipt.
+    /// - Parameter connection: where to read the signing key (a transaction's), else a reader.
+    func tokenResponse(
+        _ grant: OAuthGrant, issuer: String, at now: Date, on connection: (any SQLConnection)? = nil
+    ) throws -> JSONValue {
+        let (subject, tokens) = (grant.subject, grant.tokens)
+        let accessToken = try accessToken(subject, issuer: issuer, at: now, on: connection)
         var members = [
             JSONMember("access_token", .string(accessToken)),
             JSONMember("token_type", .string(subject.dpopJKT == nil ? "Bearer" : "DPoP")),
@@ -236,10 +241,15 @@ extension Application {
                     "id_token",
                     .string(
                         try idToken(
-                            subject, accessToken: accessToken, nonce: tokens.nonce, issuer: issuer, at: now)))
+                            subject, accessToken: accessToken, nonce: tokens.nonce, issuer: issuer, at: now,
+                            on: connection)))
             )
         }
         members.append(JSONMember("scope", .string(subject.scopes.joined(separator: " "))))
+        if let details = subject.authorizationDetails {
+            members.append(JSONMember("authorization_details", details))
+        }
+        if let receipt = tokens.receipt { members.append(JSONMember("keybound_receipt", .string(receipt))) }
         return .object(members)
     }
 
@@ -254,7 +264,9 @@ extension Application {
 
     /// An RFC 9068 access token: `typ: at+jwt`; `aud` the issuer (the resource Keybound
     /// guards); `sid` the session, so introspection sees its revocation; `cnf.jkt` when bound.
-    func accessToken(_ subject: TokenSubject, issuer: String, at now: Date) throws -> String {
+    func accessToken(
+        _ subject: TokenSubject, issuer: String, at now: Date, on connection: (any SQLConnection)? = nil
+    ) throws -> String {
         let issued = now.milliseconds / 1000
         var claims = [
             JSONMember("iss", .string(issuer)), JSONMember("sub", .string(subject.userID)),
@@ -273,16 +285,15 @@ extension Application {
         if let details = subject.authorizationDetails {
             claims.append(JSONMember("authorization_details", details))
         }
-        return try signJWT(type: "at+jwt", claims: .object(claims), at: now)
+        return try signJWT(type: "at+jwt", claims: .object(claims), at: now, on: connection)
     }
 
     /// An OpenID Connect ID token (Core §2, §3.1.3.6): `aud` the client, `at_hash` the left
     /// half of SHA-256 of the access token.
     private func idToken(
-        _ subject: TokenSubject, accessToken: String, nonce: String?, issuer: String, at now: Date
-    )
-        throws -> String
-    {
+        _ subject: TokenSubject, accessToken: String, nonce: String?, issuer: String, at now: Date,
+        on connection: (any SQLConnection)?
+    ) throws -> String {
         let issued = Int(now.milliseconds / 1000)
         var claims = [
             JSONMember("iss", .string(issuer)), JSONMember("sub", .string(subject.userID)),
@@ -296,14 +307,23 @@ extension Application {
             JSONMember("sid", .string(subject.sessionID)),
         ]
         if let nonce { claims.append(JSONMember("nonce", .string(nonce))) }
-        return try signJWT(type: "JWT", claims: .object(claims), at: now)
+        return try signJWT(type: "JWT", claims: .object(claims), at: now, on: connection)
     }
 }
 
-/// The refresh token and nonce that go with a token response.
+/// What a grant of the token endpoint issued, which ``Application/tokenResponse(_:issuer:at:on:)``
+/// answers with.
+struct OAuthGrant {
+    let subject: TokenSubject
+    let tokens: OAuthTokenSet
+}
+
+/// The refresh token, nonce and receipt that go with a token response.
 struct OAuthTokenSet {
     var refreshToken: String?
     let nonce: String?
+    /// The approval's receipt, for a CIBA grant.
+    var receipt: String? = nil
 }
 
 /// What the tokens of an OAuth session say, read from the session.

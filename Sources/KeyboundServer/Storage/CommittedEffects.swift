@@ -22,17 +22,24 @@ enum AfterCommit {
 /// The application's storage: the engine's, with ``AfterCommit`` effects run only after a
 /// write's commit. Each attempt of a write starts with none: the effects of an attempt that
 /// was rolled back and run again are dropped, so a retried login counts and logs once, and one
-/// that never committed (its group commit failed, its body threw) not at all.
+/// that never committed (its group commit failed, its body threw) not at all. A write of a
+/// request with an `Idempotency-Key` keeps the request's answer in its transaction
+/// (``IdempotentRequest/write(_:_:)``).
 struct CommittedEffects: Database {
     let base: any Database
 
     @discardableResult
     func write<T>(_ body: (any SQLConnection) throws -> T) throws -> T {
         let held = Locked<[@Sendable () -> Void]>([])
+        // Read here: the body may run on another thread (SQLite's writer).
+        let request = IdempotentRequest.current
         let result = try base.write { connection in
             // A new attempt: whatever an earlier one held was rolled back with it.
             held.withLock { $0.removeAll() }
-            return try AfterCommit.$held.withValue(held) { try body(connection) }
+            return try AfterCommit.$held.withValue(held) {
+                guard let request else { return try body(connection) }
+                return try request.write(connection, body)
+            }
         }
         for effect in held.withLock({ $0 }) { effect() }
         return result

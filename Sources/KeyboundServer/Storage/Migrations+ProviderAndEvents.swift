@@ -172,4 +172,27 @@ extension Migrations {
             ]
         ),
     ]
+
+    /// Idempotent retries (13).
+    static let retries: [(version: Int64, statements: [String])] = [
+        (
+            13,
+            [
+                // The answers of POSTs sent with an Idempotency-Key (IdempotentRequest), kept in
+                // the transaction of their change for a day: found by SHA-256 of the caller's
+                // credential and the key, the request's fingerprint beside the answer, which is
+                // sealed under a key derived from the Idempotency-Key (never stored).
+                """
+                CREATE TABLE idempotency_keys (
+                    id TEXT PRIMARY KEY,
+                    fingerprint TEXT NOT NULL,
+                    response TEXT NOT NULL,
+                    created_at BIGINT NOT NULL,
+                    expires_at BIGINT NOT NULL
+                )
+                """,
+                "CREATE INDEX idempotency_keys_by_expiry ON idempotency_keys (expires_at)",
+            ]
+        )
+    ]
 }

@@ -4,7 +4,7 @@ import Foundation
 /// transaction together with the row that records it.
 package enum Migrations {
     /// Every migration, oldest first.
-    package static let all = accountsAndDevices + providerAndEvents
+    package static let all = accountsAndDevices + providerAndEvents + retries
 
     /// Accounts, sessions, devices, approvals, passkeys and App Attest (1 to 8).
     static let accountsAndDevices: [(version: Int64, statements: [String])] = [
