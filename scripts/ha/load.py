@@ -146,7 +146,8 @@ class Client:
         if token:
             headers["Authorization"] = f"Bearer {token}"
         if key:
-            headers["Idempotency-Key"] = key
+            # An RFC 8941 string, as draft-ietf-httpapi-idempotency-key-header defines the field.
+            headers["Idempotency-Key"] = f'"{key}"'
         started = time.monotonic()
         try:
             connection = self._connection(instance)
