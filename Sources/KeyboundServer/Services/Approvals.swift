@@ -135,7 +135,9 @@ extension Application {
                 connection, now: decidedAt, approvalID: approvalID, userID: caller.userID,
                 deviceID: device.id,
                 status: valid ? .approved : .failed, action: approval.stored.action, receipt: receipt)
-            try notifyBackchannelClient(connection, approvalID: approvalID, now: decidedAt)
+            if approval.requestedByClient {
+                try notifyBackchannelClient(connection, approvalID: approvalID, now: decidedAt)
+            }
             if let refusal { return .refused(refusal) }
             try audit(
                 connection, context, .approvalConfirmed, userID: caller.userID, deviceID: device.id,
@@ -192,10 +194,10 @@ extension Application {
         let approvalID = context.parameter("id")
         guard Grammar.isIdentifier(approvalID) else { throw APIError.notFound }
         return try authenticatedWrite(context) { connection, caller in
-            guard let approval = try loadApproval(connection, id: approvalID, userID: caller.userID)?.stored
-            else {
+            guard let record = try loadApproval(connection, id: approvalID, userID: caller.userID) else {
                 throw APIError.notFound
             }
+            let approval = record.stored
             guard approval.status == .pending else { throw APIError.challengeUsed }
             guard context.now < approval.expiresAt else { throw APIError.challengeExpired }
             let decidedAt = Date(milliseconds: context.now.milliseconds)
@@ -209,7 +211,9 @@ extension Application {
             try emitApprovalDecided(
                 connection, now: decidedAt, approvalID: approvalID, userID: caller.userID,
                 deviceID: approval.deviceID, status: .denied, action: approval.action, receipt: nil)
-            try notifyBackchannelClient(connection, approvalID: approvalID, now: decidedAt)
+            if record.requestedByClient {
+                try notifyBackchannelClient(connection, approvalID: approvalID, now: decidedAt)
+            }
             try audit(
                 connection, context, .approvalDenied, userID: caller.userID, deviceID: approval.deviceID,
                 sessionID: caller.sessionID)
@@ -232,21 +236,25 @@ extension Application {
 }
 
 /// An approval row: the approval as stored (its status not yet turned `expired`), the payload
-/// bytes the device signs (base64url) and a CIBA request's message for the user.
+/// bytes the device signs (base64url), a CIBA request's message for the user, and whether an
+/// OAuth client asked for it (CIBA): only then may a decision owe that client a ping.
 private struct ApprovalRecord {
     let stored: ApprovalResponse
     let payload: String
     let bindingMessage: String?
+    let requestedByClient: Bool
 }
 
 extension ApprovalRecord: SQLRecord {
-    static let columns =
-        "id, status, device_id, action, created_at, expires_at, decided_at, receipt, payload, binding_message"
+    static let columns = """
+        id, status, device_id, action, created_at, expires_at, decided_at, receipt, payload, binding_message,
+            client_id
+        """
 
     init(row: inout SQLRowReader) throws {
         self.init(
             stored: try ApprovalResponse(row: &row), payload: try row.text(),
-            bindingMessage: try row.optionalText())
+            bindingMessage: try row.optionalText(), requestedByClient: try row.optionalText() != nil)
     }
 }
 

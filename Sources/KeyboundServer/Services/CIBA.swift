@@ -327,8 +327,9 @@ extension Application {
         }.get()
     }
 
-    /// Called in the transaction that decides approval `approvalID`: a ping-mode request's
-    /// notification becomes due, and the deliverer is woken once the decision commits.
+    /// Called in the transaction that decides approval `approvalID`, one a CIBA client asked for:
+    /// a ping-mode request's notification becomes due, and the deliverer is woken once the
+    /// decision commits.
     func notifyBackchannelClient(_ connection: any SQLConnection, approvalID: String, now: Date) throws {
         let due = try connection.execute(
             "UPDATE ciba_pings SET status = ?, next_attempt_at = ? WHERE approval_id = ? AND status = ?",
