@@ -9,7 +9,7 @@ import Testing
 /// under the server, as a primary is demoted or a proxy switches to a standby before it was
 /// promoted. Every request is a 503 with Retry-After, never a 500; `/healthz` is 503 while it
 /// lasts; once the database takes writes again the same server serves, without a restart.
-@Suite("A database that takes no writes")
+@Suite("A database that takes no writes", PostgresRequirement())
 struct ReadOnlyDatabaseTests {
     /// A live server on a database of its own, whose writability the test switches.
     struct Switchable {
@@ -47,7 +47,6 @@ struct ReadOnlyDatabaseTests {
         "read-write connections pass the read-only server over; a server reached anyway answers 503 in either case",
         arguments: [nil, "any"])
     func readOnlyIs503AndRecovers(sessionAttributes: String?) async throws {
-        guard PostgresCluster.isAvailable else { return }
         let database = try Switchable(sessionAttributes: sessionAttributes)
         let client = database.live.client
         try await client.createAccount("alice")
