@@ -39,7 +39,7 @@ final class Benchmark {
         defer { removeDatabases(andFolder: true) }
         let started = nanoseconds()
         if options.abuseOnly || options.housekeepingOnly || options.providerOnly
-            || options.webhooksOnly || options.cibaOnly
+            || options.webhooksOnly || options.cibaOnly || options.postgresOnly
         {
             if options.providerOnly {
                 report.raw.verifiesPerSecond = try measureVerify()
@@ -50,6 +50,7 @@ final class Benchmark {
             if options.housekeepingOnly { try measureHousekeeping() }
             if options.webhooksOnly { try measureWebhookLogins() }
             if options.cibaOnly { try measureCIBAOnly() }
+            if options.postgresOnly { try measurePostgresOnly() }
             report.totalSeconds = seconds(since: started)
             return report
         }

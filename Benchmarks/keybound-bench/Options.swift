@@ -17,6 +17,8 @@ struct BenchOptions {
     var webhooksOnly = false
     /// `--ciba`: only CIBA round trips (issue 24), on SQLite and PostgreSQL.
     var cibaOnly = false
+    /// `--postgres`: only PostgreSQL's device logins, reads and one server against two.
+    var postgresOnly = false
     /// Client threads (connections) for device logins, refreshes and the read comparison: enough
     /// requests in flight that a group commit has company while it waits for its sync.
     var concurrency = 64
@@ -35,7 +37,7 @@ struct BenchOptions {
     static let usage = """
         usage: keybound-bench [--quick] [--json] [--concurrency N] [--sqlite-synchronous full|normal]
                               [--growth-users N] [--sessions N] [--no-postgres] [--abuse]
-                              [--housekeeping] [--oauth] [--webhooks] [--ciba]
+                              [--housekeeping] [--oauth] [--webhooks] [--ciba] [--postgres]
                keybound-bench --profile healthz|me|challenge|login|refresh|dpop-me N
 
           Measures the performance targets of docs/design.md against an in-process server on 127.0.0.1
@@ -58,6 +60,9 @@ struct BenchOptions {
           --ciba                  only CIBA round trips (POST /oauth/bc-authorize, the phone lists the
                                   approval, signs and confirms it, POST /oauth/token), on SQLite then
                                   PostgreSQL (about 20 s)
+          --postgres              only PostgreSQL's device logins, reads and one server against
+                                  two (issue 25), with raw verifies just before and just after
+                                  (about 40 s)
           --housekeeping          only the housekeeping section: the server's purge of 1.25M expired
                                   challenges and 100k ended sessions (250k and 20k with --quick), and
                                   the refresh rotations that wait for it meanwhile
@@ -96,6 +101,7 @@ struct BenchOptions {
             case "--oauth": options.providerOnly = true
             case "--webhooks": options.webhooksOnly = true
             case "--ciba": options.cibaOnly = true
+            case "--postgres": options.postgresOnly = true
             case "-h", "--help": options.help = true
             case "--concurrency": options.concurrency = try count(argument, 1...256)
             case "--growth-users": options.growthUsers = try count(argument, 1000...10_000_000)

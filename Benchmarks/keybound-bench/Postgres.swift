@@ -50,6 +50,19 @@ extension Benchmark {
         report.postgres = numbers
     }
 
+    /// `--postgres`: device logins, reads and one server against two, with the raw verifies
+    /// measured just before and just after them (their mean is the ratio's denominator).
+    func measurePostgresOnly() throws {
+        let before = try measureVerify("before PostgreSQL's logins")
+        guard let cluster = postgresCluster() else { return }
+        var numbers = PostgresNumbers()
+        numbers.version = (try? cluster.sql("SHOW server_version")) ?? "?"
+        try measurePostgresLoginsAndReads(cluster, into: &numbers)
+        let after = try measureVerify("after PostgreSQL's logins")
+        report.raw.verifiesPerSecond = (before + after) / 2
+        report.postgres = numbers
+    }
+
     /// A throwaway cluster; nil, with the report saying why, where PostgreSQL cannot run.
     func postgresCluster() -> PostgresCluster? {
         progress("PostgreSQL: starting a throwaway cluster (initdb, pg_ctl) on a free loopback port")

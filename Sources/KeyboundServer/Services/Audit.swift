@@ -98,7 +98,7 @@ extension Application {
         _ connection: any SQLConnection, now: Date, clientAddress: String?, _ type: AuditEventType,
         method: AuditMethod?, userID: String?, deviceID: String?, sessionID: String?
     ) throws {
-        try connection.execute(
+        try connection.executeLater(
             """
             INSERT INTO audit_events (id, time, type, method, user_id, device_id, session_id, client_address,
                 count, last_at, last_client_address)

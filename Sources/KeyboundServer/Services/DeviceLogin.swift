@@ -105,7 +105,7 @@ extension Application {
                 return .refused(refusal)
             }
             try clearThrottle(connection, deviceScope)
-            try connection.execute(
+            try connection.executeLater(
                 "UPDATE devices SET last_used_at = ? WHERE id = ?", [.date(context.now), .text(device.id)])
             return .done(
                 try openSession(

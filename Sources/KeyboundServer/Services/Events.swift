@@ -79,14 +79,14 @@ extension Application {
                 JSONMember("timestamp", .string(Timestamp.format(now))),
                 JSONMember("data", .object(data)),
             ]))
-        try connection.execute(
+        try connection.executeLater(
             "INSERT INTO webhook_messages (id, type, created_at, body) VALUES (?, ?, ?, ?)",
             [
                 .text(messageID), .text(type.rawValue), .date(now),
                 .text(String(decoding: body, as: UTF8.self)),
             ])
         for endpoint in endpoints {
-            try connection.execute(
+            try connection.executeLater(
                 """
                 INSERT INTO webhook_deliveries (id, message_id, endpoint_id, status, attempts, window_start,
                     next_attempt_at, lease_owner, lease_until, delivered_at)

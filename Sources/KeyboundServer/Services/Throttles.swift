@@ -133,7 +133,7 @@ extension Application {
 
     /// Forgets a scope's count: the right password, a valid signature.
     func clearThrottle(_ connection: any SQLConnection, _ scope: String) throws {
-        try connection.execute("DELETE FROM throttles WHERE scope = ?", [.text(scope)])
+        try connection.executeLater("DELETE FROM throttles WHERE scope = ?", [.text(scope)])
     }
 
     /// Counts a sign-up attempt from the request's client address against

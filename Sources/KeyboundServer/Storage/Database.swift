@@ -124,9 +124,17 @@ package protocol SQLConnection: AnyObject {
     /// Runs a statement and returns the number of rows it changed.
     @discardableResult
     func execute(_ sql: String, _ parameters: [SQLValue]) throws -> Int
+    /// Runs a statement whose answer nobody reads (an INSERT, or an UPDATE whose count does not
+    /// matter): PostgreSQL sends it without waiting, in the round trip of the next statement
+    /// that waits; a failure then fails that statement, or the end of the work, as it would
+    /// have failed here. SQLite runs it at once.
+    func executeLater(_ sql: String, _ parameters: [SQLValue]) throws
 }
 
 extension SQLConnection {
+    /// Runs the statement at once.
+    package func executeLater(_ sql: String, _ parameters: [SQLValue]) throws { try execute(sql, parameters) }
+
     /// Runs a statement and returns its first row, if any.
     package func queryOne(_ sql: String, _ parameters: [SQLValue]) throws -> SQLRow? {
         try query(sql, parameters).first

@@ -18,27 +18,49 @@ import Foundation
 /// hands it out under its lock and takes it back when the transaction ends (libpq allows a
 /// connection to move between threads, not to be shared by them).
 final class PostgresConnection: SQLConnection, @unchecked Sendable {
-    private let handle: OpaquePointer
+    let handle: OpaquePointer
     /// The longest wait for one answer, in seconds (longer for a migration's statements).
     var responseTimeout: Double
     /// Statements prepared on this connection: SQL with `?` → its name and parameter count.
     private var statements: [String: (name: String, parameters: Int)] = [:]
     /// The first failure inside the current transaction (the transaction is aborted from then on).
-    private(set) var transactionFailure: PostgresFailure?
+    var transactionFailure: PostgresFailure?
     /// True once the connection cannot be trusted: lost, timed out, or in an unknown state.
     private(set) var isBroken = false
     /// The `BEGIN` of the current transaction while not yet sent: it goes out with the
     /// transaction's first statement, in one round trip.
-    private var pendingBegin: String?
+    var pendingBegin: String?
+    /// Savepoint commands of a group commit not yet sent (``startSavepoint()``): they go out
+    /// with the next statement, in its round trip.
+    var pendingSavepointCommands: [String] = []
+    /// Whether the savepoint of the running member of a group commit has been answered.
+    var savepointSent = false
+    static let savepoint = "SAVEPOINT member"
     /// Whether PostgreSQL has started the current transaction (its `BEGIN` was answered).
-    private(set) var transactionStarted = false
-    /// Inside ``pipelined(_:)``: commands are sent without waiting for their answers.
+    var transactionStarted = false
+    /// Inside ``pipelined(_:)``: every statement is sent without waiting for its answer.
     private var isPipelined = false
-    /// Commands sent in the pipeline whose answers have not been read yet.
-    private var queued = 0
-    /// Answers are read after this many pipelined commands: few enough that their answers fit
-    /// in the socket buffers, so that neither side blocks writing while the other does too.
+    /// What was sent in pipeline mode and not answered yet, in order (libpq's pipeline mode:
+    /// commands go out without waiting; one sync point reads their answers together).
+    var unanswered: [Sent] = []
+    /// A sync point was sent behind ``unanswered`` whose answers nobody waits for (a read's
+    /// COMMIT, ``commitWithoutWaiting()``): read before the connection's next command.
+    var owesAnswers = false
+    /// Deferred statements are read after this many: few enough that their answers fit in the
+    /// socket buffers, so that neither side blocks writing while the other does too.
     private static let pipelineDepth = 500
+
+    /// A command sent in pipeline mode, for what its answer means.
+    enum Sent {
+        /// The transaction's `BEGIN`: answered, the transaction has started.
+        case begin
+        /// A group member's savepoint: answered, it can be rolled back to.
+        case savepoint
+        /// The preparation of a statement (forgotten when it fails).
+        case prepare(sql: String)
+        /// Anything else.
+        case command
+    }
 
     /// Opens a connection.
     /// - Parameters:
@@ -105,48 +127,110 @@ final class PostgresConnection: SQLConnection, @unchecked Sendable {
         return answer
     }
 
-    /// Sends a command. Outside a pipeline it waits for the result (which the caller clears);
-    /// inside ``pipelined(_:)`` it returns nil, and the answer is read with the next batch.
-    private func perform(_ send: () -> Int32) throws -> OpaquePointer? {
-        if let begin = pendingBegin {
-            pendingBegin = nil
-            return try beginWith(begin, send)
+    /// Sends a command and waits for its result, which the caller clears; inside
+    /// ``pipelined(_:)`` returns nil instead (the answer is read with a later batch). Whatever
+    /// waits to be sent (the `BEGIN`, savepoints) or to be answered (deferred statements) goes
+    /// in the same round trip, before the command.
+    func perform(_ send: () -> Int32) throws -> OpaquePointer? {
+        if owesAnswers { try readOwedAnswers() }
+        guard isPipelined || !unanswered.isEmpty || pendingBegin != nil || !pendingSavepointCommands.isEmpty
+        else { return try roundTrip(send) }
+        try enqueue(send)
+        if isPipelined {
+            if unanswered.count >= Self.pipelineDepth { _ = try readAnswers(keepingLast: false) }
+            return nil
         }
-        guard isPipelined else { return try roundTrip(send) }
-        guard !isBroken, send() == 1 else { throw lost() }
-        queued += 1
-        if queued >= Self.pipelineDepth { try readPipeline() }
-        return nil
+        return try readAnswers(keepingLast: true)
     }
 
-    /// Sends `begin` and the command `send` sends in one pipeline, so that starting a
-    /// transaction costs no round trip of its own.
-    /// - Returns: the command's result, which the caller clears.
-    private func beginWith(_ begin: String, _ send: () -> Int32) throws -> OpaquePointer {
-        guard !isBroken, PQenterPipelineMode(handle) == 1 else { throw lost() }
-        guard PQsendQueryParams(handle, begin, 0, nil, nil, nil, nil, 0) == 1, send() == 1,
-            PQpipelineSync(handle) == 1
-        else { throw lost() }
+    /// Sends, in pipeline mode and without waiting, the `BEGIN` and savepoint commands that wait
+    /// to go out, then the command `send` sends.
+    func enqueue(_ send: () -> Int32, as sent: Sent = .command) throws {
+        guard !isBroken else { throw PostgresFailure(sqlState: nil, message: "connection is broken") }
+        if owesAnswers { try readOwedAnswers() }
+        if unanswered.isEmpty { guard PQenterPipelineMode(handle) == 1 else { throw lost() } }
+        func sendCommand(_ text: String, as sent: Sent) throws {
+            guard PQsendQueryParams(handle, text, 0, nil, nil, nil, nil, 0) == 1 else { throw lost() }
+            unanswered.append(sent)
+        }
+        if let begin = pendingBegin {
+            pendingBegin = nil
+            try sendCommand(begin, as: .begin)
+        }
+        let savepointCommands = pendingSavepointCommands
+        pendingSavepointCommands = []
+        for text in savepointCommands {
+            try sendCommand(text, as: text == Self.savepoint ? .savepoint : .command)
+        }
+        guard send() == 1 else { throw lost() }
+        unanswered.append(sent)
+    }
+
+    /// Sends a sync point and reads the answers of everything sent since the last one.
+    /// - Parameter keepingLast: whether to return the last command's result (the caller clears
+    ///   it) rather than clear it.
+    /// - Throws: the first failure among them (the commands after it did not run).
+    func readAnswers(keepingLast: Bool) throws -> OpaquePointer? {
+        guard PQpipelineSync(handle) == 1 else { throw lost() }
+        return try collectAnswers(keepingLast: keepingLast)
+    }
+
+    /// Reads answers up to the sync point sent last, then leaves pipeline mode.
+    private func collectAnswers(keepingLast: Bool) throws -> OpaquePointer? {
+        let sent = unanswered
+        unanswered = []
+        owesAnswers = false
         let deadline = DispatchTime.now().uptimeNanoseconds + UInt64(responseTimeout * 1e9)
-        var results: [OpaquePointer] = []
-        defer { for result in results { PQclear(result) } }
+        var failure: PostgresFailure?
+        var last: OpaquePointer?
+        var index = 0
         while true {
             try waitUntilReady(deadline: deadline)
+            // nil ends one command's results; the sync point ends the batch.
             guard let result = PQgetResult(handle) else { continue }
             if PQresultStatus(result) == PGRES_PIPELINE_SYNC {
                 PQclear(result)
                 break
             }
-            results.append(result)
+            let kind = index < sent.count ? sent[index] : .command
+            if let error = Self.failure(of: result) {
+                if failure == nil { failure = error }
+                if case .prepare(let sql) = kind { statements[sql] = nil }
+            } else {
+                switch kind {
+                case .begin: transactionStarted = true
+                case .savepoint: savepointSent = true
+                case .prepare, .command: break
+                }
+            }
+            if keepingLast && index == sent.count - 1 {
+                last = result
+            } else {
+                PQclear(result)
+            }
+            index += 1
         }
-        guard PQexitPipelineMode(handle) == 1 else { throw lost() }
+        guard PQexitPipelineMode(handle) == 1, index == sent.count else {
+            if let last { PQclear(last) }
+            throw lost()
+        }
         if PQstatus(handle) != CONNECTION_OK { isBroken = true }
-        // The BEGIN's answer, then the command's (aborted when the BEGIN failed).
-        guard results.count == 2 else { throw lost() }
-        if let failure = Self.failure(of: results[0]) { throw record(failure) }
-        transactionStarted = true
-        if let failure = Self.failure(of: results[1]) { throw record(failure) }
-        return results.removeLast()
+        if let failure {
+            if let last { PQclear(last) }
+            throw record(failure)
+        }
+        return last
+    }
+
+    /// Reads the answers of a read's COMMIT that nobody waited for. A read-only transaction
+    /// changed nothing; a connection whose COMMIT failed is not trusted again.
+    private func readOwedAnswers() throws {
+        do {
+            _ = try collectAnswers(keepingLast: false)
+        } catch {
+            isBroken = true
+            throw error
+        }
     }
 
     /// The failure a result reports, or nil when it reports success.
@@ -168,23 +252,11 @@ final class PostgresConnection: SQLConnection, @unchecked Sendable {
         return failure
     }
 
-    /// Reads the answers of every pipelined command up to a sync point it sends now.
-    /// - Throws: the first failure among them (the ones after it did not run).
-    private func readPipeline() throws {
-        guard PQpipelineSync(handle) == 1 else { throw lost() }
-        let deadline = DispatchTime.now().uptimeNanoseconds + UInt64(responseTimeout * 1e9)
-        var failure: PostgresFailure?
-        while true {
-            try waitUntilReady(deadline: deadline)
-            // nil ends one command's results; the sync point ends the batch.
-            guard let result = PQgetResult(handle) else { continue }
-            let status = PQresultStatus(result)
-            if failure == nil { failure = Self.failure(of: result) }
-            PQclear(result)
-            if status == PGRES_PIPELINE_SYNC { break }
-        }
-        queued = 0
-        if let failure { throw record(failure) }
+    /// Reads the answers of the statements sent with ``executeLater(_:_:)``.
+    /// - Throws: the first failure among them.
+    func flush() throws {
+        guard !unanswered.isEmpty, !isPipelined else { return }
+        _ = try readAnswers(keepingLast: false)
     }
 
     /// Runs `body` with its statements pipelined (libpq's pipeline mode): each is sent without
@@ -192,22 +264,15 @@ final class PostgresConnection: SQLConnection, @unchecked Sendable {
     /// transaction (the bench's seeding): ``execute(_:_:)`` returns 0, a failure surfaces with
     /// its batch, and ``query(_:_:)`` is refused. A connection whose pipeline failed is broken.
     func pipelined(_ body: () throws -> Void) throws {
-        if let begin = pendingBegin {
-            pendingBegin = nil
-            _ = try command(begin)
-            transactionStarted = true
-        }
-        guard !isBroken, PQenterPipelineMode(handle) == 1 else { throw lost() }
         isPipelined = true
         defer { isPipelined = false }
         do {
             try body()
-            try readPipeline()
+            if !unanswered.isEmpty { _ = try readAnswers(keepingLast: false) }
         } catch {
             isBroken = true
             throw error
         }
-        guard PQexitPipelineMode(handle) == 1 else { throw lost() }
     }
 
     /// Waits until libpq has a whole result, reading the socket as data arrives.
@@ -228,8 +293,12 @@ final class PostgresConnection: SQLConnection, @unchecked Sendable {
         }
     }
 
+    /// Marks the connection as never to be used again (it reached a server that takes no
+    /// writes, or cannot roll back): the pool closes it instead of taking it back.
+    func discard() { isBroken = true }
+
     /// Marks the connection broken and describes why.
-    private func lost() -> PostgresFailure {
+    func lost() -> PostgresFailure {
         isBroken = true
         return PostgresFailure(sqlState: nil, message: Self.firstLine(PQerrorMessage(handle)))
     }
@@ -237,20 +306,20 @@ final class PostgresConnection: SQLConnection, @unchecked Sendable {
     // MARK: Statements
 
     /// The prepared statement for `sql`, prepared on first use (placeholders numbered once).
+    /// The preparation goes out in the same round trip as the statement's first run.
     private func prepared(_ sql: String) throws -> (name: String, parameters: Int) {
         if let known = statements[sql] { return known }
         let (text, count) = Self.numberPlaceholders(sql)
         let name = "kb\(statements.count + 1)"
-        if let result = try perform({ PQsendPrepare(handle, name, text, Int32(count), nil) }) {
-            PQclear(result)
-        }
+        try enqueue({ PQsendPrepare(handle, name, text, Int32(count), nil) }, as: .prepare(sql: sql))
         statements[sql] = (name, count)
         return (name, count)
     }
 
     /// Runs a prepared statement with text-format parameters; the caller clears the result
     /// (nil in a pipeline).
-    private func run(_ sql: String, _ parameters: [SQLValue]) throws -> OpaquePointer? {
+    /// - Parameter later: send it without waiting for its answer (``executeLater(_:_:)``).
+    private func run(_ sql: String, _ parameters: [SQLValue], later: Bool = false) throws -> OpaquePointer? {
         let statement = try prepared(sql)
         guard statement.parameters == parameters.count else {
             throw PostgresFailure(
@@ -266,11 +335,22 @@ final class PostgresConnection: SQLConnection, @unchecked Sendable {
         }
         defer { for pointer in values { free(pointer) } }
         return try values.map { UnsafePointer($0) }.withUnsafeBufferPointer { pointers in
-            try perform {
+            let send = {
                 PQsendQueryPrepared(
-                    handle, statement.name, Int32(pointers.count), pointers.baseAddress, nil, nil, 0)
+                    self.handle, statement.name, Int32(pointers.count), pointers.baseAddress, nil, nil, 0)
             }
+            guard later else { return try perform(send) }
+            try enqueue(send)
+            if unanswered.count >= Self.pipelineDepth { _ = try readAnswers(keepingLast: false) }
+            return nil
         }
+    }
+
+    /// Sends the statement without waiting for its answer, which is read with the next statement
+    /// that waits, at ``flush()`` or at COMMIT; its failure then fails that, as the failure of a
+    /// statement of the transaction.
+    func executeLater(_ sql: String, _ parameters: [SQLValue]) throws {
+        _ = try run(sql, parameters, later: true)
     }
 
     func query(_ sql: String, _ parameters: [SQLValue]) throws -> [SQLRow] {
@@ -314,50 +394,5 @@ final class PostgresConnection: SQLConnection, @unchecked Sendable {
         guard let result = try run(sql, parameters) else { return 0 }
         defer { PQclear(result) }
         return Int(String(cString: PQcmdTuples(result))) ?? 0
-    }
-
-    // MARK: Transactions
-
-    /// Sends a command without parameters (simple protocol) and returns its command tag.
-    private func command(_ text: String) throws -> String {
-        let result = try roundTrip { PQsendQuery(handle, text) }
-        defer { PQclear(result) }
-        return String(cString: PQcmdStatus(result))
-    }
-
-    /// Starts a transaction with `statement` (`BEGIN ISOLATION LEVEL …`). It is sent with the
-    /// transaction's first statement (see ``transactionStarted``).
-    func begin(_ statement: String) {
-        transactionFailure = nil
-        transactionStarted = false
-        pendingBegin = statement
-    }
-
-    /// Commits. A COMMIT that PostgreSQL answered with ROLLBACK (the transaction had failed)
-    /// throws that failure. A transaction that ran no statement has nothing to commit.
-    /// - Throws: ``PostgresFailure``. Without SQLSTATE, the outcome is unknown: the COMMIT may
-    ///   or may not have taken effect, and nobody may be told that it did.
-    func commit() throws {
-        if pendingBegin != nil {
-            pendingBegin = nil
-            return
-        }
-        let tag = try command("COMMIT")
-        guard tag == "COMMIT" else {
-            throw transactionFailure ?? PostgresFailure(sqlState: "25P02", message: "transaction rolled back")
-        }
-    }
-
-    /// Marks the connection as never to be used again (it reached a server that takes no
-    /// writes): the pool closes it instead of taking it back.
-    func discard() { isBroken = true }
-
-    /// Rolls back the current transaction; a connection that cannot do so is marked broken.
-    func rollback() {
-        if pendingBegin != nil {
-            pendingBegin = nil
-            return
-        }
-        if !isBroken && (try? command("ROLLBACK")) == nil { isBroken = true }
     }
 }

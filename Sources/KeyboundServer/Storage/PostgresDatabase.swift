@@ -71,6 +71,9 @@ package final class PostgresDatabase: Database {
         var poolWait = 5.0
         /// Runs of one transaction, the first included, before a serialization failure is 503.
         var attempts = 10
+        /// Threads that commit the requests' writes in groups (``PostgresWriter``), each with a
+        /// connection of its own.
+        var writers = 2
         /// The longest wait for one answer of a migration or a bulk load, which may rightly run
         /// long (an index built on a large table), in seconds; they have no statement timeout.
         var longResponseTimeout = 3600.0
@@ -88,11 +91,12 @@ package final class PostgresDatabase: Database {
     }
 
     /// The database, for messages (holds no password).
-    let url: PostgresURL
-    private let parameters: [(String, String)]
-    private let limits: Limits
+    var url: PostgresURL { endpoint.url }
+    private let endpoint: PostgresEndpoint
+    private var limits: Limits { endpoint.limits }
     private let idle = Locked<[PostgresConnection]>([])
     private let slots: DispatchSemaphore
+    private let writer: PostgresWriter
 
     /// The key of the advisory lock that migrations hold (the bytes of "keybound").
     static let migrationLockKey: Int64 = 0x6b65_7962_6f75_6e64
@@ -104,8 +108,6 @@ package final class PostgresDatabase: Database {
     ///   - maximumConnections: at most this many connections (one per worker thread, plus a few).
     /// - Throws: ``DatabaseError/unavailable(_:)`` when it cannot connect.
     init(url: PostgresURL, password: String?, maximumConnections: Int, limits: Limits = Limits()) throws {
-        self.url = url
-        self.limits = limits
         slots = DispatchSemaphore(value: max(1, maximumConnections))
         // Server-side bounds, set at connection start (no extra round trip).
         let serverSettings = [
@@ -138,10 +140,15 @@ package final class PostgresDatabase: Database {
         // A standby is never kept: libpq passes over a server that takes no writes, so a pool
         // that reconnects after a failover finds the new primary.
         parameters.append(("target_session_attrs", url.targetSessionAttributes))
-        self.parameters = parameters
-        let first = try connect()
+        endpoint = PostgresEndpoint(url: url, parameters: parameters, limits: limits)
+        let first = try endpoint.connect()
         idle.withLock { $0.append(first) }
+        writer = PostgresWriter(endpoint: endpoint, writers: limits.writers) { [idle] in
+            Self.dropIdleConnections(idle)
+        }
     }
+
+    deinit { writer.stop() }
 
     /// Opens `url` (`postgres://…`) with the default limits: for the bench's seeding, which
     /// goes through the server's own storage.
@@ -158,21 +165,13 @@ package final class PostgresDatabase: Database {
         return try body()
     }
 
-    private func connect() throws -> PostgresConnection {
-        do {
-            return try PostgresConnection(parameters: parameters, responseTimeout: limits.responseTimeout)
-        } catch let failure as PostgresFailure {
-            throw DatabaseError.unavailable("cannot connect to \(url): \(failure.message)")
-        }
-    }
-
     // MARK: Pool
 
     private func checkout() throws -> PostgresConnection {
         guard slots.wait(timeout: .now() + limits.poolWait) == .success else { throw DatabaseError.busy }
         if let connection = idle.withLock({ $0.popLast() }) { return connection }
         do {
-            return try connect()
+            return try endpoint.connect()
         } catch {
             slots.signal()
             throw error
@@ -186,7 +185,9 @@ package final class PostgresDatabase: Database {
 
     /// Closes every idle connection: when one turns out dead, the server most likely restarted
     /// and the others are dead too.
-    private func dropIdleConnections() {
+    private func dropIdleConnections() { Self.dropIdleConnections(idle) }
+
+    private static func dropIdleConnections(_ idle: Locked<[PostgresConnection]>) {
         let dropped = idle.withLock { connections in
             defer { connections.removeAll() }
             return connections
@@ -208,16 +209,27 @@ package final class PostgresDatabase: Database {
         }
     }
 
-    /// Runs `body` in a SERIALIZABLE transaction of its own on a pooled connection (no group
-    /// commit here: PostgreSQL groups concurrent commits into one WAL flush itself) and commits
-    /// it. A serialization failure runs `body` again; so `body` must only touch the database.
-    /// - Throws: what `body` throws (after a rollback); ``DatabaseError/unavailable(_:)`` when
-    ///   PostgreSQL cannot be reached or the COMMIT's outcome is unknown; ``DatabaseError/busy``
-    ///   when no connection came free, a timeout struck, or the retries ran out.
+    /// Runs `body` inside its own savepoint of a writer's next group (``PostgresWriter``): one
+    /// SERIALIZABLE transaction and one COMMIT for the requests that came meanwhile, and returns
+    /// once it has committed. A serialization failure runs `body` again; so `body` must only
+    /// touch the database.
+    /// - Throws: what `body` throws (only its own statements are rolled back);
+    ///   ``DatabaseError/unavailable(_:)`` when PostgreSQL cannot be reached or the COMMIT's
+    ///   outcome is unknown; ``DatabaseError/busy`` when no writer came free in time, a timeout
+    ///   struck, or the retries ran out.
+    /// - Important: `body` runs on a writer's thread and must not write itself (that would wait
+    ///   for the writers: it throws instead).
     @discardableResult
     package func write<T>(_ body: (any SQLConnection) throws -> T) throws -> T {
-        try transaction(.write, body)
+        guard !writer.isWriterThread else {
+            throw DatabaseError.engine(code: 0, message: "a write inside a write would wait for itself")
+        }
+        return try submitWrite(body, to: writer.submit)
     }
+
+    /// How many writes wait for a writer, and how many groups have committed (tests use them to
+    /// form a group and to count its commits).
+    var writerQueue: (queued: Int, groupsCommitted: Int) { (writer.queued, writer.groupsCommitted) }
 
     /// Runs `body` in a REPEATABLE READ READ ONLY transaction: one snapshot, never a
     /// serialization failure.
@@ -307,7 +319,7 @@ package final class PostgresDatabase: Database {
                 let failure = connection.transactionFailure ?? (error as? PostgresFailure)
                 if let failure, failure.isRetryable, !connection.isBroken {
                     if attempt < limits.attempts {
-                        backoff(attempt)
+                        PostgresEndpoint.backoff(attempt)
                         continue
                     }
                     throw failure.databaseError
@@ -316,7 +328,7 @@ package final class PostgresDatabase: Database {
                 throw error
             }
             do {
-                try connection.commit()
+                if kind == .read { try connection.commitWithoutWaiting() } else { try connection.commit() }
             } catch let failure as PostgresFailure {
                 // With an SQLSTATE, PostgreSQL answered: the transaction was rolled back. Without
                 // one, the outcome is unknown, and the request must not be told it succeeded.
@@ -325,19 +337,12 @@ package final class PostgresDatabase: Database {
                     dropIdleConnections()
                 }
                 if failure.isRetryable && attempt < limits.attempts {
-                    backoff(attempt)
+                    PostgresEndpoint.backoff(attempt)
                     continue
                 }
                 throw failure.databaseError
             }
             return result
         }
-    }
-
-    /// Waits a random 0.5–1.5 × min(2^attempt, 64) ms before running a transaction again, so
-    /// that the transactions that collided do not collide again at once.
-    private func backoff(_ attempt: Int) {
-        let milliseconds = Double(min(1 << min(attempt, 6), 64)) * Double.random(in: 0.5...1.5)
-        usleep(UInt32(milliseconds * 1000))
     }
 }

@@ -50,7 +50,7 @@ package enum Rows {
         method: AuthMethod, createdAt: Date, authTime: Date? = nil, scope: String? = nil,
         dpopJKT: String? = nil
     ) throws {
-        try connection.execute(
+        try connection.executeLater(
             """
             INSERT INTO sessions (id, user_id, client_id, device_id, auth_method, auth_time, created_at,
                 revoked_at, revoke_reason, scope, dpop_jkt)
@@ -66,7 +66,7 @@ package enum Rows {
     package static func insertToken(
         _ connection: any SQLConnection, _ token: String, kind: TokenKind, sessionID: String, expiresAt: Date
     ) throws {
-        try connection.execute(
+        try connection.executeLater(
             "INSERT INTO tokens (hash, session_id, kind, expires_at, used_at) VALUES (?, ?, ?, ?, NULL)",
             [.text(TokenHash.of(token)), .text(sessionID), .text(kind.rawValue), .date(expiresAt)])
     }

@@ -74,21 +74,7 @@ package final class SQLiteDatabase: Database {
             throw DatabaseError.engine(
                 code: SQLITE_MISUSE, message: "a write inside a write would wait for itself")
         }
-        return try withoutActuallyEscaping(body) { body in
-            let waiter = WriteWaiter<T>()
-            writer.submit(
-                WriteRequest(
-                    work: { connection in
-                        do {
-                            waiter.value = try body(connection)
-                            return nil
-                        } catch {
-                            return error
-                        }
-                    },
-                    completion: { waiter.finish($0) }))
-            return try waiter.wait()
-        }
+        return try submitWrite(body, to: writer.submit)
     }
 
     /// How many writes wait for the writer's next group, and how many groups have committed
@@ -110,30 +96,6 @@ package final class SQLiteDatabase: Database {
                 path: path, busyTimeoutMilliseconds: busyTimeoutMilliseconds, synchronous: synchronous)
         defer { idleReaders.withLock { $0.append(connection) } }
         return try connection.readTransaction(body)
-    }
-}
-
-/// Where a caller of ``SQLiteDatabase/write(_:)`` waits for its group's COMMIT.
-private final class WriteWaiter<T> {
-    /// Set by the work on the writer's thread; read only after ``wait()`` returned.
-    var value: T?
-    private var failure: (any Error)?
-    private let done = DispatchSemaphore(value: 0)
-
-    /// Called once by the writer: nil when the work is durable, else why it is not.
-    func finish(_ failure: (any Error)?) {
-        self.failure = failure
-        done.signal()
-    }
-
-    /// Waits for ``finish(_:)``; the semaphore orders the writer's stores before these reads.
-    func wait() throws -> T {
-        done.wait()
-        if let failure { throw failure }
-        guard let value else {
-            throw DatabaseError.engine(code: SQLITE_INTERNAL, message: "a write finished without a result")
-        }
-        return value
     }
 }
 

@@ -7,38 +7,6 @@ import Foundation
     import Darwin
 #endif
 
-/// One request's write work, waiting for the writer.
-final class WriteRequest {
-    /// The work; dropped (set to nil) when it has run and at the latest before the completion,
-    /// so nothing it captured outlives the request's wait (``SQLiteDatabase/write(_:)`` lends it
-    /// a non-escaping closure).
-    private var work: ((SQLiteConnection) -> (any Error)?)?
-    /// Called once, on the writer's thread, after the group's COMMIT: nil when this request's
-    /// work is durable, otherwise the error that undid it (its own, or the group's).
-    private let completion: ((any Error)?) -> Void
-
-    /// - Parameters:
-    ///   - work: runs the request's statements; returns the error that it threw, or nil.
-    ///   - completion: receives the outcome once the group has committed or failed.
-    init(work: @escaping (SQLiteConnection) -> (any Error)?, completion: @escaping ((any Error)?) -> Void) {
-        self.work = work
-        self.completion = completion
-    }
-
-    fileprivate func run(on connection: SQLiteConnection) -> (any Error)? {
-        guard let work else {
-            return DatabaseError.engine(code: SQLITE_MISUSE, message: "write work ran twice")
-        }
-        self.work = nil
-        return work(connection)
-    }
-
-    fileprivate func complete(_ outcome: (any Error)?) {
-        work = nil
-        completion(outcome)
-    }
-}
-
 /// The one writer of a SQLite database: a connection and the thread that owns it, committing
 /// requests in groups (docs/design.md, "Storage and the write path").
 ///
@@ -66,7 +34,7 @@ final class WriteRequest {
 final class SQLiteWriter: @unchecked Sendable {
     private let connection: SQLiteConnection
     private let condition = NSCondition()
-    private var pending: [WriteRequest] = []
+    private var pending: [WriteRequest<SQLiteConnection>] = []
     private var stopping = false
     private var thread: pthread_t?
     private var committedGroups = 0
@@ -86,7 +54,7 @@ final class SQLiteWriter: @unchecked Sendable {
     }
 
     /// Queues a request; the writer runs it in its next group.
-    func submit(_ request: WriteRequest) {
+    func submit(_ request: WriteRequest<SQLiteConnection>) {
         condition.lock()
         pending.append(request)
         condition.signal()
@@ -137,7 +105,7 @@ final class SQLiteWriter: @unchecked Sendable {
     }
 
     /// Waits for requests and takes all that are queued; nil once stopped and drained.
-    private func nextGroup() -> [WriteRequest]? {
+    private func nextGroup() -> [WriteRequest<SQLiteConnection>]? {
         condition.lock()
         defer { condition.unlock() }
         while pending.isEmpty && !stopping { condition.wait() }
@@ -146,7 +114,7 @@ final class SQLiteWriter: @unchecked Sendable {
         return pending
     }
 
-    private func commit(_ group: [WriteRequest]) {
+    private func commit(_ group: [WriteRequest<SQLiteConnection>]) {
         // nil: the work is in the transaction (so far); otherwise why it is not.
         var outcomes: [(any Error)?] = []
         outcomes.reserveCapacity(group.count)
@@ -182,7 +150,7 @@ final class SQLiteWriter: @unchecked Sendable {
 
     /// Runs one request's work in its own savepoint: released when the work succeeds, rolled
     /// back (and then released) when it throws, so its statements leave no trace.
-    private func runInSavepoint(_ request: WriteRequest) -> (any Error)? {
+    private func runInSavepoint(_ request: WriteRequest<SQLiteConnection>) -> (any Error)? {
         do {
             try connection.execute("SAVEPOINT request", [])
         } catch {

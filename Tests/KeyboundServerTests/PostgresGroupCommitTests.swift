@@ -1,0 +1,218 @@
+import Foundation
+import Testing
+
+@testable import KeyboundServer
+
+/// PostgreSQL's write path (``PostgresWriter``): concurrent writes share one transaction, a
+/// savepoint each, and one COMMIT; a serialization failure runs the group again.
+@Suite("PostgreSQL group commit", PostgresRequirement())
+struct PostgresGroupCommitTests {
+    private struct Refused: Error {}
+
+    /// A new database of the shared cluster, and storage on it with one writer (so that the
+    /// writes a test queues behind a held one form exactly one group).
+    private func storage(writers: Int = 1, timeout: Int = 5) throws -> (PostgresDatabase, TestDatabase) {
+        let database = try TestDatabase(.postgres, in: try TemporaryDirectory())
+        var limits = PostgresDatabase.Limits(timeout: timeout)
+        limits.writers = writers
+        let storage = try PostgresDatabase(
+            url: PostgresURL(database.url), password: database.password, maximumConnections: 4, limits: limits
+        )
+        return (storage, database)
+    }
+
+    /// Holds the one writer busy inside a write until ``letGo()``, so that the writes started
+    /// meanwhile queue up and are committed together as the next group.
+    private final class HeldWriter: Sendable {
+        private let release = DispatchSemaphore(value: 0)
+        private let finished = DispatchSemaphore(value: 0)
+
+        init(_ database: PostgresDatabase) {
+            let holding = DispatchSemaphore(value: 0)
+            Thread { [release, finished] in
+                _ = try? database.write { _ in
+                    holding.signal()
+                    release.wait()
+                }
+                finished.signal()
+            }.start()
+            holding.wait()
+        }
+
+        func letGo() {
+            release.signal()
+            finished.wait()
+        }
+    }
+
+    /// Starts `count` writes on their own threads; `body(index)` is each one's work. Returns once
+    /// all of them wait in the writer's queue.
+    private static func queue(
+        _ count: Int, on database: PostgresDatabase,
+        _ body: @escaping @Sendable (Int, any SQLConnection) throws -> Void
+    ) -> (DispatchGroup, Locked<[Int: Bool]>) {
+        let group = DispatchGroup()
+        let outcomes = Locked<[Int: Bool]>([:])
+        for index in 0..<count {
+            group.enter()
+            Thread {
+                let succeeded = (try? database.write { try body(index, $0) }) != nil
+                outcomes.withLock { $0[index] = succeeded }
+                group.leave()
+            }.start()
+        }
+        // Bounded: 20 s at most, then the test fails on the counts below.
+        for _ in 0..<2000 where database.writerQueue.queued < count { usleep(10_000) }
+        #expect(database.writerQueue.queued == count)
+        return (group, outcomes)
+    }
+
+    private static func names(_ database: PostgresDatabase) throws -> [String] {
+        try database.read { try $0.query("SELECT name FROM items ORDER BY name", []) }.map { try $0.text(0) }
+    }
+
+    @Test func eachFailingRequestRollsBackAloneWhileItsGroupCommits() throws {
+        let (database, keep) = try storage()
+        defer { withExtendedLifetime(keep) {} }
+        try database.write { try $0.execute("CREATE TABLE items (name TEXT PRIMARY KEY)", []) }
+        try database.write { try $0.execute("INSERT INTO items (name) VALUES ('taken')", []) }
+        let held = HeldWriter(database)
+        let before = database.writerQueue.groupsCommitted
+        // Each failing request writes a row first; it must vanish, and only it. Request 1 throws
+        // an error of its own; 4's statement fails (PostgreSQL aborts the transaction, and the
+        // savepoint brings it back); 7's deferred statement fails, which is found at its end.
+        let (group, outcomes) = Self.queue(9, on: database) { index, connection in
+            try connection.execute("INSERT INTO items (name) VALUES (?)", [.text("item\(index)")])
+            switch index {
+            case 1: throw Refused()
+            case 4: try connection.execute("INSERT INTO items (name) VALUES ('taken')", [])
+            case 7: try connection.executeLater("INSERT INTO items (name) VALUES ('taken')", [])
+            default:
+                try connection.executeLater("INSERT INTO items (name) VALUES (?)", [.text("later\(index)")])
+            }
+        }
+        held.letGo()
+        group.wait()
+        let failing: Set = [1, 4, 7]
+        #expect(
+            outcomes.withLock { $0 }
+                == Dictionary(uniqueKeysWithValues: (0..<9).map { ($0, !failing.contains($0)) }))
+        let kept = (0..<9).filter { !failing.contains($0) }
+        #expect(
+            try Self.names(database)
+                == (kept.map { "item\($0)" } + kept.map { "later\($0)" } + ["taken"]).sorted())
+        // The held write's group and the nine's group: two COMMITs in all.
+        #expect(database.writerQueue.groupsCommitted == before + 2)
+    }
+
+    @Test func aSerializationFailureRunsTheGroupAgainAndEveryRequestLandsOnce() throws {
+        let (database, keep) = try storage()
+        defer { withExtendedLifetime(keep) {} }
+        // Another server's transaction, outside the writers (a rolling upgrade's older instance).
+        let other = try PostgresDatabase(
+            url: PostgresURL(keep.url), password: keep.password, maximumConnections: 1)
+        try database.write { connection in
+            try connection.execute("CREATE TABLE pair (id BIGINT PRIMARY KEY, value BIGINT NOT NULL)", [])
+            try connection.execute("INSERT INTO pair (id, value) VALUES (1, 0), (2, 0)", [])
+            try connection.execute("CREATE TABLE items (name TEXT PRIMARY KEY)", [])
+        }
+        let held = HeldWriter(database)
+        let runs = Locked(0)
+        let readDone = DispatchSemaphore(value: 0)
+        let otherCommitted = DispatchSemaphore(value: 0)
+        // Request 0 reads row 2 and, on its first run, waits until the other transaction has read
+        // row 1 and written row 2; then it writes row 1: write skew, which SERIALIZABLE refuses,
+        // here to the group (the other committed first). Requests 1–5 only insert a row each.
+        let (group, outcomes) = Self.queue(6, on: database) { index, connection in
+            if index == 0 {
+                let run = runs.withLock { runs in
+                    runs += 1
+                    return runs
+                }
+                let seen =
+                    try connection.queryOne("SELECT value FROM pair WHERE id = 2", [])?.integer(0) ?? -1
+                if run == 1 {
+                    readDone.signal()
+                    otherCommitted.wait()
+                }
+                try connection.execute("UPDATE pair SET value = ? WHERE id = 1", [.integer(seen + 10)])
+            }
+            try connection.execute("INSERT INTO items (name) VALUES (?)", [.text("item\(index)")])
+        }
+        held.letGo()
+        readDone.wait()
+        try other.queueWrite { connection in
+            try connection.execute("SET TRANSACTION ISOLATION LEVEL SERIALIZABLE", [])
+            let seen = try connection.queryOne("SELECT value FROM pair WHERE id = 1", [])?.integer(0) ?? -1
+            try connection.execute("UPDATE pair SET value = ? WHERE id = 2", [.integer(seen + 100)])
+        }
+        otherCommitted.signal()
+        group.wait()
+        #expect(outcomes.withLock { $0 } == Dictionary(uniqueKeysWithValues: (0..<6).map { ($0, true) }))
+        #expect(runs.withLock { $0 } == 2)
+        // Every request took effect once; the rerun of request 0 saw the other's write.
+        #expect(try Self.names(database) == (0..<6).map { "item\($0)" })
+        let pair = try database.read { try $0.query("SELECT value FROM pair ORDER BY id", []) }
+            .map { try $0.integer(0) }
+        #expect(pair == [110, 100])
+    }
+
+    @Test func aGroupKeptFromTheLockEndsInBusyWithinTheTimeoutAndTheNextLands() throws {
+        let (database, keep) = try storage(writers: 2, timeout: 2)
+        defer { withExtendedLifetime(keep) {} }
+        try database.write { try $0.execute("CREATE TABLE items (name TEXT PRIMARY KEY)", []) }
+        // Another instance's group that does not end: it holds the lock every group takes.
+        let other = try PostgresDatabase(
+            url: PostgresURL(keep.url), password: keep.password, maximumConnections: 1)
+        let locked = DispatchSemaphore(value: 0)
+        let release = DispatchSemaphore(value: 0)
+        let finished = DispatchSemaphore(value: 0)
+        Thread {
+            _ = try? other.queueWrite { connection in
+                _ = try connection.query("SELECT pg_advisory_xact_lock(\(PostgresWriter.groupLockKey))", [])
+                locked.signal()
+                release.wait()
+            }
+            finished.signal()
+        }.start()
+        locked.wait()
+        let started = Date()
+        let refused = #expect(throws: DatabaseError.self) {
+            try database.write { try $0.execute("INSERT INTO items (name) VALUES ('blocked')", []) }
+        }
+        let waited = Date().timeIntervalSince(started)
+        #expect(refused.map { if case .busy = $0 { true } else { false } } == true)
+        #expect(waited < 4, "waited \(waited) s with --db-timeout 2")
+        release.signal()
+        finished.wait()
+        try database.write { try $0.execute("INSERT INTO items (name) VALUES ('after')", []) }
+        #expect(try Self.names(database) == ["after"])
+    }
+
+    @Test func aReadEndsItsTransactionSoTheNextReadSeesNewWrites() throws {
+        // One pooled connection: every read below runs on the same one.
+        let database = try TestDatabase(.postgres, in: try TemporaryDirectory())
+        let storage = try PostgresDatabase(
+            url: PostgresURL(database.url), password: database.password, maximumConnections: 1)
+        try storage.write { try $0.execute("CREATE TABLE items (name TEXT PRIMARY KEY)", []) }
+        for index in 0..<5 {
+            let count = try storage.read { try $0.queryOne("SELECT COUNT(*) FROM items", [])?.integer(0) }
+            #expect(count == Int64(index))
+            try storage.write {
+                try $0.execute("INSERT INTO items (name) VALUES (?)", [.text("item\(index)")])
+            }
+        }
+        // A read that fails leaves the connection usable for the next.
+        #expect(throws: DatabaseError.self) { try storage.read { try $0.query("SELECT * FROM missing", []) } }
+        #expect(try storage.read { try $0.queryOne("SELECT COUNT(*) FROM items", [])?.integer(0) } == 5)
+    }
+
+    @Test func aWriteInsideAWriteFailsInsteadOfWaitingForItself() throws {
+        let (database, keep) = try storage()
+        defer { withExtendedLifetime(keep) {} }
+        let inner = #expect(throws: DatabaseError.self) {
+            try database.write { _ in try database.write { _ in } }
+        }
+        #expect(inner.map { if case .engine = $0 { true } else { false } } == true)
+    }
+}
