@@ -1,4 +1,5 @@
 import Foundation
+import KeyboundTestSupport
 import Testing
 
 @testable import KeyboundServer
@@ -205,6 +206,40 @@ struct PostgresGroupCommitTests {
         // A read that fails leaves the connection usable for the next.
         #expect(throws: DatabaseError.self) { try storage.read { try $0.query("SELECT * FROM missing", []) } }
         #expect(try storage.read { try $0.queryOne("SELECT COUNT(*) FROM items", [])?.integer(0) } == 5)
+    }
+
+    @Test func commitsThatNeverReturnAreUnavailableAndTheHealthCheckSaysSo() throws {
+        // A cluster of its own: every COMMIT waits for a synchronous standby that is not there,
+        // as on a primary whose standby is gone (Patroni's synchronous_mode_strict).
+        let cluster = try PostgresCluster()
+        let name = try cluster.createDatabase()
+        var limits = PostgresDatabase.Limits(timeout: 2)
+        limits.writers = 1
+        let database = try PostgresDatabase(
+            url: PostgresURL(cluster.url(database: name)), password: cluster.password, maximumConnections: 4,
+            limits: limits)
+        try database.write { try $0.execute("CREATE TABLE items (name TEXT PRIMARY KEY)", []) }
+        try database.checkWritable()
+        _ = try cluster.sql("ALTER SYSTEM SET synchronous_standby_names = 'gone'")
+        _ = try cluster.sql("SELECT pg_reload_conf()")
+        usleep(300_000)
+        let started = Date()
+        let refused = #expect(throws: DatabaseError.self) {
+            try database.write { try $0.execute("INSERT INTO items (name) VALUES ('unknown')", []) }
+        }
+        #expect(refused.map { if case .unavailable = $0 { true } else { false } } == true)
+        #expect(Date().timeIntervalSince(started) < 4)
+        // Reads still work; the health check does not.
+        #expect(try database.read { try $0.queryOne("SELECT 1", [])?.integer(0) } == 1)
+        #expect(throws: DatabaseError.self) { try database.checkWritable() }
+        _ = try cluster.sql("ALTER SYSTEM RESET synchronous_standby_names")
+        _ = try cluster.sql("SELECT pg_reload_conf()")
+        usleep(300_000)
+        try database.checkWritable()
+        try database.write { try $0.execute("INSERT INTO items (name) VALUES ('after')", []) }
+        // The COMMIT whose answer never came did commit locally: its outcome was unknown, and
+        // the client was never told it succeeded.
+        #expect(try Self.names(database) == ["after", "unknown"])
     }
 
     @Test func aWriteInsideAWriteFailsInsteadOfWaitingForItself() throws {

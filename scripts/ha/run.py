@@ -550,8 +550,11 @@ class Run:
                                 f"{self.write_deadline:g} s): {attempt.body[:300]}")
             elif not attempt.retry_after:
                 problems.append(f"{write.kind}: 503 without Retry-After")
+        # The writes' commits went unanswered: A's health check must say it cannot commit now.
         status, body = self.instances[0].get("/healthz", timeout=self.write_deadline + 5)
         detail(f"GET /healthz on A meanwhile: {status} {body[:120]}")
+        if status != 503:
+            problems.append(f"GET /healthz on A while its commits wait for the lost standby: {status}, wanted 503")
         time.sleep(2)
         back_started = time.monotonic()
         standby.start()
@@ -560,6 +563,10 @@ class Run:
         detail(f"{standby.name} started again: synchronous standby after {back_at - back_started:.1f} s "
                f"(writes were blocked {back_at - lost_at:.1f} s)")
         problems += self.hangs(lost_at, back_at)
+        status, body = self.instances[0].get("/healthz", timeout=self.write_deadline + 5)
+        detail(f"GET /healthz on A once {standby.name} is back: {status} {body[:120]}")
+        if status != 200:
+            problems.append(f"GET /healthz on A once the standby is back: {status}, wanted 200")
         for index, write in enumerate(writes):
             client.resend(write, probes[index][3], budget=30)
             attempt = write.final

@@ -88,6 +88,10 @@ final class PostgresWriter: @unchecked Sendable {
     private var stopping = false
     private var threads: [pthread_t] = []
     private var committedGroups = 0
+    /// Set when a group got no answer from PostgreSQL in time (a COMMIT that waits for a
+    /// synchronous standby that is gone) or timed out waiting for a lock or a statement (the
+    /// group lock that such a COMMIT holds), cleared when a group commits.
+    private var stalled = false
     private let stopped = DispatchSemaphore(value: 0)
     private let writers: Int
 
@@ -123,6 +127,20 @@ final class PostgresWriter: @unchecked Sendable {
         condition.lock()
         defer { condition.unlock() }
         return committedGroups
+    }
+
+    /// Whether the last group that ended got no answer in time, and none has committed since.
+    var commitsStalled: Bool {
+        get {
+            condition.lock()
+            defer { condition.unlock() }
+            return stalled
+        }
+        set {
+            condition.lock()
+            stalled = newValue
+            condition.unlock()
+        }
     }
 
     /// Whether the caller is one of the writers' threads (work must never wait for a writer).
@@ -213,6 +231,7 @@ final class PostgresWriter: @unchecked Sendable {
                 let outcomes = try runMembers(members, on: connection)
                 condition.lock()
                 committedGroups += 1
+                stalled = false
                 condition.unlock()
                 for (member, outcome) in zip(members, outcomes) { member.complete(outcome) }
                 return
@@ -247,6 +266,13 @@ final class PostgresWriter: @unchecked Sendable {
                             continue
                         }
                     }
+                }
+                // No answer within the deadline, or a lock or statement that timed out (a group
+                // stuck in its COMMIT keeps the group lock): commits may not be going through.
+                if (failure?.sqlState == nil && connection.isBroken)
+                    || ["55P03", "57014"].contains(failure?.sqlState)
+                {
+                    commitsStalled = true
                 }
                 let outcome: any Error = failure?.databaseError ?? error
                 for member in members { member.complete(outcome) }
