@@ -48,7 +48,7 @@
         public let connection: TPMConnection
         private let files: VaultFiles
         private let clock: Keybound.Clock
-        private var device: TPMDevice { TPMDevice.shared(connection.tcti) }
+        private var device: TPMDevice { TPMDevice.shared(connection) }
 
         /// A vault over `directory` (created, owner-only, if missing) on the TPM `connection`
         /// reaches. Nothing talks to the TPM until a key is made or used.

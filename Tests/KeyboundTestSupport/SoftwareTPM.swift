@@ -129,6 +129,17 @@ public final class SoftwareTPM: Sendable {
         try run("tpm2_dictionarylockout", ["--clear-lockout"])
     }
 
+    /// The TPM's dictionary-attack failure counter, `TPM2_PT_LOCKOUT_COUNTER`
+    /// (`tpm2_getcap properties-variable`): what the TPM itself counted.
+    public func lockoutCounter() throws -> Int {
+        let output = try run("tpm2_getcap", ["properties-variable"])
+        for line in output.split(separator: "\n") where line.hasPrefix("TPM2_PT_LOCKOUT_COUNTER:") {
+            let value = line.split(separator: " ").last.map(String.init) ?? ""
+            if let count = Int(value.replacingOccurrences(of: "0x", with: ""), radix: 16) { return count }
+        }
+        throw Unavailable(description: "tpm2_getcap did not report TPM2_PT_LOCKOUT_COUNTER: \(output)")
+    }
+
     /// The handles of the transient objects loaded in the TPM now (`tpm2_getcap handles-transient`).
     public func transientHandles() throws -> [String] { try handles("handles-transient") }
 

@@ -11,24 +11,24 @@
     /// because swtpm serves one connection at a time. Off Swift's cooperative pool, because each
     /// call blocks on the TPM (about a millisecond on swtpm, tens on a hardware TPM).
     final class TPMDevice: Sendable {
-        /// The TCTI configuration, e.g. `device:/dev/tpmrm0`.
-        let tcti: String
+        /// How to reach it.
+        let connection: TPMConnection
         private let queue: DispatchQueue
 
-        private init(tcti: String) {
-            self.tcti = tcti
-            queue = DispatchQueue(label: "Keybound.TPM \(tcti)", qos: .userInitiated)
+        private init(_ connection: TPMConnection) {
+            self.connection = connection
+            queue = DispatchQueue(label: "Keybound.TPM \(connection.tcti)", qos: .userInitiated)
         }
 
         /// Devices by TCTI configuration: two vaults on one TPM share its queue.
-        private static let devices = Mutex<[String: TPMDevice]>([:])
+        private static let devices = Mutex<[TPMConnection: TPMDevice]>([:])
 
-        /// The device for `tcti`, made on first use.
-        static func shared(_ tcti: String) -> TPMDevice {
+        /// The device `connection` reaches, made on first use.
+        static func shared(_ connection: TPMConnection) -> TPMDevice {
             devices.withLock { devices in
-                if let device = devices[tcti] { return device }
-                let device = TPMDevice(tcti: tcti)
-                devices[tcti] = device
+                if let device = devices[connection] { return device }
+                let device = TPMDevice(connection)
+                devices[connection] = device
                 return device
             }
         }
@@ -38,10 +38,10 @@
         func withConnection<Value: Sendable>(_ body: @escaping @Sendable (ESYSConnection) throws -> Value)
             async throws -> Value
         {
-            let tcti = self.tcti
+            let tpm = connection
             return try await serially {
-                let connection = try ESYSConnection(tcti: tcti)
-                return try body(connection)
+                try tpm.checkReachable()
+                return try body(try ESYSConnection(tcti: tpm.tcti))
             }
         }
 
