@@ -173,6 +173,75 @@
             _ = try await fixture.vault.sign(Data("m".utf8), with: "dpop", verification: nil)
         }
 
+        @Test func clearingTheTPMInvalidatesEveryKey() async throws {
+            let fixture = try TPMFixture()
+            defer { fixture.stop() }
+            try await fixture.vault.setPIN(pin)
+            _ = try await fixture.vault.createKey("device-key", policy: .devicePasscode)
+            _ = try await fixture.vault.createKey("dpop", policy: .noVerification)
+            // TPM2_Clear (with the lockout authorization): a new owner seed, a new storage key.
+            try fixture.tpm.run("tpm2_clear", [])
+            await expectKeyboundError(.invalidated, recovery: .reenroll) {
+                try await fixture.vault.sign(Data("m".utf8), with: "dpop", verification: nil)
+            }
+            await expectKeyboundError(.invalidated) {
+                try await fixture.verifier.verify(.devicePasscode, prompt: prompt)
+            }
+            // A new key is made under the new storage key and works.
+            _ = try await fixture.vault.createKey("dpop", policy: .noVerification)
+            _ = try await fixture.vault.sign(Data("m".utf8), with: "dpop", verification: nil)
+        }
+
+        @Test func anOwnerPasswordItWasNotGivenIsNotSupported() async throws {
+            let fixture = try TPMFixture()
+            defer { fixture.stop() }
+            try fixture.tpm.run("tpm2_changeauth", ["--object-context=owner", "owner-secret"])
+            let refused = await expectKeyboundError(.notSupported) {
+                try await fixture.vault.createKey("dpop", policy: .noVerification)
+            }
+            #expect(refused?.message?.contains("owner hierarchy has an authorization value") == true)
+        }
+
+        /// Through tss2's pcap TCTI, which records every command and response: the PIN (and its
+        /// hash, the authorization value) is proved in a salted session and encrypted when it is
+        /// set or changed, so neither appears on the bus.
+        @Test func thePINNeverCrossesTheBusInTheClear() async throws {
+            let tpm = try SoftwareTPM()
+            let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+                "keybound-tpm-vault-\(UUID().uuidString.prefix(8))")
+            defer {
+                tpm.stop()
+                try? FileManager.default.removeItem(at: directory)
+                unlink(SoftwareTPM.capturePath)
+            }
+            let vault = try TPMKeyVault(
+                directory: directory, connection: try TPMConnection(tcti: "pcap:\(tpm.tcti)"))
+            var captured = Data()
+            // The pcap TCTI starts its file again at each connection: collect after each operation.
+            func collect() {
+                captured += FileManager.default.contents(atPath: SoftwareTPM.capturePath) ?? Data()
+            }
+
+            try await vault.setPIN(pin)
+            collect()
+            let spki = try await vault.createKey("device-key", policy: .devicePasscode)
+            collect()
+            let verifier = TPMPINVerifier(vault: vault) { _ in pin }
+            let verification = try await verifier.verify(try .devicePasscode.reusing(for: 0), prompt: prompt)
+            collect()
+            _ = try await vault.sign(Data("m".utf8), with: "device-key", verification: verification)
+            collect()
+            try await vault.changePIN(from: pin, to: "864200")
+            collect()
+
+            // The capture holds the traffic: the new key's public X coordinate came back in clear.
+            #expect(captured.range(of: Data(spki.suffix(64).prefix(32))) != nil)
+            for secret in [pin, "864200"] {
+                #expect(captured.range(of: Data(secret.utf8)) == nil, "\(secret) crossed the bus")
+                #expect(captured.range(of: try TPMKeyVault.pinAuthValue(secret)) == nil)
+            }
+        }
+
         @Test func aKeyWithoutAPINSignsWithoutAVerification() async throws {
             let fixture = try TPMFixture()
             defer { fixture.stop() }

@@ -23,9 +23,25 @@ public final class SoftwareTPM: Sendable {
     }
 
     /// Whether swtpm runs here: one is started and stopped on first use; or why it does not.
+    /// Before that, the environment tss2 reads is set, once (``capturePath``).
     public static let availability: Result<Void, Unavailable> = Result {
+        _ = environment
         try SoftwareTPM().stop()
     }.mapError { $0 as? Unavailable ?? Unavailable(description: "\($0)") }
+
+    /// Where tss2's `pcap` TCTI (`pcap:swtpm:…`) writes what crosses the bus (`TCTI_PCAP_FILE`):
+    /// one file for the process, so only one test at a time may use that TCTI.
+    public static let capturePath = FileManager.default.temporaryDirectory
+        .appendingPathComponent("keybound-tpm-capture-\(getpid()).pcap").path
+
+    /// Sets what tss2 reads from the environment, once, before any TPM is started: tss2 logs every
+    /// TPM error it passes on (a wrong PIN is a test's point) to standard error unless told not
+    /// to; its pcap TCTI writes to ``capturePath``. (`setenv` races with a concurrent `getenv`:
+    /// doing it once, early, keeps that window small.)
+    private static let environment: Void = {
+        setenv("TSS2_LOG", "all+none", 0)
+        setenv("TCTI_PCAP_FILE", capturePath, 1)
+    }()
 
     /// The command port on 127.0.0.1.
     public let port: UInt16
@@ -49,8 +65,7 @@ public final class SoftwareTPM: Sendable {
                 description: "swtpm or tpm2-tools is not installed (run `make test-deps`, which installs "
                     + "Debian's swtpm and tpm2-tools)")
         }
-        // tss2 logs every TPM error it passes on (a wrong PIN is a test's point) to standard error.
-        setenv("TSS2_LOG", "all+none", 0)
+        _ = Self.environment
         folder = FileManager.default.temporaryDirectory.appendingPathComponent(
             "keybound-tpm-\(UUID().uuidString.prefix(8))")
         stateDirectory = folder.appendingPathComponent("state")
