@@ -140,8 +140,9 @@
 
         // MARK: The device PIN
 
-        /// Whether a device PIN is set (without the TPM).
+        /// Whether a device PIN is set (without the PIN).
         public func isPINSet() async throws -> Bool {
+            await probeIdentityOnce()
             let files = self.files
             return try await device.serially { files.exists(files.pinURL) }
         }
@@ -153,13 +154,11 @@
         ///   ``KeyboundError/invalidInput`` for a PIN outside 4–64 characters; TPM errors.
         public func setPIN(_ pin: String) async throws {
             let authValue = try Self.pinAuthValue(pin)
-            let files = self.files
-            try await device.withConnection { connection in
+            try await withTPM { connection, primary, files in
                 guard !files.exists(files.pinURL) else {
                     throw KeyboundError(
                         .duplicateItem, message: "a PIN is set: changePIN(from:to:) changes it")
                 }
-                let primary = try connection.createStoragePrimary()
                 let session = try connection.startSaltedHMACSession(saltKey: primary)
                 // Encrypts the new authorization value (the first parameter) on its way in.
                 try connection.setParameterEncryption(
@@ -184,12 +183,10 @@
         public func changePIN(from current: String, to new: String) async throws {
             let currentValue = try Self.pinAuthValue(current)
             let newValue = try Self.pinAuthValue(new)
-            let files = self.files
-            try await device.withConnection { connection in
+            try await withTPM { connection, primary, files in
                 let pin = try Self.readPIN(files)
-                let primary = try connection.createStoragePrimary()
                 let session = try connection.startSaltedHMACSession(saltKey: primary)
-                let object = try connection.load(pin.blob, under: primary)
+                let object = try Self.loadPIN(pin, connection, primary)
                 try connection.setAuthValue(currentValue, for: object)
                 try connection.setParameterEncryption(
                     session, commandParameter: true, responseParameter: false)
@@ -209,21 +206,16 @@
         public func removePIN() async throws {
             let files = self.files
             try await device.serially {
-                for url in try files.keyURLs() {
-                    if try files.read(KeyRecord.self, at: url)?.pinObjectName != nil { try files.remove(url) }
-                }
-                try files.remove(files.pinURL)
+                for url in try files.pinAndItsKeys() { try files.remove(url) }
             }
         }
 
         /// Has the TPM check `authValue` against the PIN object (for ``TPMPINVerifier``).
         func checkPIN(authValue: Data) async throws {
-            let files = self.files
-            try await device.withConnection { connection in
+            try await withTPM { connection, primary, files in
                 let pin = try Self.readPIN(files)
-                let primary = try connection.createStoragePrimary()
                 let session = try connection.startSaltedHMACSession(saltKey: primary)
-                let object = try connection.load(pin.blob, under: primary)
+                let object = try Self.loadPIN(pin, connection, primary)
                 try connection.flush(primary)
                 try connection.setAuthValue(authValue, for: object)
                 try connection.policySecret(
@@ -241,10 +233,23 @@
         }
 
         private static func readPIN(_ files: VaultFiles) throws -> PINRecord {
-            guard let pin = try files.read(PINRecord.self, at: files.pinURL) else {
+            let pin: PINRecord?
+            do { pin = try files.read(PINRecord.self, at: files.pinURL) } catch { throw Dead.pin(error) }
+            guard let pin else {
                 throw KeyboundError(.passcodeNotSet, message: "no TPM PIN is set (TPMKeyVault.setPIN)")
             }
             return pin
+        }
+
+        /// Loads the PIN object; one this TPM refuses is dead, with its keys.
+        private static func loadPIN(_ pin: PINRecord, _ connection: ESYSConnection, _ primary: ESYS_TR) throws
+            -> ESYS_TR
+        {
+            do { return try connection.load(pin.blob, under: primary) } catch let error as KeyboundError
+                where error == .invalidated
+            {
+                throw Dead.pin(error)
+            }
         }
 
         // MARK: KeyVault
@@ -256,10 +261,8 @@
         ///   before ``setPIN(_:)``; ``KeyboundError/notSupported`` without a reachable TPM.
         public func createKey(_ name: ItemName, policy: AccessPolicy) async throws -> Data {
             let protection = try Self.protection(for: policy)
-            let files = self.files
-            return try await device.withConnection { connection in
+            return try await withTPM { connection, primary, files in
                 let pin = protection == .pin ? try Self.readPIN(files) : nil
-                let primary = try connection.createStoragePrimary()
                 let template = try TPMTemplates.p256Key(
                     authPolicy: pin.map { TPMTemplates.policySecretDigest(authObjectName: $0.objectName) })
                 let blob = try connection.create(
@@ -274,11 +277,19 @@
             }
         }
 
-        /// The public key (SPKI DER), from the stored blob: needs neither the PIN nor the TPM.
+        /// The public key (SPKI DER), from the stored blob: needs no PIN, and no TPM.
         /// - Throws: ``KeyboundError/itemNotFound``.
         public func publicKey(_ name: ItemName) async throws -> Data {
+            await probeIdentityOnce()
             let files = self.files
-            return try await device.serially { try Self.spki(of: try Self.record(name, files).blob) }
+            return try await device.serially {
+                do { return try Self.spki(of: try Self.record(name, files).blob) } catch Dead.key(
+                    _, let error)
+                {
+                    // A damaged file: reported, left for the next use of the key to move aside.
+                    throw Self.invalidated(error, "\(name)'s file is damaged")
+                }
+            }
         }
 
         /// Signs `message`: ECDSA P-256 over SHA-256(`message`), hashed here and signed by the TPM;
@@ -287,14 +298,17 @@
         /// checks again.
         /// - Throws: ``KeyboundError/itemNotFound``; ``KeyboundError/authenticationFailed`` (no,
         ///   spent or foreign verification, or a PIN the TPM refused); ``KeyboundError/throttled``
-        ///   in lockout; ``KeyboundError/invalidated`` for a key this TPM cannot load.
+        ///   in lockout; ``KeyboundError/invalidated`` for a key this TPM can no longer load (it is
+        ///   moved aside, so the key is gone from then on, as an invalidated Secure Enclave key is).
         public func sign(_ message: Data, with name: ItemName, verification: Verification?) async throws
             -> Data
         {
             let digest = Digest.sha256(message)
-            let use = try await authorizedUse(name, verification)
-            let raw = try await device.withConnection { connection in
-                try use.run(on: connection, secretResponse: false) { key, session, _ in
+            let now = clock.now()
+            let raw = try await withTPM { connection, primary, files in
+                let use = try Self.authorizedUse(name, verification, files, now: now)
+                return try use.run(on: connection, primary: primary, secretResponse: false) {
+                    key, session, _ in
                     try connection.signECDSA(digest: digest, with: key, session: session)
                 }
             }
@@ -318,14 +332,16 @@
         /// same: anyone may encrypt, only a verified user can decrypt.
         /// - Returns: ephemeral public point (65 bytes) || nonce (12) || ciphertext || tag (16).
         public func encrypt(_ plaintext: Data, for name: ItemName) async throws -> Data {
-            let use = try await authorizedUse(name, nil, forEncryption: true)
-            let (shared, ephemeral) = try await device.withConnection { connection in
-                try use.run(on: connection, secretResponse: true, authorize: false) {
+            let now = clock.now()
+            let (shared, ephemeral, recipient) = try await withTPM { connection, primary, files in
+                let use = try Self.authorizedUse(name, nil, files, now: now, needsAuthorization: false)
+                let (shared, ephemeral) = try use.run(on: connection, primary: primary, secretResponse: true)
+                {
                     key, _, encryptSession in
                     try connection.ecdhKeyGen(key, encryptSession: encryptSession)
                 }
+                return (shared, ephemeral, try use.record.blob.eccPublicPoint())
             }
-            let recipient = try use.record.blob.eccPublicPoint()
             return ephemeral
                 + (try Self.seal(plaintext, shared: shared, ephemeral: ephemeral, recipient: recipient))
         }
@@ -345,14 +361,16 @@
             }
             let bytes = [UInt8](ciphertext)
             let ephemeral = Data(bytes[..<pointCount])
-            let use = try await authorizedUse(name, verification)
-            let shared = try await device.withConnection { connection in
-                try use.run(on: connection, secretResponse: true) { key, session, encryptSession in
+            let now = clock.now()
+            let (shared, recipient) = try await withTPM { connection, primary, files in
+                let use = try Self.authorizedUse(name, verification, files, now: now)
+                let shared = try use.run(on: connection, primary: primary, secretResponse: true) {
+                    key, session, encryptSession in
                     try connection.ecdhZGen(
                         key, point: ephemeral, session: session, encryptSession: encryptSession)
                 }
+                return (shared, try use.record.blob.eccPublicPoint())
             }
-            let recipient = try use.record.blob.eccPublicPoint()
             do {
                 let key = try Self.sealingKey(shared: shared, ephemeral: ephemeral, recipient: recipient)
                 return try AES256GCM.open(Data(bytes[pointCount...]), key: key, authenticating: ephemeral)
@@ -368,14 +386,91 @@
             try await device.serially { try files.remove(files.keyURL(name)) }
         }
 
-        /// Whether a key of that name exists (its blob is here). Needs neither the PIN nor the TPM.
+        /// Whether a key of that name exists (its blob is here). Needs no PIN; asks the TPM only
+        /// once in the process, whether it is still the one the vault's keys were made by (when
+        /// it cannot be reached, the blobs on disk answer).
         public func keyExists(_ name: ItemName) async throws -> Bool {
+            await probeIdentityOnce()
             let files = self.files
             return try await device.serially { files.exists(files.keyURL(name)) }
         }
 
         /// SHA-256 by KeyboundCrypto (OpenSSL).
         public func sha256(_ message: Data) -> Data { Digest.sha256(message) }
+
+        // MARK: The TPM the keys belong to
+
+        /// What no longer loads on this TPM: moved aside by ``withTPM(_:)``, then reported.
+        private enum Dead: Error {
+            /// One key: its blob does not load, it is damaged, or the PIN object it names is gone.
+            case key(ItemName, any Error)
+            /// The PIN object (damaged, or refused by the TPM): it goes with the keys bound to it.
+            case pin(any Error)
+        }
+
+        /// Runs `body` on the TPM once the storage primary key is made and the TPM is known to be
+        /// the one this vault's objects were made by (recorded the first time).
+        ///
+        /// When it is not (the TPM was cleared, or the directory came from another machine), every
+        /// key and the PIN are moved aside and the call fails with ``KeyboundError/invalidated``:
+        /// from then on they are gone, as Secure Enclave keys are after an erase, and the flows
+        /// offer to enroll again. One key or the PIN object that no longer loads goes alone.
+        private func withTPM<Value: Sendable>(
+            _ body: @escaping @Sendable (ESYSConnection, ESYS_TR, VaultFiles) throws -> Value
+        ) async throws -> Value {
+            let files = self.files
+            let now = clock.now()
+            let probe = identityProbe
+            return try await device.withConnection { connection in
+                let primary = try connection.createStoragePrimary()
+                try Self.checkIdentity(primary.publicPoint, files, now: now)
+                Self.probed.withLock { _ = $0.insert(probe) }
+                do {
+                    return try body(connection, primary.handle, files)
+                } catch Dead.key(let name, let error) {
+                    let folder = try files.moveAside([files.keyURL(name)], now: now)
+                    throw Self.invalidated(error, "\(name) was moved to \(folder)")
+                } catch Dead.pin(let error) {
+                    let folder = try files.moveAside(try files.pinAndItsKeys(), now: now)
+                    throw Self.invalidated(error, "the PIN and its keys were moved to \(folder)")
+                }
+            }
+        }
+
+        /// Moves everything aside when the TPM is not the one that made it.
+        private static func checkIdentity(_ storageKey: Data, _ files: VaultFiles, now: Date) throws {
+            let current = TPMIdentity(format: TPMIdentity.currentFormat, storageKey: storageKey)
+            // A damaged record is no evidence either way: the next load of each blob decides.
+            guard let recorded = (try? files.read(TPMIdentity.self, at: files.identityURL)) ?? nil else {
+                return try files.write(current, to: files.identityURL)
+            }
+            guard recorded.storageKey != storageKey else { return }
+            let folder = try files.moveAside(try files.everything(), now: now)
+            try files.write(current, to: files.identityURL)
+            throw KeyboundError(
+                .invalidated,
+                message: "this vault's keys and PIN were made by another TPM, or by this one before it was "
+                    + "cleared; they were moved to \(folder)")
+        }
+
+        /// `(TCTI, directory)` pairs whose TPM was checked in this process. A TPM is cleared through
+        /// its firmware, with a reboot, so once per process is enough; a load that fails later
+        /// (TPM2_Clear at run time) still finds it.
+        private static let probed = Mutex<Set<String>>([])
+        private var identityProbe: String { connection.tcti + "\u{0}" + directory.standardizedFileURL.path }
+
+        /// Checks the TPM's identity once in the process, for the calls that need no TPM; an
+        /// unreachable TPM leaves the answer to the files, and is tried again next time.
+        private func probeIdentityOnce() async {
+            guard !Self.probed.withLock({ $0.contains(identityProbe) }) else { return }
+            _ = try? await withTPM { _, _, _ in () }
+        }
+
+        private static func invalidated(_ error: any Error, _ note: String) -> KeyboundError {
+            let error = error as? KeyboundError ?? KeyboundError(.invalidated, message: "\(error)")
+            return KeyboundError(
+                .invalidated, native: error.native, message: (error.message.map { $0 + "; " } ?? "") + note)
+        }
 
         // MARK: Using a key
 
@@ -388,77 +483,81 @@
 
             /// Loads the key (and the PIN object), proves the PIN in a policy session when the key
             /// needs it, and runs `body` with the key, the session that authorizes it (the policy
-            /// session, or the password session for a key without a PIN), and a salted session
-            /// that encrypts the first response parameter when `secretResponse` (else none).
+            /// session, or the password session for a key without a PIN; none when `pin` is nil and
+            /// no authorization was asked for), and a salted session that encrypts the first
+            /// response parameter when `secretResponse` (else none). Flushes the primary key.
             func run<Value>(
-                on connection: ESYSConnection, secretResponse: Bool, authorize: Bool = true,
+                on connection: ESYSConnection, primary: ESYS_TR, secretResponse: Bool,
                 _ body: (ESYS_TR, ESYS_TR, ESYS_TR) throws -> Value
             ) throws -> Value {
-                let primary = try connection.createStoragePrimary()
-                let needsSalt = secretResponse || (authorize && pin != nil)
                 let salted =
-                    needsSalt
+                    secretResponse || pin != nil
                     ? try connection.startSaltedHMACSession(saltKey: primary) : ESYS_TR(ESYS_TR_NONE)
                 var session = ESYS_TR(ESYS_TR_PASSWORD)
-                if authorize, let pin, let authValue {
-                    let pinObject = try connection.load(pin.blob, under: primary)
+                if let pin, let authValue {
+                    let pinObject = try TPMKeyVault.loadPIN(pin, connection, primary)
                     try connection.setAuthValue(authValue, for: pinObject)
                     session = try connection.startPolicySession()
                     try connection.policySecret(pinObject, policySession: session, authSession: salted)
                     try connection.flush(pinObject)
                 }
-                let key = try connection.load(record.blob, under: primary)
-                try connection.flush(primary)
-                if secretResponse {
-                    try connection.setParameterEncryption(
-                        salted, commandParameter: false, responseParameter: true)
+                do {
+                    let key = try connection.load(record.blob, under: primary)
+                    try connection.flush(primary)
+                    if secretResponse {
+                        try connection.setParameterEncryption(
+                            salted, commandParameter: false, responseParameter: true)
+                    }
+                    return try body(key, session, salted)
+                } catch let error as KeyboundError where error == .invalidated {
+                    throw Dead.key(record.name, error)
                 }
-                return try body(key, authorize ? session : ESYS_TR(ESYS_TR_NONE), salted)
             }
         }
 
-        /// The key's record and, when its TPM policy needs the PIN, the PIN object and the PIN the
-        /// verification carries — spending a single-use verification.
+        /// The key's record and, when its TPM policy needs the PIN (and `needsAuthorization`), the
+        /// PIN object and the PIN the verification carries — spending a single-use verification.
         ///
         /// Whether the PIN is needed is read from the blob's own public area (a non-empty
         /// `authPolicy`), which the TPM enforces, not from the record's policy, which anyone who
         /// can write the file could change.
-        private func authorizedUse(
-            _ name: ItemName, _ verification: Verification?, forEncryption: Bool = false
-        )
-            async throws -> AuthorizedUse
-        {
-            let files = self.files
-            let now = clock.now()
-            return try await device.serially {
-                let record = try Self.record(name, files)
-                let needsPIN = try record.blob.publicArea().publicArea.authPolicy.size > 0
-                guard needsPIN, !forEncryption else {
-                    return AuthorizedUse(record: record, pin: nil, authValue: nil)
-                }
-                guard let proof = verification?.context as? TPMPINProof else {
-                    throw KeyboundError(
-                        .authenticationFailed,
-                        message: "\(name) needs the TPM PIN: pass the Verification from TPMPINVerifier")
-                }
-                guard proof.spend(now: now) else {
-                    throw KeyboundError(
-                        .authenticationFailed,
-                        message: "the verification was already used or its reuse window is over")
-                }
-                guard let pin = try files.read(PINRecord.self, at: files.pinURL),
-                    pin.objectName == record.pinObjectName
-                else {
-                    throw KeyboundError(.invalidated, message: "the PIN \(name) was bound to was removed")
-                }
-                return AuthorizedUse(record: record, pin: pin, authValue: proof.authValue)
+        private static func authorizedUse(
+            _ name: ItemName, _ verification: Verification?, _ files: VaultFiles, now: Date,
+            needsAuthorization: Bool = true
+        ) throws -> AuthorizedUse {
+            let record = try Self.record(name, files)
+            let needsPIN: Bool
+            do { needsPIN = try record.blob.publicArea().publicArea.authPolicy.size > 0 } catch {
+                throw Dead.key(name, error)
             }
+            guard needsPIN, needsAuthorization else {
+                return AuthorizedUse(record: record, pin: nil, authValue: nil)
+            }
+            guard let proof = verification?.context as? TPMPINProof else {
+                throw KeyboundError(
+                    .authenticationFailed,
+                    message: "\(name) needs the TPM PIN: pass the Verification from TPMPINVerifier")
+            }
+            guard proof.spend(now: now) else {
+                throw KeyboundError(
+                    .authenticationFailed,
+                    message: "the verification was already used or its reuse window is over")
+            }
+            let pin: PINRecord?
+            do { pin = try files.read(PINRecord.self, at: files.pinURL) } catch { throw Dead.pin(error) }
+            guard let pin, pin.objectName == record.pinObjectName else {
+                throw Dead.key(
+                    name, KeyboundError(.invalidated, message: "the PIN \(name) was bound to is gone"))
+            }
+            return AuthorizedUse(record: record, pin: pin, authValue: proof.authValue)
         }
 
         private static func record(_ name: ItemName, _ files: VaultFiles) throws -> KeyRecord {
-            guard let record = try files.read(KeyRecord.self, at: files.keyURL(name)) else {
-                throw KeyboundError(.itemNotFound, message: "no TPM key \(name)")
+            let record: KeyRecord?
+            do { record = try files.read(KeyRecord.self, at: files.keyURL(name)) } catch {
+                throw Dead.key(name, error)
             }
+            guard let record else { throw KeyboundError(.itemNotFound, message: "no TPM key \(name)") }
             return record
         }
 

@@ -87,5 +87,41 @@
             #expect(unlocked.sessionID == me.sessionID)
             #expect(try fixture.tpm.transientHandles() == [])
         }
+
+        @Test func afterTheTPMIsClearedTheUserEnrollsAgain() async throws {
+            let (server, baseURL, directory) = try startServer()
+            let session = URLSession(configuration: .ephemeral)
+            defer {
+                session.finishTasksAndInvalidate()
+                server.stop(gracePeriod: 0)
+                try? FileManager.default.removeItem(at: directory)
+            }
+            let fixture = try TPMFixture()
+            defer { fixture.stop() }
+            try await fixture.vault.setPIN(pin)
+            let keychain = try EmulatedDevice(biometry: .none, passcode: "123456", enrolledIdentities: 0)
+            let device = DeviceBackends(store: keychain, vault: fixture.vault, verifier: fixture.verifier)
+            _ = try await KeyboundClient(baseURL: baseURL, urlSession: session)
+                .createAccount(username: "ada", password: Self.password)
+            let first = try app(baseURL, device, session)
+            try await first.loginWithPassword(username: "ada", password: Self.password)
+            try await first.enable()
+
+            // A new owner seed: the device key (and the PIN object) no longer load.
+            try fixture.tpm.run("tpm2_clear", [])
+            let relaunched = try app(baseURL, device, session)
+            await expectKeyboundError(.invalidated, recovery: .reenroll) { try await relaunched.unlock() }
+
+            // The dead key and PIN are gone, as on a phone after an erase …
+            #expect(try await relaunched.state() == .invalidated)
+            #expect(!(try await fixture.vault.isPINSet()))
+            // … and the recovery is what it says: a password login, a new PIN, enable again.
+            try await fixture.vault.setPIN(pin)
+            try await relaunched.loginWithPassword(username: "ada", password: Self.password)
+            try await relaunched.enable()
+            let again = try app(baseURL, device, session)
+            _ = try await again.unlock()
+            #expect(try await again.client.me().authMethod == .device)
+        }
     }
 #endif

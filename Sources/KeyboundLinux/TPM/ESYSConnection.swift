@@ -60,20 +60,25 @@
         /// The storage primary key under the owner hierarchy, from the TCG's ECC P-256 SRK
         /// template: the same key every time on this TPM (it derives from the owner seed), a
         /// different one on any other TPM, or after the TPM is cleared.
-        func createStoragePrimary() throws -> ESYS_TR {
+        /// - Returns: its handle, and its public point (`04 || X || Y`), which tells this TPM's
+        ///   owner seed from any other.
+        func createStoragePrimary() throws -> (handle: ESYS_TR, publicPoint: Data) {
             var sensitive = TPM2B_SENSITIVE_CREATE()
             var template = TPMTemplates.storagePrimary()
             var outsideInfo = TPM2B_DATA()
             var creationPCR = TPML_PCR_SELECTION()
             var handle = ESYS_TR(ESYS_TR_NONE)
+            var outPublic: UnsafeMutablePointer<TPM2B_PUBLIC>?
             try check(
                 Esys_CreatePrimary(
                     context, ESYS_TR(ESYS_TR_RH_OWNER), ESYS_TR(ESYS_TR_PASSWORD), ESYS_TR(ESYS_TR_NONE),
-                    ESYS_TR(ESYS_TR_NONE), &sensitive, &template, &outsideInfo, &creationPCR, &handle, nil,
-                    nil, nil, nil),
+                    ESYS_TR(ESYS_TR_NONE), &sensitive, &template, &outsideInfo, &creationPCR, &handle,
+                    &outPublic, nil, nil, nil),
                 .createPrimary)
             transients.append(handle)
-            return handle
+            defer { Esys_Free(outPublic) }
+            guard let outPublic else { throw TPMResponse.missingOutput("TPM2_CreatePrimary") }
+            return (handle, try TPMBytes.x963(outPublic.pointee.publicArea.unique.ecc))
         }
 
         /// Creates an object under `parent` (which needs no authorization value) and returns its

@@ -25,8 +25,19 @@
         let objectName: Data
     }
 
-    /// The vault's directory: one owner-only JSON file per key (`key-NAME.json`) and one for the
-    /// PIN (`pin.json`), each written to a new file and renamed into place.
+    /// Which TPM the vault's objects were made by: the public point of its storage primary key,
+    /// which derives from the TPM's owner seed (another TPM, or this one after TPM2_Clear, has
+    /// another).
+    struct TPMIdentity: Codable, Sendable {
+        static let currentFormat = 1
+        let format: Int
+        let storageKey: Data
+    }
+
+    /// The vault's directory: one owner-only JSON file per key (`key-NAME.json`), one for the
+    /// PIN (`pin.json`) and one naming the TPM (`tpm.json`), each written to a new file and
+    /// renamed into place. What a TPM can no longer load is moved aside into `stale-…/`, not
+    /// deleted: a vault pointed at the wrong TPM by mistake gets its keys back by moving them home.
     ///
     /// The blobs are no secret (the TPM encrypted their private parts under its storage key, and a
     /// PIN-bound key's TPM policy demands the PIN), but whoever can write here can delete keys or
@@ -48,6 +59,34 @@
 
         func keyURL(_ name: ItemName) -> URL { directory.appendingPathComponent("key-\(name.rawValue).json") }
         var pinURL: URL { directory.appendingPathComponent("pin.json") }
+        var identityURL: URL { directory.appendingPathComponent("tpm.json") }
+
+        /// Moves `urls` (those that exist) into a new `stale-DATE-RANDOM/` folder of the directory.
+        /// - Returns: the folder's name, for messages.
+        @discardableResult
+        func moveAside(_ urls: [URL], now: Date) throws -> String {
+            let stamp = ISO8601DateFormatter().string(from: now).replacingOccurrences(of: ":", with: "")
+            let name = "stale-\(stamp)-\(UUID().uuidString.prefix(8))"
+            let folder = directory.appendingPathComponent(name)
+            guard mkdir(folder.path, 0o700) == 0 else { throw failure("create", folder) }
+            for url in urls where exists(url) {
+                guard rename(url.path, folder.appendingPathComponent(url.lastPathComponent).path) == 0 else {
+                    throw failure("move aside", url)
+                }
+            }
+            syncDirectory()
+            return name
+        }
+
+        /// Everything the TPM made: every key, the PIN object, the TPM's identity.
+        func everything() throws -> [URL] { try keyURLs() + [pinURL, identityURL] }
+
+        /// The PIN object and every key bound to it.
+        func pinAndItsKeys() throws -> [URL] {
+            try keyURLs().filter { ((try? read(KeyRecord.self, at: $0)) ?? nil)?.pinObjectName != nil } + [
+                pinURL
+            ]
+        }
 
         /// Every key's record.
         func keyURLs() throws -> [URL] {
