@@ -26,8 +26,13 @@
     /// changed without touching them (``changePIN(from:to:)``), and removing it destroys them
     /// (``removePIN()``), as removing a passcode destroys `whenPasscodeSetThisDeviceOnly` items.
     /// The PIN is proved in a session salted with the TPM's storage key, so it never crosses the
-    /// bus to the TPM in the clear; neither do the ECDH secrets of ``encrypt(_:for:)`` and
-    /// ``decrypt(_:with:verification:)``.
+    /// bus to the TPM in the clear; the ECDH secrets of ``encrypt(_:for:)`` and
+    /// ``decrypt(_:with:verification:)`` come back encrypted in such a session too.
+    ///
+    /// **Keys a TPM can no longer load** (it was cleared, or the directory came from another
+    /// machine) are moved aside into `stale-…/` in the directory and reported
+    /// ``KeyboundError/invalidated``: from then on they do not exist, as an invalidated Secure
+    /// Enclave key does not, so ``ProtectedKeys`` and the flows offer to enroll again.
     ///
     /// **What the TPM enforces** (docs/linux.md has the table): the private key never leaves it
     /// unencrypted and its blob loads nowhere else; a PIN-bound key is refused without the right
@@ -51,7 +56,7 @@
         private var device: TPMDevice { TPMDevice.shared(connection) }
 
         /// A vault over `directory` (created, owner-only, if missing) on the TPM `connection`
-        /// reaches. Nothing talks to the TPM until a key is made or used.
+        /// reaches. Nothing talks to the TPM until the vault is first used.
         /// - Parameters:
         ///   - directory: the vault's own directory, e.g. under `~/.local/share/APP`.
         ///   - connection: the TPM (default: the kernel's resource manager, `/dev/tpmrm0`).
