@@ -45,6 +45,7 @@
         let directory: URL
         let time: ManualClock
         private let typed: Mutex<[String]>
+        private let copies = Mutex<[URL]>([])
 
         init(tpm: SoftwareTPM? = nil, typed: [String] = [pin]) throws {
             let tpm = try tpm ?? SoftwareTPM()
@@ -74,13 +75,16 @@
             let copy = FileManager.default.temporaryDirectory.appendingPathComponent(
                 "keybound-tpm-vault-\(UUID().uuidString.prefix(8))")
             try FileManager.default.copyItem(at: directory, to: copy)
+            copies.withLock { $0.append(copy) }
             return try TPMKeyVault(
                 directory: copy, connection: try TPMConnection(tcti: tpm.tcti), clock: time.clock)
         }
 
         func stop() {
             tpm.stop()
-            try? FileManager.default.removeItem(at: directory)
+            for folder in [directory] + copies.withLock({ $0 }) {
+                try? FileManager.default.removeItem(at: folder)
+            }
         }
     }
 #endif

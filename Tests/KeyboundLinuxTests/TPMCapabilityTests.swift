@@ -33,6 +33,7 @@
         ])
         func biometricPoliciesAreRefusedNotWeakened(_ policy: AccessPolicy) async throws {
             let vault = try unreachableVault()
+            defer { try? FileManager.default.removeItem(at: vault.directory) }
             let error = await expectKeyboundError(.notSupported, recovery: KeyboundError.Recovery.none) {
                 try await vault.createKey("device-key", policy: policy)
             }
@@ -41,6 +42,7 @@
 
         @Test func whatTheTPMCannotSeeIsRefused() async throws {
             let vault = try unreachableVault()
+            defer { try? FileManager.default.removeItem(at: vault.directory) }
             // The screen lock: a key without a PIN that should only sign while unlocked …
             for accessibility in [
                 AccessPolicy.Accessibility.whenUnlockedThisDeviceOnly, .whenPasscodeSetThisDeviceOnly,
@@ -64,6 +66,7 @@
 
         @Test func noTPMIsNotSupported() async throws {
             let vault = try unreachableVault()
+            defer { try? FileManager.default.removeItem(at: vault.directory) }
             let missing = await expectKeyboundError(.notSupported) {
                 try await vault.createKey("dpop", policy: .noVerification)
             }
@@ -81,7 +84,6 @@
             // What needs no TPM still answers.
             #expect(!(try await vault.keyExists("dpop")))
             await expectKeyboundError(.itemNotFound) { try await vault.publicKey("dpop") }
-            try FileManager.default.removeItem(at: vault.directory)
         }
 
         @Test func theTCTIIsValidated() throws {
