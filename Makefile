@@ -2,13 +2,22 @@
 # Both install the system libraries they need first (apt-get on Debian, brew on macOS).
 
 SWIFT      ?= swift
+UNAME      := $(shell uname -s)
 PKG_CONFIG_LIBS := libcrypto libsodium sqlite3 libmicrohttpd libpq
-APT_PKGS   := pkg-config libssl-dev libsodium-dev libsqlite3-dev libmicrohttpd-dev libpq-dev
+APT_PKGS   := pkg-config libssl-dev libsodium-dev libsqlite3-dev libmicrohttpd-dev libpq-dev libtss2-dev
 BREW_PKGS  := pkg-config openssl@3 libsodium sqlite libmicrohttpd libpq
+# The TPM 2.0 software stack (tss2-esys, with every TCTI) that KeyboundLinux builds on: Linux only.
+# On Apple platforms KeyboundLinux compiles to nothing and needs no C library, so there is no brew
+# package to ask for.
+ifneq ($(UNAME),Darwin)
+PKG_CONFIG_LIBS += tss2-esys
+endif
 # The PostgreSQL server the tests and the bench start throwaway clusters of (initdb, pg_ctl).
 APT_PG     := postgresql
 BREW_PG    := postgresql@15
-UNAME      := $(shell uname -s)
+# The software TPM the KeyboundLinux tests start (swtpm) and the tools they configure its
+# dictionary-attack lockout and count its loaded handles with (tpm2-tools). Linux only.
+APT_TPM    := swtpm tpm2-tools
 DOCC       ?= $(if $(filter Darwin,$(UNAME)),xcrun docc,docc)
 DOCS_BUILD := .build/docs-build
 SUDO       := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
@@ -55,7 +64,8 @@ build: deps
 	KEYBOUND_FUZZ=1 $(SWIFT) build --target keybound-fuzz -Xswiftc -warnings-as-errors
 
 ## test-deps: headless Chromium for the sign-in page's real-browser test, strace for the state-file
-## crash tests (without them those tests are skipped, and say so)
+## crash tests, swtpm and tpm2-tools for the TPM tests (without them those tests are skipped, and
+## say so)
 test-deps:
 	@if [ "$(UNAME)" != Darwin ] && ! command -v chromium >/dev/null 2>&1; then \
 	  echo "make: installing chromium for the real-browser test"; \
@@ -69,6 +79,13 @@ test-deps:
 	  ( $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
 	    $(SUDO) apt-get install -y -qq --no-install-recommends strace util-linux ) \
 	  || echo "make: strace could not be installed; the state-file crash tests will be skipped"; \
+	fi
+	@# A throwaway software TPM per test (KeyboundLinuxTests): swtpm, and tpm2-tools to set it up.
+	@if [ "$(UNAME)" != Darwin ] && { ! command -v swtpm >/dev/null 2>&1 || ! command -v tpm2_getcap >/dev/null 2>&1; }; then \
+	  echo "make: installing $(APT_TPM) for the TPM tests"; \
+	  ( $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+	    $(SUDO) apt-get install -y -qq --no-install-recommends $(APT_TPM) ) \
+	  || echo "make: swtpm could not be installed; the TPM tests will be skipped"; \
 	fi
 
 ## api-test-deps: python3 with venv, for schemathesis and the OIDC client libraries (scripts/fuzz-api.sh

@@ -11,6 +11,8 @@ let package = Package(
         .library(name: "Keybound", targets: ["Keybound"]),
         .library(name: "KeyboundApple", targets: ["KeyboundApple"]),
         .library(name: "KeyboundEmulator", targets: ["KeyboundEmulator"]),
+        // Real backends on Linux: TPM 2.0 keys (docs/linux.md). Empty on Apple platforms.
+        .library(name: "KeyboundLinux", targets: ["KeyboundLinux"]),
         .library(name: "KeyboundServer", targets: ["KeyboundServer"]),
         // For a team's Swift services: verify Keybound's access tokens and approval receipts offline
         // (docs/oauth.md, docs/approvals.md).
@@ -34,6 +36,9 @@ let package = Package(
             providers: [.apt(["libmicrohttpd-dev"]), .brew(["libmicrohttpd"])]),
         .systemLibrary(
             name: "CLibPQ", pkgConfig: "libpq", providers: [.apt(["libpq-dev"]), .brew(["libpq"])]),
+        // The TPM 2.0 software stack (tpm2-tss): ESAPI, the TCTI loader, marshalling, response-code
+        // text. Linux only: KeyboundLinux depends on it there and nowhere else.
+        .systemLibrary(name: "CTSS2", pkgConfig: "tss2-esys", providers: [.apt(["libtss2-dev"])]),
 
         // Requests, responses, problem details and signing payloads shared by server and SDK, and
         // the formats both sides read without a crypto library (DER signatures, JOSE, SHA-256).
@@ -47,6 +52,14 @@ let package = Package(
         .target(name: "Keybound", dependencies: ["KeyboundWire"]),
         // Keychain, LocalAuthentication and Secure Enclave backends (files gated by canImport).
         .target(name: "KeyboundApple", dependencies: ["Keybound"]),
+        // Linux backends over real components: TPMKeyVault (tss2-esys). Every file is gated by
+        // `#if os(Linux)`, so on Apple platforms the module is empty and needs no C library.
+        .target(
+            name: "KeyboundLinux",
+            dependencies: [
+                "Keybound", .target(name: "KeyboundCrypto", condition: linuxOnly),
+                .target(name: "CTSS2", condition: linuxOnly),
+            ]),
         // The emulated Apple device: sensor, passcode, keychain semantics, secure element, and its
         // passkeys and App Attest, whose attestation objects KeyboundWebAuthn's encoder writes.
         .target(name: "KeyboundEmulator", dependencies: ["Keybound", "KeyboundCrypto", "KeyboundWebAuthn"]),
@@ -111,6 +124,14 @@ let package = Package(
             dependencies: [
                 "KeyboundServer", "KeyboundWire", "KeyboundCrypto", "KeyboundWebAuthn", "KeyboundTestSupport",
                 "keybound",
+            ]),
+        // TPMKeyVault against real swtpm instances the tests start (skipped, with one warning,
+        // where swtpm or tpm2-tools is missing), and a device bound with a TPM key logging in.
+        .testTarget(
+            name: "KeyboundLinuxTests",
+            dependencies: [
+                "KeyboundLinux", "Keybound", "KeyboundCrypto", "KeyboundWire", "KeyboundServer",
+                "KeyboundEmulator", "KeyboundTestSupport",
             ]),
         // What several test targets share, kept out of the products' API: the `keybound` binary
         // SwiftPM built beside the test bundle, child processes, a manual clock for SDK and

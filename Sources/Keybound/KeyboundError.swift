@@ -94,6 +94,10 @@ public struct KeyboundError: Error, Sendable, Hashable, CustomStringConvertible 
         case osStatus(Int32)
         /// An HTTP status from the Keybound server.
         case httpStatus(Int)
+        /// A TPM 2.0 software stack response code (`TSS2_RC`): the TPM's own in the low 16 bits
+        /// (e.g. `0x921`, `TPM_RC_LOCKOUT`), a software layer's number above them (`0xA000A`: the
+        /// TCTI could not reach the TPM). Reported by `KeyboundLinux`.
+        case tss2(UInt32)
 
         /// The bare number.
         public var value: Int {
@@ -101,15 +105,18 @@ public struct KeyboundError: Error, Sendable, Hashable, CustomStringConvertible 
             case .laError(let code): code
             case .osStatus(let status): Int(status)
             case .httpStatus(let status): status
+            case .tss2(let code): Int(code)
             }
         }
 
-        /// The kind and the number, e.g. `LAError(-8)`, `OSStatus(-25300)`, `HTTP 429`.
+        /// The kind and the number, e.g. `LAError(-8)`, `OSStatus(-25300)`, `HTTP 429`,
+        /// `TSS2_RC(0x921)`.
         public var description: String {
             switch self {
             case .laError(let code): "LAError(\(code))"
             case .osStatus(let status): "OSStatus(\(status))"
             case .httpStatus(let status): "HTTP \(status)"
+            case .tss2(let code): "TSS2_RC(0x\(String(code, radix: 16, uppercase: true)))"
             }
         }
     }

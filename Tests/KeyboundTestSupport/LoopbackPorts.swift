@@ -39,6 +39,25 @@ package enum LoopbackPorts {
         throw Exhausted(description: "cannot find a free port in \(candidates)")
     }
 
+    /// Two consecutive ports, `port` and `port + 1`, as ``claim()`` chooses one: for a server that
+    /// listens on both (swtpm's command and control channels, which its TCTI finds at `port + 1`).
+    /// Release both when done.
+    package static func claimPair() throws -> UInt16 {
+        let candidates = UInt16(10_000)..<(ephemeralPortsStart() - 1)
+        for _ in 0..<100 {
+            guard let port = candidates.randomElement() else { break }
+            let claimed = takenPorts.withLock { taken in
+                guard !taken.contains(port), !taken.contains(port + 1) else { return false }
+                taken.formUnion([port, port + 1])
+                return true
+            }
+            guard claimed else { continue }
+            if canListen(on: port), canListen(on: port + 1) { return port }
+            takenPorts.withLock { $0.subtract([port, port + 1]) }
+        }
+        throw Exhausted(description: "cannot find two free consecutive ports in \(candidates)")
+    }
+
     /// The first port of the kernel's ephemeral range (Linux's setting; otherwise 32768, below
     /// both Linux's and macOS's defaults).
     private static func ephemeralPortsStart() -> UInt16 {
