@@ -138,11 +138,17 @@ final class Application: Sendable {
                 return (route.pattern, error.response)
             } catch {
                 if let storage = error as? DatabaseError, let problem = APIError(storage: storage) {
-                    if case .unavailable(let reason) = storage {
+                    switch storage {
+                    case .unavailable(let reason):
                         // The database is unreachable (PostgreSQL stopped, restarting, or cut
                         // off); the storage reconnects by itself once it is back.
                         logger.log(
                             .warning, "database unavailable", [("route", route.pattern), ("error", reason)])
+                    case .busy(let reason):
+                        // Too slow or too contended (a commit that waits for a lost standby
+                        // holds the group lock): the client was told to retry.
+                        logger.log(.warning, "database busy", [("route", route.pattern), ("error", reason)])
+                    default: break
                     }
                     return (route.pattern, problem.response(oauth: route.speaksOAuth))
                 }

@@ -219,6 +219,16 @@ class Run:
                 lines.append(f"log of {instance.name}: {count} × {text}")
         return lines
 
+    def refusals_logged(self, start: float) -> list[str]:
+        """The servers' log lines since `start` (monotonic) that say why a request got 503."""
+        offset = time.time() - time.monotonic()
+        since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(start + offset - 1))
+        lines = []
+        for instance in self.instances:
+            lines += instance.log_lines(lambda e: e.get("msg") in ("database busy", "database unavailable")
+                                        and bool(e.get("error")) and since <= e.get("time", ""), limit=100000)
+        return lines
+
     def hangs(self, start: float, end: float) -> list[str]:
         """Write attempts in [start, end] that took longer than the write deadline."""
         slow = [(write, a) for write, a in self.attempts_between(start, end) if a.seconds > self.write_deadline]
@@ -550,6 +560,12 @@ class Run:
                                 f"{self.write_deadline:g} s): {attempt.body[:300]}")
             elif not attempt.retry_after:
                 problems.append(f"{write.kind}: 503 without Retry-After")
+        refused = sum(1 for write in writes if write.final.status == 503)
+        reasons = self.refusals_logged(lost_at)
+        detail(f"logged with a reason: {len(reasons)} lines for {refused} refused writes"
+               + (f", e.g. {json.loads(reasons[0]).get('error', '')[:160]}" if reasons else ""))
+        if len(reasons) < refused:
+            problems.append(f"{refused} writes got 503 but the servers logged {len(reasons)} reasons")
         # The writes' commits went unanswered: A's health check must say it cannot commit now.
         status, body = self.instances[0].get("/healthz", timeout=self.write_deadline + 5)
         detail(f"GET /healthz on A meanwhile: {status} {body[:120]}")

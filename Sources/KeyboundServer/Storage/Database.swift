@@ -91,8 +91,10 @@ package struct SQLRow: Sendable {
 package enum DatabaseError: Error, CustomStringConvertible {
     /// The engine reported an error (code and message; never contains bound values).
     case engine(code: Int32, message: String)
-    /// The database stayed locked longer than the busy timeout.
-    case busy
+    /// The database was too slow or too contended: it stayed locked longer than the busy
+    /// timeout, no connection or writer came free in time, a statement or lock wait timed out,
+    /// or the retries of a serialization failure ran out (why, for the log): 503.
+    case busy(String)
     /// A column did not hold the expected type.
     case unexpectedType(column: Int)
     /// The configured URL names no supported engine, or is malformed (the reason, which never
@@ -107,7 +109,7 @@ package enum DatabaseError: Error, CustomStringConvertible {
     package var description: String {
         switch self {
         case .engine(let code, let message): "database error \(code): \(message)"
-        case .busy: "database busy"
+        case .busy(let reason): "database busy: \(reason)"
         case .unexpectedType(let column): "unexpected column type at \(column)"
         case .unsupportedURL(let reason): "bad database URL: \(reason)"
         case .schemaTooNew(let version): "database schema version \(version) is newer than this server"

@@ -171,7 +171,9 @@ package final class PostgresDatabase: Database {
     // MARK: Pool
 
     private func checkout() throws -> PostgresConnection {
-        guard slots.wait(timeout: .now() + limits.poolWait) == .success else { throw DatabaseError.busy }
+        guard slots.wait(timeout: .now() + limits.poolWait) == .success else {
+            throw DatabaseError.busy("no pooled connection came free within \(Int(limits.poolWait)) s")
+        }
         if let connection = idle.withLock({ $0.popLast() }) { return connection }
         do {
             return try endpoint.connect()

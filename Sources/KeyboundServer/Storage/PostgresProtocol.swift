@@ -38,7 +38,7 @@ struct PostgresFailure: Error, CustomStringConvertible {
             return .unavailable(description)
         // Retries used up; statement_timeout; lock_timeout.
         case "40001", "40P01", "57014", "55P03":
-            return .busy
+            return .busy(description)
         default:
             return .engine(code: 0, message: description)
         }

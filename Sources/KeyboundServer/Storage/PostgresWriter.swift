@@ -194,7 +194,8 @@ final class PostgresWriter: @unchecked Sendable {
         var members: [WriteRequest<PostgresConnection>] = []
         for request in group {
             if now > request.queuedAt + patience {
-                request.complete(DatabaseError.busy)
+                request.complete(
+                    DatabaseError.busy("no writer came free within \(Int(endpoint.limits.poolWait)) s"))
             } else {
                 members.append(request)
             }

@@ -60,7 +60,9 @@ final class SQLiteConnection: SQLConnection, @unchecked Sendable {
 
     private func check(_ status: Int32) throws {
         guard status == SQLITE_OK || status == SQLITE_DONE || status == SQLITE_ROW else {
-            if status & 0xFF == SQLITE_BUSY || status & 0xFF == SQLITE_LOCKED { throw DatabaseError.busy }
+            if status & 0xFF == SQLITE_BUSY || status & 0xFF == SQLITE_LOCKED {
+                throw DatabaseError.busy("another connection held the database's lock past the busy timeout")
+            }
             throw DatabaseError.engine(code: status, message: String(cString: sqlite3_errmsg(handle)))
         }
     }
