@@ -102,6 +102,10 @@ CREATE TABLE devices (
 );
 CREATE INDEX devices_by_user ON devices (user_id);
 
+CREATE TABLE group_commit_lock (
+    id BIGINT PRIMARY KEY
+);
+
 CREATE TABLE idempotency_keys (
     id TEXT PRIMARY KEY,
     fingerprint TEXT NOT NULL,

@@ -14,8 +14,8 @@ import Testing
 @Suite("Invalid tokens")
 struct InvalidTokenTests {
     /// The real database, counting the write transactions it is asked for.
-    private final class CountingDatabase: Database {
-        private let base: any Database
+    private final class CountingDatabase: DatabaseWrapper {
+        let base: any Database
         private let count = Locked(0)
         var writes: Int { count.withLock { $0 } }
 

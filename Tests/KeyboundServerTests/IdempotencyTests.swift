@@ -533,7 +533,7 @@ private final class WriteHold: Sendable {
     private let holding = Locked(false)
     private let waiting = Locked(0)
 
-    private struct Held: Database {
+    private struct Held: DatabaseWrapper {
         let base: any Database
         let hold: WriteHold
 

@@ -210,8 +210,8 @@ private func fileMode(_ path: String) throws -> mode_t {
 
 /// A database that lets a test act between two transactions of a request: the action given to
 /// ``beforeNextWrite(_:)`` runs once, just before the next write transaction begins.
-private final class SteppingDatabase: Database {
-    private let base: any Database
+private final class SteppingDatabase: DatabaseWrapper {
+    let base: any Database
     private let action = Locked<(@Sendable () -> Void)?>(nil)
 
     init(_ base: any Database) { self.base = base }

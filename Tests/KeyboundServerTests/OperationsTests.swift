@@ -83,7 +83,7 @@ struct OperationsTests {
 
     /// Runs each write's body in a transaction that is then rolled back, and once more for real:
     /// what ``PostgresDatabase`` does after a serialization failure.
-    private struct RetriedWrites: Database {
+    private struct RetriedWrites: DatabaseWrapper {
         struct RolledBack: Error {}
         let base: any Database
 

@@ -206,7 +206,7 @@ final class WriteCounter: Sendable {
 
     fileprivate func record(_ rows: Int) { counts.withLock { $0.append(rows) } }
 
-    private struct Counted: Database {
+    private struct Counted: DatabaseWrapper {
         let base: any Database
         let counter: WriteCounter
 

@@ -19,6 +19,7 @@ struct PostgresGroupCommitTests {
         let storage = try PostgresDatabase(
             url: PostgresURL(database.url), password: database.password, maximumConnections: 4, limits: limits
         )
+        try storage.createGroupLockTable()
         return (storage, database)
     }
 
@@ -158,6 +159,71 @@ struct PostgresGroupCommitTests {
         #expect(pair == [110, 100])
     }
 
+    @Test func aGroupThatWaitedForTheLockSeesThePreviousGroupAndDoesNotConflictWithIt() throws {
+        let (database, keep) = try storage(writers: 2)
+        defer { withExtendedLifetime(keep) {} }
+        let observer = try PostgresDatabase(
+            url: PostgresURL(keep.url), password: keep.password, maximumConnections: 1)
+        try database.write { connection in
+            try connection.execute("CREATE TABLE pair (id BIGINT PRIMARY KEY, value BIGINT NOT NULL)", [])
+            try connection.execute("INSERT INTO pair (id, value) VALUES (1, 0), (2, 0)", [])
+        }
+        // The first group reads row 2 and writes row 1, then waits, holding the lock.
+        let wrote = DispatchSemaphore(value: 0)
+        let release = DispatchSemaphore(value: 0)
+        let first = DispatchGroup()
+        first.enter()
+        Thread {
+            _ = try? database.write { connection in
+                let seen =
+                    try connection.queryOne("SELECT value FROM pair WHERE id = 2", [])?.integer(0) ?? -1
+                try connection.execute("UPDATE pair SET value = ? WHERE id = 1", [.integer(seen + 1)])
+                wrote.signal()
+                release.wait()
+            }
+            first.leave()
+        }.start()
+        wrote.wait()
+        // The second reads row 1 and writes row 2 (write skew, were they concurrent); it waits
+        // for the lock on the other writer.
+        let runs = Locked(0)
+        let outcome = Locked<Int64?>(nil)
+        let second = DispatchGroup()
+        second.enter()
+        Thread {
+            let value = try? database.write { connection -> Int64 in
+                runs.withLock { $0 += 1 }
+                let seen =
+                    try connection.queryOne("SELECT value FROM pair WHERE id = 1", [])?.integer(0) ?? -1
+                try connection.execute("UPDATE pair SET value = ? WHERE id = 2", [.integer(seen + 10)])
+                return seen
+            }
+            outcome.withLock { $0 = value }
+            second.leave()
+        }.start()
+        // Bounded: until PostgreSQL shows the second group waiting for the lock (10 s at most).
+        var waiting: Int64 = 0
+        for _ in 0..<1000 where waiting == 0 {
+            usleep(10_000)
+            waiting =
+                try observer.read {
+                    try $0.queryOne(
+                        "SELECT COUNT(*) FROM pg_locks WHERE NOT granted AND locktype = 'relation'", [])?
+                        .integer(0)
+                } ?? 0
+        }
+        #expect(waiting == 1)
+        release.signal()
+        first.wait()
+        second.wait()
+        // It ran once, after the first had committed, and saw its write: no serialization failure.
+        #expect(runs.withLock { $0 } == 1)
+        #expect(outcome.withLock { $0 } == 1)
+        let pair = try database.read { try $0.query("SELECT value FROM pair ORDER BY id", []) }
+            .map { try $0.integer(0) }
+        #expect(pair == [1, 11])
+    }
+
     @Test func aGroupKeptFromTheLockEndsInBusyWithinTheTimeoutAndTheNextLands() throws {
         let (database, keep) = try storage(writers: 2, timeout: 2)
         defer { withExtendedLifetime(keep) {} }
@@ -170,7 +236,7 @@ struct PostgresGroupCommitTests {
         let finished = DispatchSemaphore(value: 0)
         Thread {
             _ = try? other.queueWrite { connection in
-                _ = try connection.query("SELECT pg_advisory_xact_lock(\(PostgresWriter.groupLockKey))", [])
+                try connection.execute("LOCK TABLE \(PostgresWriter.lockTable) IN EXCLUSIVE MODE", [])
                 locked.signal()
                 release.wait()
             }
@@ -195,6 +261,7 @@ struct PostgresGroupCommitTests {
         let database = try TestDatabase(.postgres, in: try TemporaryDirectory())
         let storage = try PostgresDatabase(
             url: PostgresURL(database.url), password: database.password, maximumConnections: 1)
+        try storage.createGroupLockTable()
         try storage.write { try $0.execute("CREATE TABLE items (name TEXT PRIMARY KEY)", []) }
         for index in 0..<5 {
             let count = try storage.read { try $0.queryOne("SELECT COUNT(*) FROM items", [])?.integer(0) }
@@ -218,6 +285,7 @@ struct PostgresGroupCommitTests {
         let database = try PostgresDatabase(
             url: PostgresURL(cluster.url(database: name)), password: cluster.password, maximumConnections: 4,
             limits: limits)
+        try database.createGroupLockTable()
         try database.write { try $0.execute("CREATE TABLE items (name TEXT PRIMARY KEY)", []) }
         try database.checkWritable()
         _ = try cluster.sql("ALTER SYSTEM SET synchronous_standby_names = 'gone'")
@@ -249,5 +317,16 @@ struct PostgresGroupCommitTests {
             try database.write { _ in try database.write { _ in } }
         }
         #expect(inner.map { if case .engine = $0 { true } else { false } } == true)
+    }
+}
+
+extension PostgresDatabase {
+    /// The table the writers lock (migration 14), for storage opened on a database without the
+    /// server's migrations.
+    func createGroupLockTable() throws {
+        try migrate {
+            try $0.execute(
+                "CREATE TABLE IF NOT EXISTS \(PostgresWriter.lockTable) (id BIGINT PRIMARY KEY)", [])
+        }
     }
 }

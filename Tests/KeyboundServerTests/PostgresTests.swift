@@ -172,6 +172,7 @@ struct PostgresTests {
         let storage = try PostgresDatabase(
             url: PostgresURL(database.url), password: database.password, maximumConnections: 8, limits: limits
         )
+        try storage.createGroupLockTable()
         return (storage, database)
     }
 

@@ -344,8 +344,8 @@ struct LoginChallengeTests {
 struct NoIdleWorkerTests {
     /// A database whose next write waits, on the thread that runs the request, until released:
     /// a request stuck waiting for its commit.
-    private final class HeldWrites: Database {
-        private let base: any Database
+    private final class HeldWrites: DatabaseWrapper {
+        let base: any Database
         private let holding = Locked(false)
         /// Whether a write is waiting right now.
         let waiting = Locked(false)

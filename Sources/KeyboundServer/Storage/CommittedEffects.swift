@@ -25,7 +25,7 @@ enum AfterCommit {
 /// that never committed (its group commit failed, its body threw) not at all. A write of a
 /// request with an `Idempotency-Key` keeps the request's answer in its transaction
 /// (``IdempotentRequest/write(_:_:)``).
-struct CommittedEffects: Database {
+struct CommittedEffects: DatabaseWrapper {
     let base: any Database
 
     @discardableResult
@@ -44,18 +44,4 @@ struct CommittedEffects: Database {
         for effect in held.withLock({ $0 }) { effect() }
         return result
     }
-
-    func read<T>(_ body: (any SQLConnection) throws -> T) throws -> T { try base.read(body) }
-
-    var readsInProcess: Bool { base.readsInProcess }
-
-    var skipLockedRows: String { base.skipLockedRows }
-
-    @discardableResult
-    func migrate<T>(_ body: (any SQLConnection) throws -> T) throws -> T { try base.migrate(body) }
-
-    @discardableResult
-    func queueWrite<T>(_ body: (any SQLConnection) throws -> T) throws -> T { try base.queueWrite(body) }
-
-    func checkWritable() throws { try base.checkWritable() }
 }

@@ -159,8 +159,8 @@ package protocol Database: Sendable {
     @discardableResult
     func migrate<T>(_ body: (any SQLConnection) throws -> T) throws -> T
     /// Whether a read is served in this process, without waiting for another one (SQLite in WAL
-    /// mode: readers never wait for the writer). Quick reads may then run on an HTTP thread. No
-    /// default: a wrapper must pass on what it wraps.
+    /// mode: readers never wait for the writer). Quick reads may then run on an HTTP thread. A
+    /// wrapper passes on what it wraps (``DatabaseWrapper``).
     var readsInProcess: Bool { get }
     /// What a `SELECT` in a write ends with to lock the rows it returns and pass over those
     /// another transaction holds (`FOR UPDATE SKIP LOCKED` on PostgreSQL), so that N instances
@@ -174,23 +174,28 @@ package protocol Database: Sendable {
     @discardableResult
     func queueWrite<T>(_ body: (any SQLConnection) throws -> T) throws -> T
     /// Answers only when the database takes writes now (`GET /healthz`): a read on SQLite; on
-    /// PostgreSQL a transaction that a standby refuses. A wrapper passes on what it wraps.
+    /// PostgreSQL a transaction that a standby refuses, and a COMMIT that must go through.
     /// - Throws: ``DatabaseError/unavailable(_:)`` while no primary takes writes.
     func checkWritable() throws
 }
 
-extension Database {
-    /// One writer at a time keeps claims apart (SQLite).
-    package var skipLockedRows: String { "" }
+/// A database that wraps another (to hold back its effects, or, in tests, to count or hold its
+/// transactions): everything it does not change itself is the wrapped one's, so an engine's own
+/// answers (PostgreSQL's row locks, migrations, queue writes, health) are never lost in a wrapper.
+package protocol DatabaseWrapper: Database {
+    /// The database it wraps.
+    var base: any Database { get }
+}
 
-    /// One writer at a time already keeps migrations apart (SQLite).
+extension DatabaseWrapper {
+    package func read<T>(_ body: (any SQLConnection) throws -> T) throws -> T { try base.read(body) }
+    package var readsInProcess: Bool { base.readsInProcess }
+    package var skipLockedRows: String { base.skipLockedRows }
     @discardableResult
-    package func migrate<T>(_ body: (any SQLConnection) throws -> T) throws -> T { try write(body) }
-
-    /// The one file takes writes whenever it can be read (SQLite).
-    package func checkWritable() throws { _ = try read { try $0.query("SELECT 1", []) } }
-
-    /// One writer at a time: a queue's write is a write (SQLite).
+    package func migrate<T>(_ body: (any SQLConnection) throws -> T) throws -> T { try base.migrate(body) }
     @discardableResult
-    package func queueWrite<T>(_ body: (any SQLConnection) throws -> T) throws -> T { try write(body) }
+    package func queueWrite<T>(_ body: (any SQLConnection) throws -> T) throws -> T {
+        try base.queueWrite(body)
+    }
+    package func checkWritable() throws { try base.checkWritable() }
 }

@@ -173,7 +173,7 @@ extension Migrations {
         ),
     ]
 
-    /// Idempotent retries (13).
+    /// Idempotent retries (13) and the group commit's lock (14).
     static let retries: [(version: Int64, statements: [String])] = [
         (
             13,
@@ -193,6 +193,15 @@ extension Migrations {
                 """,
                 "CREATE INDEX idempotency_keys_by_expiry ON idempotency_keys (expires_at)",
             ]
-        )
+        ),
+        (
+            14,
+            [
+                // Never holds a row: PostgreSQL's writers lock it (LOCK TABLE, which takes no
+                // snapshot) so that the servers' group commits run one after another
+                // (PostgresWriter); SQLite's one writer needs no lock.
+                "CREATE TABLE group_commit_lock (id BIGINT PRIMARY KEY)"
+            ]
+        ),
     ]
 }

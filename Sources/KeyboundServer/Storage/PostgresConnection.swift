@@ -30,16 +30,16 @@ final class PostgresConnection: SQLConnection, @unchecked Sendable {
     /// The `BEGIN` of the current transaction while not yet sent: it goes out with the
     /// transaction's first statement, in one round trip.
     var pendingBegin: String?
-    /// Savepoint commands of a group commit not yet sent (``startSavepoint()``): they go out
-    /// with the next statement, in its round trip.
-    var pendingSavepointCommands: [String] = []
+    /// Commands without parameters not yet sent (a group's lock, its members' savepoints):
+    /// they go out with the next statement, in its round trip.
+    var pendingCommands: [String] = []
     /// Whether the savepoint of the running member of a group commit has been answered.
     var savepointSent = false
     static let savepoint = "SAVEPOINT member"
     /// Whether PostgreSQL has started the current transaction (its `BEGIN` was answered).
     var transactionStarted = false
     /// Inside ``pipelined(_:)``: every statement is sent without waiting for its answer.
-    private var isPipelined = false
+    var isPipelined = false
     /// What was sent in pipeline mode and not answered yet, in order (libpq's pipeline mode:
     /// commands go out without waiting; one sync point reads their answers together).
     var unanswered: [Sent] = []
@@ -133,7 +133,7 @@ final class PostgresConnection: SQLConnection, @unchecked Sendable {
     /// in the same round trip, before the command.
     func perform(_ send: () -> Int32) throws -> OpaquePointer? {
         if owesAnswers { try readOwedAnswers() }
-        guard isPipelined || !unanswered.isEmpty || pendingBegin != nil || !pendingSavepointCommands.isEmpty
+        guard isPipelined || !unanswered.isEmpty || pendingBegin != nil || !pendingCommands.isEmpty
         else { return try roundTrip(send) }
         try enqueue(send)
         if isPipelined {
@@ -157,9 +157,9 @@ final class PostgresConnection: SQLConnection, @unchecked Sendable {
             pendingBegin = nil
             try sendCommand(begin, as: .begin)
         }
-        let savepointCommands = pendingSavepointCommands
-        pendingSavepointCommands = []
-        for text in savepointCommands {
+        let prefixCommands = pendingCommands
+        pendingCommands = []
+        for text in prefixCommands {
             try sendCommand(text, as: text == Self.savepoint ? .savepoint : .command)
         }
         guard send() == 1 else { throw lost() }
@@ -171,6 +171,8 @@ final class PostgresConnection: SQLConnection, @unchecked Sendable {
     ///   it) rather than clear it.
     /// - Throws: the first failure among them (the commands after it did not run).
     func readAnswers(keepingLast: Bool) throws -> OpaquePointer? {
+        if owesAnswers { try readOwedAnswers() }
+        guard !unanswered.isEmpty else { return nil }
         guard PQpipelineSync(handle) == 1 else { throw lost() }
         return try collectAnswers(keepingLast: keepingLast)
     }
@@ -184,10 +186,20 @@ final class PostgresConnection: SQLConnection, @unchecked Sendable {
         var failure: PostgresFailure?
         var last: OpaquePointer?
         var index = 0
+        var nulls = 0
         while true {
             try waitUntilReady(deadline: deadline)
-            // nil ends one command's results; the sync point ends the batch.
-            guard let result = PQgetResult(handle) else { continue }
+            // nil ends one command's results; the sync point ends the batch. Two in a row, or a
+            // connection gone bad, mean no sync point will come (libpq stopped reading).
+            guard let result = PQgetResult(handle) else {
+                nulls += 1
+                if nulls > 1 || PQstatus(handle) != CONNECTION_OK {
+                    if let last { PQclear(last) }
+                    throw lost()
+                }
+                continue
+            }
+            nulls = 0
             if PQresultStatus(result) == PGRES_PIPELINE_SYNC {
                 PQclear(result)
                 break
@@ -250,29 +262,6 @@ final class PostgresConnection: SQLConnection, @unchecked Sendable {
     private func record(_ failure: PostgresFailure) -> PostgresFailure {
         if transactionFailure == nil { transactionFailure = failure }
         return failure
-    }
-
-    /// Reads the answers of the statements sent with ``executeLater(_:_:)``.
-    /// - Throws: the first failure among them.
-    func flush() throws {
-        guard !unanswered.isEmpty, !isPipelined else { return }
-        _ = try readAnswers(keepingLast: false)
-    }
-
-    /// Runs `body` with its statements pipelined (libpq's pipeline mode): each is sent without
-    /// waiting for its answer, and the answers are checked in batches. For bulk loads inside a
-    /// transaction (the bench's seeding): ``execute(_:_:)`` returns 0, a failure surfaces with
-    /// its batch, and ``query(_:_:)`` is refused. A connection whose pipeline failed is broken.
-    func pipelined(_ body: () throws -> Void) throws {
-        isPipelined = true
-        defer { isPipelined = false }
-        do {
-            try body()
-            if !unanswered.isEmpty { _ = try readAnswers(keepingLast: false) }
-        } catch {
-            isBroken = true
-            throw error
-        }
     }
 
     /// Waits until libpq has a whole result, reading the socket as data arrives.

@@ -357,7 +357,13 @@ package final class PostgresDatabase: Database {
                 throw error
             }
             do {
-                if kind == .read { try connection.commitWithoutWaiting() } else { try connection.commit() }
+                if kind == .read {
+                    // The first failure decides, even one the body caught (as COMMIT would say).
+                    if let failure = connection.transactionFailure { throw failure }
+                    try connection.commitWithoutWaiting()
+                } else {
+                    try connection.commit()
+                }
             } catch let failure as PostgresFailure {
                 // With an SQLSTATE, PostgreSQL answered: the transaction was rolled back. Without
                 // one, the outcome is unknown, and the request must not be told it succeeded.
@@ -365,6 +371,9 @@ package final class PostgresDatabase: Database {
                     connection.discard()
                     dropIdleConnections()
                 }
+                // A failure before the COMMIT went out (a deferred statement's, a caught one)
+                // leaves the transaction open: it must not go back to the pool so.
+                if failure.sqlState != nil { connection.rollback() }
                 if failure.isRetryable && attempt < limits.attempts {
                     PostgresEndpoint.backoff(attempt)
                     continue

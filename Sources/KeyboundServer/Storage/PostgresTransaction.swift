@@ -17,11 +17,13 @@ extension PostgresConnection {
 
     /// Starts a transaction with `statement` (`BEGIN ISOLATION LEVEL …`). It is sent with the
     /// transaction's first statement (see ``transactionStarted``).
-    func begin(_ statement: String) {
+    /// - Parameter commands: commands to send right after the `BEGIN`, with it (a group's
+    ///   `LOCK TABLE`, which takes no snapshot).
+    func begin(_ statement: String, then commands: [String] = []) {
         transactionFailure = nil
         transactionStarted = false
         pendingBegin = statement
-        pendingSavepointCommands = []
+        pendingCommands = commands
         savepointSent = false
     }
 
@@ -29,12 +31,12 @@ extension PostgresConnection {
     /// statement, after the release of the previous member's (both in that round trip). A member
     /// that runs no statement costs nothing.
     func startSavepoint() {
-        if pendingSavepointCommands.last == Self.savepoint { return }
+        if pendingCommands.last == Self.savepoint { return }
         if savepointSent {
-            pendingSavepointCommands.append("RELEASE SAVEPOINT member")
+            pendingCommands.append("RELEASE SAVEPOINT member")
             savepointSent = false
         }
-        pendingSavepointCommands.append(Self.savepoint)
+        pendingCommands.append(Self.savepoint)
     }
 
     /// Undoes the statements of the running member of a group commit, and its failure: the
@@ -42,8 +44,8 @@ extension PostgresConnection {
     /// - Throws: ``PostgresFailure`` when it cannot (the savepoint itself failed, or the
     ///   connection did): then the whole transaction is lost.
     func rollbackToSavepoint() throws {
-        if pendingSavepointCommands.last == Self.savepoint {
-            pendingSavepointCommands.removeLast()
+        if pendingCommands.last == Self.savepoint {
+            pendingCommands.removeLast()
             return
         }
         if !unanswered.isEmpty { _ = try? readAnswers(keepingLast: false) }
@@ -61,11 +63,14 @@ extension PostgresConnection {
     ///   or may not have taken effect, and nobody may be told that it did.
     func commit() throws {
         // Savepoints not sent yet saved nothing; COMMIT releases the sent ones.
-        pendingSavepointCommands = []
+        pendingCommands = []
         if pendingBegin != nil {
             pendingBegin = nil
             return
         }
+        // Deferred statements first: a failure among them must not leave the COMMIT aborted in
+        // the pipeline and the transaction open.
+        try flush()
         let tag = try command("COMMIT")
         guard tag == "COMMIT" else {
             throw transactionFailure ?? PostgresFailure(sqlState: "25P02", message: "transaction rolled back")
@@ -76,7 +81,7 @@ extension PostgresConnection {
     /// out now (PostgreSQL ends the transaction at once), and the answer is read before the
     /// connection's next command. A read-only transaction has nothing to lose at its COMMIT.
     func commitWithoutWaiting() throws {
-        pendingSavepointCommands = []
+        pendingCommands = []
         if pendingBegin != nil {
             pendingBegin = nil
             return
@@ -88,11 +93,34 @@ extension PostgresConnection {
 
     /// Rolls back the current transaction; a connection that cannot do so is marked broken.
     func rollback() {
-        pendingSavepointCommands = []
+        pendingCommands = []
         if pendingBegin != nil {
             pendingBegin = nil
             return
         }
         if !isBroken && (try? command("ROLLBACK")) == nil { discard() }
+    }
+
+    /// Reads the answers of the statements sent with ``executeLater(_:_:)``.
+    /// - Throws: the first failure among them.
+    func flush() throws {
+        guard !unanswered.isEmpty, !isPipelined else { return }
+        _ = try readAnswers(keepingLast: false)
+    }
+
+    /// Runs `body` with its statements pipelined (libpq's pipeline mode): each is sent without
+    /// waiting for its answer, and the answers are checked in batches. For bulk loads inside a
+    /// transaction (the bench's seeding): ``execute(_:_:)`` returns 0, a failure surfaces with
+    /// its batch, and ``query(_:_:)`` is refused. A connection whose pipeline failed is broken.
+    func pipelined(_ body: () throws -> Void) throws {
+        isPipelined = true
+        defer { isPipelined = false }
+        do {
+            try body()
+            if !unanswered.isEmpty { _ = try readAnswers(keepingLast: false) }
+        } catch {
+            discard()
+            throw error
+        }
     }
 }

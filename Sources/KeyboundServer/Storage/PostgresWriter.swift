@@ -45,8 +45,9 @@ struct PostgresEndpoint: Sendable {
 /// member's first statement, together with the release of the one before; so is the group's
 /// `BEGIN`, and the statements whose answers nobody reads (``SQLConnection/executeLater(_:_:)``).
 ///
-/// **One group at a time, across every instance.** Each group holds an advisory lock
-/// (``groupLockKey``) until its COMMIT. Under SERIALIZABLE, two concurrent groups of a few dozen
+/// **One group at a time, across every instance.** Each group locks a table (``lockTable``)
+/// right after its BEGIN and holds it until its COMMIT: `LOCK TABLE` takes no snapshot, so each
+/// group's snapshot follows the COMMIT of the one before. Under SERIALIZABLE, two concurrent groups of a few dozen
 /// logins nearly always read what the other writes — PostgreSQL tracks a transaction's reads
 /// per tuple only up to `max_pred_locks_per_relation` (32 by default), then per page or for the
 /// whole table — and one of them would be rolled back, then the next, and so on: measured with
@@ -77,8 +78,8 @@ final class PostgresWriter: @unchecked Sendable {
     /// which slows every other session's snapshots.
     static let largestGroup = 48
 
-    /// The key of the advisory lock each group holds until its COMMIT (the bytes of "kbwriter").
-    static let groupLockKey: Int64 = 0x6b62_7772_6974_6572
+    /// The table each group locks until its COMMIT (migration 14): it holds no rows.
+    static let lockTable = "group_commit_lock"
 
     private let endpoint: PostgresEndpoint
     /// Closes the pool's idle connections (a writer found a standby: they reached it too).
@@ -226,9 +227,13 @@ final class PostgresWriter: @unchecked Sendable {
                 return
             }
             held = connection
-            connection.begin("BEGIN ISOLATION LEVEL SERIALIZABLE")
+            // The lock before the snapshot: LOCK TABLE takes none, so the group's snapshot comes
+            // after the COMMIT of the group before it (a SELECT of an advisory lock would take
+            // it before waiting, and the groups would still be concurrent to PostgreSQL).
+            connection.begin(
+                "BEGIN ISOLATION LEVEL SERIALIZABLE", then: ["LOCK TABLE \(Self.lockTable) IN EXCLUSIVE MODE"]
+            )
             do {
-                try connection.executeLater("SELECT pg_advisory_xact_lock(\(Self.groupLockKey))", [])
                 let outcomes = try runMembers(members, on: connection)
                 condition.lock()
                 committedGroups += 1
@@ -306,7 +311,9 @@ final class PostgresWriter: @unchecked Sendable {
                 continue
             }
             let failure = connection.transactionFailure ?? (error as? PostgresFailure)
-            if connection.isBroken { throw failure ?? error }
+            if connection.isBroken {
+                throw failure ?? PostgresFailure(sqlState: nil, message: "connection lost during the group")
+            }
             if let failure, failure.isRetryable || failure.meansNotPrimary { throw failure }
             try connection.rollbackToSavepoint()
             outcomes.append(error is PostgresFailure ? (failure?.databaseError ?? error) : error)

@@ -77,6 +77,20 @@ package final class SQLiteDatabase: Database {
         return try submitWrite(body, to: writer.submit)
     }
 
+    /// One writer at a time keeps claims apart.
+    package var skipLockedRows: String { "" }
+
+    /// One writer at a time already keeps migrations apart.
+    @discardableResult
+    package func migrate<T>(_ body: (any SQLConnection) throws -> T) throws -> T { try write(body) }
+
+    /// One writer at a time: a queue's write is a write.
+    @discardableResult
+    package func queueWrite<T>(_ body: (any SQLConnection) throws -> T) throws -> T { try write(body) }
+
+    /// The one file takes writes whenever it can be read.
+    package func checkWritable() throws { _ = try read { try $0.query("SELECT 1", []) } }
+
     /// How many writes wait for the writer's next group, and how many groups have committed
     /// (tests use them to form a group and to count its commits).
     var writerQueue: (queued: Int, groupsCommitted: Int) { (writer.queued, writer.groupsCommitted) }
