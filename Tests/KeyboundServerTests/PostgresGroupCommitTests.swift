@@ -23,52 +23,6 @@ struct PostgresGroupCommitTests {
         return (storage, database)
     }
 
-    /// Holds the one writer busy inside a write until ``letGo()``, so that the writes started
-    /// meanwhile queue up and are committed together as the next group.
-    private final class HeldWriter: Sendable {
-        private let release = DispatchSemaphore(value: 0)
-        private let finished = DispatchSemaphore(value: 0)
-
-        init(_ database: PostgresDatabase) {
-            let holding = DispatchSemaphore(value: 0)
-            Thread { [release, finished] in
-                _ = try? database.write { _ in
-                    holding.signal()
-                    release.wait()
-                }
-                finished.signal()
-            }.start()
-            holding.wait()
-        }
-
-        func letGo() {
-            release.signal()
-            finished.wait()
-        }
-    }
-
-    /// Starts `count` writes on their own threads; `body(index)` is each one's work. Returns once
-    /// all of them wait in the writer's queue.
-    private static func queue(
-        _ count: Int, on database: PostgresDatabase,
-        _ body: @escaping @Sendable (Int, any SQLConnection) throws -> Void
-    ) -> (DispatchGroup, Locked<[Int: Bool]>) {
-        let group = DispatchGroup()
-        let outcomes = Locked<[Int: Bool]>([:])
-        for index in 0..<count {
-            group.enter()
-            Thread {
-                let succeeded = (try? database.write { try body(index, $0) }) != nil
-                outcomes.withLock { $0[index] = succeeded }
-                group.leave()
-            }.start()
-        }
-        // Bounded: 20 s at most, then the test fails on the counts below.
-        for _ in 0..<2000 where database.writerQueue.queued < count { usleep(10_000) }
-        #expect(database.writerQueue.queued == count)
-        return (group, outcomes)
-    }
-
     private static func names(_ database: PostgresDatabase) throws -> [String] {
         try database.read { try $0.query("SELECT name FROM items ORDER BY name", []) }.map { try $0.text(0) }
     }
@@ -83,7 +37,7 @@ struct PostgresGroupCommitTests {
         // Each failing request writes a row first; it must vanish, and only it. Request 1 throws
         // an error of its own; 4's statement fails (PostgreSQL aborts the transaction, and the
         // savepoint brings it back); 7's deferred statement fails, which is found at its end.
-        let (group, outcomes) = Self.queue(9, on: database) { index, connection in
+        let (group, outcomes) = queueWrites(9, on: database) { index, connection in
             try connection.execute("INSERT INTO items (name) VALUES (?)", [.text("item\(index)")])
             switch index {
             case 1: throw Refused()
@@ -125,7 +79,7 @@ struct PostgresGroupCommitTests {
         // Request 0 reads row 2 and, on its first run, waits until the other transaction has read
         // row 1 and written row 2; then it writes row 1: write skew, which SERIALIZABLE refuses,
         // here to the group (the other committed first). Requests 1–5 only insert a row each.
-        let (group, outcomes) = Self.queue(6, on: database) { index, connection in
+        let (group, outcomes) = queueWrites(6, on: database) { index, connection in
             if index == 0 {
                 let run = runs.withLock { runs in
                     runs += 1

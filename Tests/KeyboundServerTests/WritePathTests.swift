@@ -10,52 +10,6 @@ import Testing
 struct GroupCommitTests {
     private struct Refused: Error {}
 
-    /// Holds the writer busy in one write, so that the writes started meanwhile queue up and are
-    /// committed together as the next group.
-    private final class HeldWriter: Sendable {
-        private let release = DispatchSemaphore(value: 0)
-        private let finished = DispatchSemaphore(value: 0)
-
-        init(_ database: SQLiteDatabase) {
-            let holding = DispatchSemaphore(value: 0)
-            Thread { [release, finished] in
-                _ = try? database.write { _ in
-                    holding.signal()
-                    release.wait()
-                }
-                finished.signal()
-            }.start()
-            holding.wait()
-        }
-
-        func letGo() {
-            release.signal()
-            finished.wait()
-        }
-    }
-
-    /// Starts `count` writes on their own threads; `body(index)` is each one's work. Returns once
-    /// all of them wait in the writer's queue.
-    private static func queue(
-        _ count: Int, on database: SQLiteDatabase,
-        _ body: @escaping @Sendable (Int, any SQLConnection) throws -> Void
-    ) throws -> (DispatchGroup, Locked<[Int: Bool]>) {
-        let group = DispatchGroup()
-        let outcomes = Locked<[Int: Bool]>([:])
-        for index in 0..<count {
-            group.enter()
-            Thread {
-                let succeeded = (try? database.write { try body(index, $0) }) != nil
-                outcomes.withLock { $0[index] = succeeded }
-                group.leave()
-            }.start()
-        }
-        // Bounded: 20 s at most, then the test fails on the counts below.
-        for _ in 0..<2000 where database.writerQueue.queued < count { usleep(10_000) }
-        #expect(database.writerQueue.queued == count)
-        return (group, outcomes)
-    }
-
     @Test func failingRequestsRollBackAloneWhileTheirGroupCommits() throws {
         let directory = try TemporaryDirectory()
         let database = try SQLiteDatabase(
@@ -64,7 +18,7 @@ struct GroupCommitTests {
         let held = HeldWriter(database)
         let before = database.writerQueue.groupsCommitted
         // Every third request writes two rows and then fails: both must vanish, and only they.
-        let (group, outcomes) = try Self.queue(9, on: database) { index, connection in
+        let (group, outcomes) = queueWrites(9, on: database) { index, connection in
             try connection.execute("INSERT INTO items (name) VALUES (?)", [.text("item\(index)")])
             if index % 3 == 1 {
                 try connection.execute("INSERT INTO items (name) VALUES (?)", [.text("extra\(index)")])
@@ -96,7 +50,7 @@ struct GroupCommitTests {
                 [])
         }
         let held = HeldWriter(database)
-        let (group, outcomes) = try Self.queue(5, on: database) { index, connection in
+        let (group, outcomes) = queueWrites(5, on: database) { index, connection in
             if index == 2 {
                 try connection.execute("INSERT INTO children (parent) VALUES ('nobody')", [])
             } else {

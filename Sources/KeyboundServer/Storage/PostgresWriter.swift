@@ -59,8 +59,8 @@ struct PostgresEndpoint: Sendable {
 /// - A request whose work throws is rolled back to its savepoint alone, and fails with its own
 ///   error; the others go on.
 /// - A serialization failure (40001, 40P01) dooms PostgreSQL's whole transaction, wherever it
-///   struck: the group is rolled back and every member run again, with a short random backoff,
-///   up to ``PostgresDatabase/Limits/attempts`` runs (then 503). Nothing of the group was
+///   struck: the group is rolled back, split in halves, and each half run again, with a short
+///   random backoff; a single request up to ``PostgresDatabase/Limits/attempts`` runs (then 503). Nothing of the group was
 ///   committed, and each member's work only touches the database, so nobody's work is lost.
 /// - A standby, a lost connection, an unknown COMMIT outcome: as for one transaction
 ///   (``PostgresDatabase``), for every member of the group.
@@ -71,7 +71,7 @@ struct PostgresEndpoint: Sendable {
 /// Outcomes are handed back only after the COMMIT: a request told it succeeded is durable.
 ///
 /// `@unchecked Sendable` is safe because each writer's connection is touched only by that
-/// writer's thread, and the queue only under `condition`.
+/// writer's thread (the queue and the stall flag are safe themselves).
 final class PostgresWriter: @unchecked Sendable {
     /// At most this many requests share a transaction: each member that writes takes a
     /// subtransaction id, and past 64 of them in one transaction PostgreSQL stops caching them,
@@ -84,15 +84,11 @@ final class PostgresWriter: @unchecked Sendable {
     private let endpoint: PostgresEndpoint
     /// Closes the pool's idle connections (a writer found a standby: they reached it too).
     private let dropPoolConnections: @Sendable () -> Void
-    private let condition = NSCondition()
-    private var pending: [WriteRequest<PostgresConnection>] = []
-    private var stopping = false
-    private var threads: [pthread_t] = []
-    private var committedGroups = 0
+    private let queue = PendingWrites<PostgresConnection>()
     /// Set when a group got no answer from PostgreSQL in time (a COMMIT that waits for a
     /// synchronous standby that is gone) or timed out waiting for a lock or a statement (the
     /// group lock that such a COMMIT holds), cleared when a group commits.
-    private var stalled = false
+    private let stalled = Locked(false)
     private let stopped = DispatchSemaphore(value: 0)
     private let writers: Int
 
@@ -109,82 +105,36 @@ final class PostgresWriter: @unchecked Sendable {
     }
 
     /// Queues a request; a writer runs it in its next group.
-    func submit(_ request: WriteRequest<PostgresConnection>) {
-        condition.lock()
-        pending.append(request)
-        condition.signal()
-        condition.unlock()
-    }
+    func submit(_ request: WriteRequest<PostgresConnection>) { queue.submit(request) }
 
     /// How many requests wait for a writer.
-    var queued: Int {
-        condition.lock()
-        defer { condition.unlock() }
-        return pending.count
-    }
+    var queued: Int { queue.queued }
 
     /// How many groups have committed so far.
-    var groupsCommitted: Int {
-        condition.lock()
-        defer { condition.unlock() }
-        return committedGroups
-    }
+    var groupsCommitted: Int { queue.groupsCommitted }
 
     /// Whether the last group that ended got no answer in time, and none has committed since.
     var commitsStalled: Bool {
-        get {
-            condition.lock()
-            defer { condition.unlock() }
-            return stalled
-        }
-        set {
-            condition.lock()
-            stalled = newValue
-            condition.unlock()
-        }
+        get { stalled.withLock { $0 } }
+        set { stalled.withLock { $0 = newValue } }
     }
 
     /// Whether the caller is one of the writers' threads (work must never wait for a writer).
-    var isWriterThread: Bool {
-        condition.lock()
-        defer { condition.unlock() }
-        return threads.contains { pthread_equal($0, pthread_self()) != 0 }
-    }
+    var isWriterThread: Bool { queue.isWriterThread }
 
     /// Lets the writers finish the requests already queued, then ends their threads (and closes
     /// their connections).
     func stop() {
-        condition.lock()
-        stopping = true
-        condition.broadcast()
-        condition.unlock()
+        queue.stop()
         for _ in 0..<writers { stopped.wait() }
     }
 
     private func run() {
-        condition.lock()
-        threads.append(pthread_self())
-        condition.unlock()
+        queue.joinAsWriter()
         var connection: PostgresConnection?
-        while let group = nextGroup() { commit(group, on: &connection) }
+        while let group = queue.nextGroup(limit: Self.largestGroup) { commit(group, on: &connection) }
         connection = nil
         stopped.signal()
-    }
-
-    /// Waits for requests and takes those queued, up to ``largestGroup``; nil once stopped and
-    /// drained.
-    private func nextGroup() -> [WriteRequest<PostgresConnection>]? {
-        condition.lock()
-        defer { condition.unlock() }
-        while pending.isEmpty && !stopping { condition.wait() }
-        guard !pending.isEmpty else { return nil }
-        let count = min(pending.count, Self.largestGroup)
-        defer {
-            pending.removeFirst(count)
-            // More are queued: another writer may take them meanwhile.
-            if !pending.isEmpty { condition.signal() }
-        }
-        return Array(pending.prefix(count))
     }
 
     /// Completes the requests of `group` that waited too long with ``DatabaseError/busy``, and
@@ -235,10 +185,8 @@ final class PostgresWriter: @unchecked Sendable {
             )
             do {
                 let outcomes = try runMembers(members, on: connection)
-                condition.lock()
-                committedGroups += 1
-                stalled = false
-                condition.unlock()
+                queue.groupCommitted()
+                commitsStalled = false
                 for (member, outcome) in zip(members, outcomes) { member.complete(outcome) }
                 return
             } catch {

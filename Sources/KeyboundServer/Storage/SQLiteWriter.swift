@@ -1,12 +1,6 @@
 import CSQLite
 import Foundation
 
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Darwin)
-    import Darwin
-#endif
-
 /// The one writer of a SQLite database: a connection and the thread that owns it, committing
 /// requests in groups (docs/design.md, "Storage and the write path").
 ///
@@ -29,15 +23,11 @@ import Foundation
 /// once, and syncs the database file a quarter as often: quick bench runs, alternating, gave 8 %
 /// more device logins per second; docs/benchmarks.md.)
 ///
-/// `@unchecked Sendable` is safe because the connection is touched only by the writer's thread,
-/// and the queue only under `condition`.
+/// `@unchecked Sendable` is safe because the connection is touched only by the writer's thread
+/// (the queue is safe itself).
 final class SQLiteWriter: @unchecked Sendable {
     private let connection: SQLiteConnection
-    private let condition = NSCondition()
-    private var pending: [WriteRequest<SQLiteConnection>] = []
-    private var stopping = false
-    private var thread: pthread_t?
-    private var committedGroups = 0
+    private let queue = PendingWrites<SQLiteConnection>()
     private let stopped = DispatchSemaphore(value: 0)
     private let checkpointFrames: Int
 
@@ -54,64 +44,31 @@ final class SQLiteWriter: @unchecked Sendable {
     }
 
     /// Queues a request; the writer runs it in its next group.
-    func submit(_ request: WriteRequest<SQLiteConnection>) {
-        condition.lock()
-        pending.append(request)
-        condition.signal()
-        condition.unlock()
-    }
+    func submit(_ request: WriteRequest<SQLiteConnection>) { queue.submit(request) }
 
     /// How many requests wait for the next group.
-    var queued: Int {
-        condition.lock()
-        defer { condition.unlock() }
-        return pending.count
-    }
+    var queued: Int { queue.queued }
 
     /// How many groups have committed so far.
-    var groupsCommitted: Int {
-        condition.lock()
-        defer { condition.unlock() }
-        return committedGroups
-    }
+    var groupsCommitted: Int { queue.groupsCommitted }
 
     /// Whether the caller is the writer's own thread (work must never wait for the writer).
-    var isWriterThread: Bool {
-        condition.lock()
-        defer { condition.unlock() }
-        guard let thread else { return false }
-        return pthread_equal(thread, pthread_self()) != 0
-    }
+    var isWriterThread: Bool { queue.isWriterThread }
 
     /// Lets the writer finish the requests already queued, then closes its connection and ends
     /// its thread.
     func stop() {
-        condition.lock()
-        stopping = true
-        condition.signal()
-        condition.unlock()
+        queue.stop()
         stopped.wait()
     }
 
     private func run() {
-        condition.lock()
-        thread = pthread_self()
-        condition.unlock()
-        while let group = nextGroup() { commit(group) }
+        queue.joinAsWriter()
+        while let group = queue.nextGroup() { commit(group) }
         // Closed here, not when the thread lets go of the writer (some time after `stop()` has
         // returned): whoever stopped the writer may delete or copy the file next.
         connection.close()
         stopped.signal()
-    }
-
-    /// Waits for requests and takes all that are queued; nil once stopped and drained.
-    private func nextGroup() -> [WriteRequest<SQLiteConnection>]? {
-        condition.lock()
-        defer { condition.unlock() }
-        while pending.isEmpty && !stopping { condition.wait() }
-        guard !pending.isEmpty else { return nil }
-        defer { pending.removeAll(keepingCapacity: true) }
-        return pending
     }
 
     private func commit(_ group: [WriteRequest<SQLiteConnection>]) {
@@ -130,9 +87,7 @@ final class SQLiteWriter: @unchecked Sendable {
                 }
             }
             try connection.execute("COMMIT", [])
-            condition.lock()
-            committedGroups += 1
-            condition.unlock()
+            queue.groupCommitted()
         } catch {
             if connection.inTransaction { _ = try? connection.execute("ROLLBACK", []) }
             // Every request whose work was in the transaction fails with it, and so does every

@@ -1,5 +1,11 @@
 import Foundation
 
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
 // What the group-committing writers of both engines share (``SQLiteWriter``, ``PostgresWriter``):
 // a request's work as the writer's thread runs it, and where the request waits for its group.
 
@@ -79,5 +85,83 @@ private final class WriteWaiter<T> {
             throw DatabaseError.engine(code: 0, message: "a write finished without a result")
         }
         return value
+    }
+}
+
+/// The queue of a group-committing writer (``SQLiteWriter``, ``PostgresWriter``): requests wait
+/// in it, and the writer threads take them in groups until it is stopped and drained.
+///
+/// `@unchecked Sendable` is safe because every member is touched only under `condition`.
+final class PendingWrites<Connection>: @unchecked Sendable {
+    private let condition = NSCondition()
+    private var pending: [WriteRequest<Connection>] = []
+    private var stopping = false
+    private var writerThreads: [pthread_t] = []
+    private var committedGroups = 0
+
+    /// Queues a request; a writer runs it in its next group.
+    func submit(_ request: WriteRequest<Connection>) {
+        condition.lock()
+        pending.append(request)
+        condition.signal()
+        condition.unlock()
+    }
+
+    /// How many requests wait for a writer.
+    var queued: Int {
+        condition.lock()
+        defer { condition.unlock() }
+        return pending.count
+    }
+
+    /// How many groups have committed so far.
+    var groupsCommitted: Int {
+        condition.lock()
+        defer { condition.unlock() }
+        return committedGroups
+    }
+
+    /// Counts a group's COMMIT.
+    func groupCommitted() {
+        condition.lock()
+        committedGroups += 1
+        condition.unlock()
+    }
+
+    /// Registers the calling thread as a writer (see ``isWriterThread``).
+    func joinAsWriter() {
+        condition.lock()
+        writerThreads.append(pthread_self())
+        condition.unlock()
+    }
+
+    /// Whether the caller is a writer's thread (work must never wait for a writer).
+    var isWriterThread: Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        return writerThreads.contains { pthread_equal($0, pthread_self()) != 0 }
+    }
+
+    /// Waits for requests and takes those queued, up to `limit`; nil once stopped and drained.
+    func nextGroup(limit: Int = .max) -> [WriteRequest<Connection>]? {
+        condition.lock()
+        defer { condition.unlock() }
+        while pending.isEmpty && !stopping { condition.wait() }
+        guard !pending.isEmpty else { return nil }
+        let count = min(pending.count, limit)
+        defer {
+            pending.removeFirst(count)
+            // More are queued: another writer may take them meanwhile.
+            if !pending.isEmpty { condition.signal() }
+        }
+        return Array(pending.prefix(count))
+    }
+
+    /// Lets the writers drain the queue, then ``nextGroup(limit:)`` answers nil.
+    func stop() {
+        condition.lock()
+        stopping = true
+        condition.broadcast()
+        condition.unlock()
     }
 }
