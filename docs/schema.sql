@@ -49,8 +49,11 @@ CREATE TABLE audit_events (
     client_address TEXT,
     count BIGINT NOT NULL DEFAULT 1,
     last_at BIGINT NOT NULL DEFAULT 0,
-    last_client_address TEXT
+    last_client_address TEXT,
+    actor_id TEXT,
+    detail TEXT
 );
+CREATE INDEX audit_by_time ON audit_events (last_at);
 CREATE INDEX audit_by_user ON audit_events (user_id, last_at);
 CREATE INDEX audit_fold ON audit_events (type, user_id, device_id, client_address, last_at);
 
@@ -223,17 +226,33 @@ CREATE TABLE tokens (
 CREATE INDEX tokens_by_expiry ON tokens (expires_at);
 CREATE INDEX tokens_by_session ON tokens (session_id);
 
+CREATE TABLE traffic_counts (
+    bucket BIGINT NOT NULL,
+    name TEXT NOT NULL,
+    count BIGINT NOT NULL,
+    PRIMARY KEY (bucket, name)
+);
+
 CREATE TABLE used_challenges (
     id TEXT PRIMARY KEY,
     expires_at BIGINT NOT NULL
 );
 CREATE INDEX used_challenges_by_expiry ON used_challenges (expires_at);
 
+CREATE TABLE user_roles (
+    user_id TEXT NOT NULL,
+    role TEXT NOT NULL,
+    granted_at BIGINT NOT NULL,
+    PRIMARY KEY (user_id, role),
+    FOREIGN KEY (user_id) REFERENCES users (id)
+);
+
 CREATE TABLE users (
     id TEXT PRIMARY KEY,
     username TEXT NOT NULL,
     password_hash TEXT NOT NULL,
     created_at BIGINT NOT NULL,
+    locked_at BIGINT,
     UNIQUE (username)
 );
 

@@ -2,8 +2,9 @@ import Foundation
 import PackagePlugin
 
 /// Compiles text files into KeyboundServer, so that its one binary carries them (no resource
-/// bundle): docs/openapi.yaml as `OpenAPIDocument.text` and the sign-in page's sources
-/// (`Resources/sign-in`) as ``SignInPageFiles``' members. At build time `keybound-embed` writes
+/// bundle): docs/openapi.yaml as `OpenAPIDocument.text`, the sign-in page's sources
+/// (`Resources/sign-in`) as ``SignInPageFiles``' members and the operator console's
+/// (`Resources/console`) as ``ConsolePageFiles``'. At build time `keybound-embed` writes
 /// each set into a Swift file in the plugin's work directory, never into the source tree; the files
 /// it reads are the commands' inputs, so editing one regenerates its Swift and rebuilds the module.
 @main
@@ -13,6 +14,7 @@ struct EmbedFiles: BuildToolPlugin {
         // From the package's root: Target.directoryURL needs tools version 6.1.
         let package = context.package.directoryURL
         let signIn = package.appending(path: "Sources/KeyboundServer/Resources/sign-in")
+        let console = package.appending(path: "Sources/KeyboundServer/Resources/console")
         let embeddings: [(output: String, type: String, members: [(String, URL)])] = [
             (
                 "EmbeddedOpenAPIDocument.swift", "OpenAPIDocument",
@@ -24,6 +26,14 @@ struct EmbedFiles: BuildToolPlugin {
                     ("html", signIn.appending(path: "index.html")),
                     ("script", signIn.appending(path: "sign-in.js")),
                     ("style", signIn.appending(path: "sign-in.css")),
+                ]
+            ),
+            (
+                "EmbeddedConsolePageFiles.swift", "ConsolePageFiles",
+                [
+                    ("html", console.appending(path: "index.html")),
+                    ("script", console.appending(path: "console.js")),
+                    ("style", console.appending(path: "console.css")),
                 ]
             ),
         ]

@@ -19,6 +19,10 @@ final class Application: Sendable {
     /// The port the API listener is bound to, set when the server starts: the default passkey
     /// origin (``Configuration/origins``) names it.
     let listeningPort = Locked<UInt16?>(nil)
+    /// The port the console's listener is bound to, when it runs: its default origin names it.
+    let adminPort = Locked<UInt16?>(nil)
+    /// What this instance counted for the console's overview and has not written yet.
+    let traffic = TrafficCounters()
     /// Signalled when a write that emitted events has committed: the webhook deliverer
     /// (``WebhookDeliverer``) sends them at once instead of at its next poll.
     let webhookWakeUp = DispatchSemaphore(value: 0)
@@ -31,17 +35,21 @@ final class Application: Sendable {
         case api
         /// The metrics port (``Configuration/metricsListen``).
         case metrics
+        /// The console's port (``Configuration/adminListen``).
+        case admin
 
         fileprivate var router: Router {
             switch self {
             case .api: Application.apiRouter
             case .metrics: Application.metricsRouter
+            case .admin: Application.adminRouter
             }
         }
     }
 
     private static let apiRouter = Router(Application.routes)
     private static let metricsRouter = Router(Application.metricsRoutes)
+    private static let adminRouter = Router(Application.adminRoutes)
     /// The API requests (method and path) of routes that answer at once (``Route/answersAtOnce``).
     private static let answeredAtOnce = Set(
         Application.routes.filter(\.answersAtOnce).map { RequestLine(method: $0.method, path: $0.pattern) })
@@ -94,7 +102,7 @@ final class Application: Sendable {
         let client = ClientAddress.resolve(
             peer: request.clientAddress, headers: request.headers,
             trustedProxies: configuration.trustedProxies, header: configuration.forwardedHeader)
-        var (routeName, response) = dispatch(request, router: listener.router, client: client)
+        var (routeName, response) = dispatch(request, on: listener, client: client)
         // RFC 9449 §8, §9: a fresh nonce with every answer to a DPoP request, refusals included.
         if let nonce = dpopNonceHeader(for: request) { response.headers[DPoP.nonceHeader] = nonce }
         let seconds = Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9
@@ -108,10 +116,10 @@ final class Application: Sendable {
         return response
     }
 
-    private func dispatch(_ request: HTTPRequest, router: Router, client: ClientAddress) -> (
+    private func dispatch(_ request: HTTPRequest, on listener: Listener, client: ClientAddress) -> (
         String, HTTPResponse
     ) {
-        switch router.match(method: request.method, path: request.path) {
+        switch listener.router.match(method: request.method, path: request.path) {
         case .notFound:
             return ("unmatched", APIError(404, .notFound, "No such path.").response)
         case .methodNotAllowed(let pattern, let allowed):
@@ -131,7 +139,7 @@ final class Application: Sendable {
             }
             let context = RequestContext(
                 request: request, parameters: parameters, now: clock.nowToTheMillisecond,
-                clientAddress: client)
+                clientAddress: client, listener: listener)
             do {
                 return (route.pattern, try respond(route, context))
             } catch let error as APIError {

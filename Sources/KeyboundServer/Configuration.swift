@@ -84,6 +84,18 @@ public struct Configuration: Sendable {
     /// Where `GET /metrics` is served, on a listener of its own (plain HTTP); nil (the default)
     /// serves it nowhere. Port 0 picks a free port (read it from ``Server/metricsURL``).
     public var metricsListen: ListenAddress?
+    /// Where the operator console and its API (`/admin/v1/…`) are served, on a listener of its own
+    /// (docs/console.md); nil (the default) serves them nowhere. A private address: the console
+    /// is never on the API port. HTTPS when ``tlsKeyPath`` is set. Port 0 picks a free port
+    /// (read it from ``Server/adminURL``).
+    public var adminListen: ListenAddress?
+    /// The origin the console runs on in the browser, for its passkey sign-in; nil: the
+    /// `http://localhost:PORT` of ``adminListen`` (`https` with TLS).
+    public var adminOrigin: String?
+    /// How often each instance writes the traffic it counted into the database, for the console's
+    /// overview (seconds, 5): the overview lags by up to this much, and an instance killed without
+    /// stopping loses at most this much of its counts.
+    public var trafficFlushInterval: Double = 5
     /// PEM file of the TLS certificate (chain); with ``tlsKeyPath`` it turns on HTTPS.
     public var tlsCertificatePath: String?
     /// PEM file of the TLS private key.

@@ -84,9 +84,10 @@ public final class Server: Sendable {
     /// The configuration the server was created with.
     public let configuration: Configuration
     private let application: Application
-    /// The API listener and, when configured, the metrics listener, while running.
-    private let listeners = Locked<(api: HTTPDaemon, metrics: HTTPDaemon?)?>(nil)
-    private let housekeeping = Locked<(any DispatchSourceTimer)?>(nil)
+    /// The API listener and, when configured, the metrics and console listeners, while running.
+    private let listeners = Locked<(api: HTTPDaemon, metrics: HTTPDaemon?, admin: HTTPDaemon?)?>(nil)
+    /// Housekeeping's timer and the traffic counters' flush timer, while running.
+    private let housekeeping = Locked<[any DispatchSourceTimer]>([])
     /// Sends webhook deliveries while running.
     private let deliverer = Locked<WebhookDeliverer?>(nil)
 
@@ -126,7 +127,7 @@ public final class Server: Sendable {
     }
 
     /// Starts listening on ``Configuration/host``:``Configuration/port`` with a pool of worker
-    /// threads, and on ``Configuration/metricsListen`` when set.
+    /// threads, and on ``Configuration/metricsListen`` and ``Configuration/adminListen`` when set.
     /// - Throws: ``ServerError`` when the address is taken or the TLS files are unreadable.
     public func start() throws {
         var tlsKey: String?
@@ -172,8 +173,20 @@ public final class Server: Sendable {
                         application.handle(request, on: .metrics)
                     }
                 }
-                current = (api, metrics)
+                var admin: HTTPDaemon?
+                if let address = configuration.adminListen {
+                    // A few operators' browsers: few threads and connections; bodies as on the API.
+                    var adminOptions = options
+                    (adminOptions.host, adminOptions.port) = (address.host, address.port)
+                    (adminOptions.threads, adminOptions.handlerThreads) = (1, 4)
+                    (adminOptions.connectionLimit, adminOptions.perClientConnectionLimit) = (64, 16)
+                    admin = try HTTPDaemon(options: adminOptions) { [application] request in
+                        application.handle(request, on: .admin)
+                    }
+                }
+                current = (api, metrics, admin)
                 application.listeningPort.withLock { $0 = api.port }
+                application.adminPort.withLock { $0 = admin?.port }
             } catch let error as HTTPDaemonError {
                 throw ServerError(error.kind, error.description)
             }
@@ -181,8 +194,14 @@ public final class Server: Sendable {
         let timer = DispatchSource.makeTimerSource(queue: .global(qos: .utility))
         timer.schedule(deadline: .now(), repeating: .seconds(600))
         timer.setEventHandler { [application] in application.purgeExpired() }
+        let counting = DispatchSource.makeTimerSource(queue: .global(qos: .utility))
+        counting.schedule(
+            deadline: .now() + configuration.trafficFlushInterval,
+            repeating: configuration.trafficFlushInterval)
+        counting.setEventHandler { [application] in application.flushTraffic() }
+        counting.resume()
         timer.resume()
-        housekeeping.withLock { $0 = timer }
+        housekeeping.withLock { $0 = [timer, counting] }
         let webhooks = WebhookDeliverer(application: application)
         webhooks.start()
         deliverer.withLock { $0 = webhooks }
@@ -203,6 +222,11 @@ public final class Server: Sendable {
             application.logger.log(
                 .info, "metrics listening", [("address", address.host), ("port", Int(metricsPort))])
         }
+        if let adminPort, let address = configuration.adminListen {
+            application.logger.log(
+                .info, "console listening",
+                [("address", address.host), ("port", Int(adminPort)), ("origin", application.adminOrigin)])
+        }
     }
 
     /// The port the server listens on (the real one when configured with 0), or nil when stopped.
@@ -216,6 +240,20 @@ public final class Server: Sendable {
         guard let port = metricsPort, let host = configuration.metricsListen?.host else { return nil }
         return URL(string: "http://\(host.contains(":") ? "[\(host)]" : host):\(port)/metrics")
     }
+
+    /// The port of the console's listener while running, or nil (stopped, or not configured).
+    public var adminPort: UInt16? { listeners.withLock { $0?.admin?.port } }
+
+    /// `http://host:port` (or `https://`) of the console's listener while running, else nil.
+    public var adminURL: URL? {
+        guard let port = adminPort, let host = configuration.adminListen?.host else { return nil }
+        let scheme = configuration.tlsKeyPath == nil ? "http" : "https"
+        return URL(string: "\(scheme)://\(host.contains(":") ? "[\(host)]" : host):\(port)")
+    }
+
+    /// Writes the traffic this instance counted since its last flush into the database now (it
+    /// does so every ``Configuration/trafficFlushInterval`` and when it stops).
+    public func flushTrafficCounts() { application.flushTraffic() }
 
     /// `http://host:port` (or `https://`) while running, else nil.
     public var baseURL: URL? {
@@ -233,12 +271,15 @@ public final class Server: Sendable {
             return current
         }
         guard let running else { return }
-        housekeeping.withLock { timer in
-            timer?.cancel()
-            timer = nil
+        housekeeping.withLock { timers in
+            for timer in timers { timer.cancel() }
+            timers = []
         }
         running.metrics?.stop(gracePeriod: 0)
+        running.admin?.stop(gracePeriod: gracePeriod)
         running.api.stop(gracePeriod: gracePeriod)
+        // What this instance counted since the last flush, so that the console misses none of it.
+        application.flushTraffic()
         deliverer.withLock { deliverer in
             defer { deliverer = nil }
             return deliverer

@@ -739,6 +739,8 @@ public struct AuditEvent: WireObject, Hashable {
         case count
         case lastTime = "last_time"
         case lastClientAddress = "last_client_address"
+        case actorID = "actor_id"
+        case detail
     }
     /// When it happened; for a folded event, the first time.
     public let time: Date
@@ -764,6 +766,12 @@ public struct AuditEvent: WireObject, Hashable {
     /// The client address of the latest occurrence; equal to ``clientAddress`` when ``count`` is
     /// 1, and for events folded before the server kept both.
     public let lastClientAddress: String?
+    /// The user id of the administrator who did it on the operator console; nil for what the
+    /// user (or the server) did.
+    public let actorID: String?
+    /// What an administrator's change was about (`webhook whk_… removed`), for changes that name
+    /// no user; otherwise nil.
+    public let detail: String?
     /// Creates the message from its members.
     /// - Parameters:
     ///   - lastTime: nil: `time`.
@@ -771,8 +779,10 @@ public struct AuditEvent: WireObject, Hashable {
     public init(
         time: Date, type: AuditEventType, method: AuditMethod?, userID: String?, deviceID: String?,
         sessionID: String?, clientAddress: String?, count: Int = 1, lastTime: Date? = nil,
-        lastClientAddress: String? = nil
+        lastClientAddress: String? = nil, actorID: String? = nil, detail: String? = nil
     ) {
+        self.actorID = actorID
+        self.detail = detail
         self.time = time
         self.type = type
         self.method = method
@@ -795,6 +805,8 @@ public struct AuditEvent: WireObject, Hashable {
         count = try reader.integer(.count)
         lastTime = try reader.timestamp(.lastTime)
         lastClientAddress = try reader.optionalString(.lastClientAddress)
+        actorID = try reader.optionalString(.actorID)
+        detail = try reader.optionalString(.detail)
     }
     package func write(to object: inout JSONObjectBuilder<Member>) {
         object.add(.time, time)
@@ -807,6 +819,8 @@ public struct AuditEvent: WireObject, Hashable {
         object.add(.count, count)
         object.add(.lastTime, lastTime)
         object.add(.lastClientAddress, lastClientAddress)
+        object.add(.actorID, actorID)
+        object.add(.detail, detail)
     }
 }
 

@@ -137,6 +137,13 @@ public struct ProblemCode: OpenVocabulary {
     /// the `Retry-After` header, and it gets that request's answer (409).
     public static let idempotencyKeyInFlight = ProblemCode(rawValue: "idempotency_key_in_flight")
 
+    // The operator console (docs/console.md).
+
+    /// An administrator locked the account: no login opens a session until one unlocks it (403).
+    public static let accountLocked = ProblemCode(rawValue: "account_locked")
+    /// The operator console's API takes only accounts with the `admin` role (403).
+    public static let adminRequired = ProblemCode(rawValue: "admin_required")
+
     /// Every code this version's server sends, in the order of docs/openapi.yaml
     /// (``deviceSuspended`` is not among them).
     public static let known: [ProblemCode] = [
@@ -153,7 +160,8 @@ public struct ProblemCode: OpenVocabulary {
         .credentialExists, .lastPasskey, .passkeyLimitReached, .passkeySuspended, .appAttestRequired,
         .environmentMismatch,
         .replayedAssertion, .usernameMismatch, .dpopProofInvalid, .useDPoPNonce, .unknownClient,
-        .unregisteredRedirectURI, .idempotencyKeyReused, .idempotencyKeyInFlight,
+        .unregisteredRedirectURI, .idempotencyKeyReused, .idempotencyKeyInFlight, .accountLocked,
+        .adminRequired,
     ]
 }
 

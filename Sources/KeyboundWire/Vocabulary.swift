@@ -123,6 +123,21 @@ public struct AuditEventType: OpenVocabulary {
     public static let oauthAuthorized = AuditEventType(rawValue: "oauth_authorized")
     /// An authorization code was presented a second time: what its first use issued was revoked.
     public static let oauthCodeReuse = AuditEventType(rawValue: "oauth_code_reuse")
+    /// An administrator ended a session, or all of a user's sessions (docs/console.md).
+    public static let sessionRevoked = AuditEventType(rawValue: "session_revoked")
+    /// An administrator locked the account: its sessions ended, and no login opens one.
+    public static let accountLocked = AuditEventType(rawValue: "account_locked")
+    /// An administrator unlocked the account.
+    public static let accountUnlocked = AuditEventType(rawValue: "account_unlocked")
+    /// An administrator cleared the account's login throttles.
+    public static let throttlesCleared = AuditEventType(rawValue: "throttles_cleared")
+    /// A role was granted to the account (on the console, or by an operator).
+    public static let roleGranted = AuditEventType(rawValue: "role_granted")
+    /// A role was taken from the account.
+    public static let roleRevoked = AuditEventType(rawValue: "role_revoked")
+    /// An administrator registered an OAuth client or a webhook endpoint, removed one, or sent a
+    /// webhook delivery again; the event's `detail` says which.
+    public static let configurationChanged = AuditEventType(rawValue: "configuration_changed")
 
     /// Every type this version writes, in the order of docs/openapi.yaml.
     public static let known: [AuditEventType] = [
@@ -130,7 +145,8 @@ public struct AuditEventType: OpenVocabulary {
         .refreshReuse, .deviceBound, .deviceRevoked, .deviceThrottled, .approvalCreated, .approvalConfirmed,
         .approvalDenied,
         .approvalFailed, .passkeyRegistered, .passkeyRemoved, .passkeyCloned, .passkeyThrottled,
-        .appAttestFailed, .oauthAuthorized, .oauthCodeReuse,
+        .appAttestFailed, .oauthAuthorized, .oauthCodeReuse, .sessionRevoked, .accountLocked,
+        .accountUnlocked, .throttlesCleared, .roleGranted, .roleRevoked, .configurationChanged,
     ]
 }
 

@@ -28,6 +28,8 @@ struct OperatorCommand: Sendable {
         case one(String)
         /// At most one: `[NAME]`.
         case optional(String)
+        /// Exactly two: `NAME ROLE`; the second is ``Invocation/secondOperand``.
+        case two(String, String)
     }
 
     /// One subcommand: `add NAME`, its options, and what it does.
@@ -57,6 +59,8 @@ struct OperatorCommand: Sendable {
         let arguments: Arguments
         /// The operand, if the subcommand takes one and it was given.
         let operand: String?
+        /// The second operand of a subcommand that takes ``Operands/two(_:_:)``.
+        var secondOperand: String?
         /// `Configuration()` with `--db`, the subcommand's settings, the database password and the
         /// key-encryption key; no log.
         let configuration: Configuration
@@ -147,6 +151,7 @@ struct OperatorCommand: Sendable {
         case .none: ""
         case .one(let placeholder): placeholder
         case .optional(let placeholder): "[\(placeholder)]"
+        case .two(let first, let second): "\(first) \(second)"
         }
     }
 
@@ -177,6 +182,7 @@ struct OperatorCommand: Sendable {
             }
             invocation = Invocation(
                 arguments: arguments, operand: try operand(of: action, arguments.positionals),
+                secondOperand: arguments.positionals.dropFirst().first,
                 configuration: try Self.configuration(arguments, settings: action.settings))
         } catch {
             printError("\(command) \(action.name): \(error)")
@@ -233,6 +239,9 @@ struct OperatorCommand: Sendable {
                 throw UsageError("give at most one \(placeholder): \(synopsis)")
             }
             return positionals.first
+        case .two(let first, let second):
+            guard positionals.count == 2 else { throw UsageError("give \(first) and \(second): \(synopsis)") }
+            return positionals[0]
         }
     }
 

@@ -86,6 +86,12 @@ enum ServeCommand {
                 .value(
                     "metrics-listen", "HOST:PORT", "serve GET /metrics there, not on the API port",
                     \.metricsListen, .address, unset: "off"),
+                .value(
+                    "admin-listen", "HOST:PORT", "serve the operator console there (docs/console.md)",
+                    \.adminListen, .address, unset: "off"),
+                .value(
+                    "admin-origin", "URL", "the console's origin in the browser, for passkeys",
+                    \.adminOrigin, .text, unset: "http://localhost:PORT of --admin-listen"),
             ]
         ),
         (

@@ -7,11 +7,22 @@ enum UserCommand {
     static let command = OperatorCommand(
         name: "user", title: "accounts and their devices, on the server's database",
         actions: [
-            OperatorCommand.Action(name: "add", operands: .one("NAME")) { invocation in
-                let userID = try AccountAdministration(configuration: invocation.configuration).addUser(
-                    username: invocation.operand ?? "", password: try readPassword())
+            OperatorCommand.Action(
+                name: "add", operands: .one("NAME"),
+                options: [.flag("admin", "give the account the admin role (the operator console)")]
+            ) { invocation in
+                let administration = try AccountAdministration(configuration: invocation.configuration)
+                let username = invocation.operand ?? ""
+                let userID = try administration.addUser(username: username, password: try readPassword())
+                if invocation.arguments.isSet("admin") { try administration.grant(.admin, to: username) }
                 return OperatorCommand.Outcome(
                     members: [JSONMember("user_id", .string(userID))], text: userID)
+            },
+            OperatorCommand.Action(name: "grant", operands: .two("NAME", "ROLE")) { invocation in
+                try changeRole(invocation, granted: true)
+            },
+            OperatorCommand.Action(name: "revoke", operands: .two("NAME", "ROLE")) { invocation in
+                try changeRole(invocation, granted: false)
             },
             OperatorCommand.Action(
                 name: "devices", operands: .optional("NAME"),
@@ -42,9 +53,35 @@ enum UserCommand {
 
               keybound user devices --unattested --db sqlite:/var/lib/keybound/keybound.sqlite
 
+            grant and revoke give the account NAME a role, or take it: the one role is admin, which
+            may use the operator console (docs/console.md; keybound serve --admin-listen). add
+            --admin creates an account that has it. Taking the role ends no session: the console
+            refuses the account's tokens from its next request.
+
+              keybound user grant alice admin --db sqlite:/var/lib/keybound/keybound.sqlite
+
             The server may be running meanwhile.
             """,
-        refusals: "taken, invalid, no such user")
+        refusals: "taken, invalid, no such user, no such role")
+
+    /// `grant` or `revoke NAME ROLE`.
+    private static func changeRole(_ invocation: OperatorCommand.Invocation, granted: Bool) throws
+        -> OperatorCommand.Outcome
+    {
+        let name = invocation.secondOperand ?? ""
+        guard let role = Role(name) else {
+            throw OperatorCommand.Refusal(
+                "no role is named '\(name)': the roles are \(Role.known.map(\.name).joined(separator: ", "))")
+        }
+        let administration = try AccountAdministration(configuration: invocation.configuration)
+        let username = invocation.operand ?? ""
+        let changed =
+            granted
+            ? try administration.grant(role, to: username) : try administration.revoke(role, from: username)
+        let state = granted ? (changed ? "granted" : "already held") : (changed ? "revoked" : "not held")
+        return OperatorCommand.Outcome(
+            members: [JSONMember("changed", .bool(changed))], text: "\(username): \(role) \(state)")
+    }
 
     static func run(_ raw: [String]) -> Int32 { command.run(raw) }
 

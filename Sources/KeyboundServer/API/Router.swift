@@ -10,6 +10,12 @@ struct RequestContext {
     let now: Date
     /// The client: the TCP peer, or the forwarded client behind a trusted proxy.
     let clientAddress: ClientAddress
+    /// The listener the request arrived on: a login on the console's opens a session for an
+    /// admin only (``Application/openSession``).
+    var listener: Application.Listener = .api
+    /// The administrator on whose behalf a console request changes things: every audit event it
+    /// records names them (``Application/audit(_:_:_:method:userID:deviceID:sessionID:details:)``).
+    var actorID: String?
 
     /// A path parameter (always present for a matched route).
     func parameter(_ name: String) -> String { parameters[name] ?? "" }

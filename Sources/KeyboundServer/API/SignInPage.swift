@@ -73,7 +73,7 @@ enum SignInPage {
     /// Its script: `ROUTES`, the API routes it calls as the server declares them (``API``), then
     /// sign-in.js.
     static let script = File(
-        path: "/sign-in.js", text: routesScript + SignInPageFiles.script,
+        path: "/sign-in.js", text: routesScript(routes) + SignInPageFiles.script,
         contentType: "text/javascript; charset=utf-8")
 
     /// The routes the page calls, by the name its script uses.
@@ -90,7 +90,7 @@ enum SignInPage {
 
     /// `const ROUTES = {"me": {"method": "GET", "path": "/v1/me"}, …};` and a line that says where
     /// it comes from.
-    private static var routesScript: String {
+    static func routesScript(_ routes: [(name: String, route: any EndpointDescription)]) -> String {
         let members = routes.map { entry in
             JSONMember(
                 entry.name,

@@ -86,6 +86,34 @@ public struct AccountAdministration: Sendable {
         }
     }
 
+    /// Gives the user named `username` `role` (`keybound user grant`, `add --admin`), audited
+    /// as `role_granted` with method `operator`.
+    /// - Returns: false when they held it already.
+    /// - Throws: ``ServerError`` `userNotFound`, `databaseUnreachable`.
+    @discardableResult
+    public func grant(_ role: Role, to username: String) throws -> Bool {
+        try changeRole(role, granted: true, username: username)
+    }
+
+    /// Takes `role` from the user named `username` (`keybound user revoke`), audited as
+    /// `role_revoked`. Their sessions stay; the console refuses them from their next request.
+    /// - Returns: false when they did not hold it.
+    /// - Throws: ``ServerError`` `userNotFound`, `databaseUnreachable`.
+    @discardableResult
+    public func revoke(_ role: Role, from username: String) throws -> Bool {
+        try changeRole(role, granted: false, username: username)
+    }
+
+    private func changeRole(_ role: Role, granted: Bool, username: String) throws -> Bool {
+        do {
+            return try application.setRole(role, granted: granted, username: try Username(username))
+        } catch is APIError, is WireFailure {
+            throw ServerError(.userNotFound, "no user is named '\(username)'")
+        } catch {
+            throw ServerError(.databaseUnreachable, "cannot change the roles: \(error)")
+        }
+    }
+
     /// The active (not revoked) devices, ordered by username, then by when they were bound.
     /// - Parameters:
     ///   - username: only this user's devices; nil: every user's.

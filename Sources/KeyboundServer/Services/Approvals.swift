@@ -156,11 +156,7 @@ extension Application {
                 try loadApproval($0, id: approvalID, userID: caller.userID)?.stored
             })
         else { throw APIError.notFound }
-        guard stored.status == .pending, context.now >= stored.expiresAt else { return stored }
-        return ApprovalResponse(
-            approvalID: stored.approvalID, status: .expired, deviceID: stored.deviceID, action: stored.action,
-            createdAt: stored.createdAt, expiresAt: stored.expiresAt, decidedAt: stored.decidedAt,
-            receipt: nil)
+        return stored.asOf(context.now)
     }
 
     /// `GET /v1/approvals?status=pending`: the caller's approvals waiting for a decision (not
@@ -258,10 +254,21 @@ extension ApprovalRecord: SQLRecord {
     }
 }
 
-extension ApprovalResponse {
+extension ApprovalResponse: SQLRecord {
+    static let columns = "id, status, device_id, action, created_at, expires_at, decided_at, receipt"
+
+    /// The approval as it stands at `now`: a pending one past its expiry is `expired`.
+    func asOf(_ now: Date) -> ApprovalResponse {
+        guard status == .pending, now >= expiresAt else { return self }
+        return ApprovalResponse(
+            approvalID: approvalID, status: .expired, deviceID: deviceID, action: action,
+            createdAt: createdAt,
+            expiresAt: expiresAt, decidedAt: decidedAt, receipt: nil)
+    }
+
     /// Reads `id, status, device_id, action, created_at, expires_at, decided_at, receipt`. A
     /// status this server does not know reads as `failed`.
-    fileprivate init(row: inout SQLRowReader) throws {
+    init(row: inout SQLRowReader) throws {
         self.init(
             approvalID: try row.text(), status: ApprovalStatus(rawValue: try row.text()) ?? .failed,
             deviceID: try row.text(), action: try ApprovalAction(json: JSON.parse(Data(try row.text().utf8))),

@@ -15,7 +15,8 @@ extension Application {
     ) throws {
         try insertAuditEvent(
             connection, now: context.now, clientAddress: context.clientAddress.text, type, method: method,
-            userID: userID, deviceID: deviceID, sessionID: sessionID, details: details)
+            userID: userID, deviceID: deviceID, sessionID: sessionID, actorID: context.actorID,
+            details: details)
     }
 
     /// Records a refusal (a failed login, a lockout) in the current transaction, folded: when the
@@ -78,15 +79,16 @@ extension Application {
 
     /// Inserts one audit row (count 1), logs it, and emits the webhook event it reports
     /// (``emitAudited(_:now:_:method:userID:deviceID:sessionID:details:)``). `clientAddress` is
-    /// nil for what an operator did on the server's own machine.
+    /// nil for what an operator did on the server's own machine. `actorID` is the administrator
+    /// who did it on the console, `detail` what a change that names no user was about.
     func insertAuditEvent(
         _ connection: any SQLConnection, now: Date, clientAddress: String?, _ type: AuditEventType,
-        method: AuditMethod?, userID: String?, deviceID: String?, sessionID: String?,
-        details: [JSONMember] = []
+        method: AuditMethod?, userID: String?, deviceID: String?, sessionID: String?, actorID: String? = nil,
+        detail: String? = nil, details: [JSONMember] = []
     ) throws {
         try insertAuditRow(
             connection, now: now, clientAddress: clientAddress, type, method: method, userID: userID,
-            deviceID: deviceID, sessionID: sessionID)
+            deviceID: deviceID, sessionID: sessionID, actorID: actorID, detail: detail)
         try emitAudited(
             connection, now: now, type, method: method, userID: userID, deviceID: deviceID,
             sessionID: sessionID,
@@ -96,31 +98,32 @@ extension Application {
     /// Inserts one audit row (count 1) and logs it.
     private func insertAuditRow(
         _ connection: any SQLConnection, now: Date, clientAddress: String?, _ type: AuditEventType,
-        method: AuditMethod?, userID: String?, deviceID: String?, sessionID: String?
+        method: AuditMethod?, userID: String?, deviceID: String?, sessionID: String?, actorID: String? = nil,
+        detail: String? = nil
     ) throws {
         try connection.executeLater(
             """
             INSERT INTO audit_events (id, time, type, method, user_id, device_id, session_id, client_address,
-                count, last_at, last_client_address)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?)
+                count, last_at, last_client_address, actor_id, detail)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?)
             """,
             [
                 .text(SecureRandomBytes.timeOrderedIdentifier("evt", milliseconds: now.milliseconds)),
                 .date(now),
                 .text(type.rawValue),
                 (method?.rawValue).sql, userID.sql, deviceID.sql, sessionID.sql, clientAddress.sql,
-                .date(now), clientAddress.sql,
+                .date(now), clientAddress.sql, actorID.sql, detail.sql,
             ])
         logAudit(
             type, method: method, userID: userID, deviceID: deviceID, sessionID: sessionID,
-            clientAddress: clientAddress, count: 1)
+            clientAddress: clientAddress, count: 1, actorID: actorID)
     }
 
     /// Logs an audit event once its transaction has committed (``AfterCommit``): a row that was
     /// rolled back leaves no line.
     private func logAudit(
         _ type: AuditEventType, method: AuditMethod?, userID: String?, deviceID: String?, sessionID: String?,
-        clientAddress: String?, count: Int64
+        clientAddress: String?, count: Int64, actorID: String? = nil
     ) {
         AfterCommit.run { [logger] in
             logger.log(
@@ -128,7 +131,7 @@ extension Application {
                 [
                     ("event", type.rawValue), ("method", method?.rawValue), ("user_id", userID),
                     ("device_id", deviceID), ("session_id", sessionID), ("client", clientAddress),
-                    ("count", Int(count)),
+                    ("count", Int(count)), ("actor_id", actorID),
                 ])
         }
     }
@@ -158,7 +161,8 @@ extension Application {
 
 extension AuditEvent: SQLRecord {
     static let columns = """
-        time, type, method, user_id, device_id, session_id, client_address, count, last_at, last_client_address
+        time, type, method, user_id, device_id, session_id, client_address, count, last_at, last_client_address,
+            actor_id, detail
         """
 
     init(row: inout SQLRowReader) throws {
@@ -167,6 +171,7 @@ extension AuditEvent: SQLRecord {
             method: try row.optionalText().map(AuditMethod.init(rawValue:)), userID: try row.optionalText(),
             deviceID: try row.optionalText(), sessionID: try row.optionalText(),
             clientAddress: try row.optionalText(), count: Int(try row.integer()), lastTime: try row.date(),
-            lastClientAddress: try row.optionalText())
+            lastClientAddress: try row.optionalText(), actorID: try row.optionalText(),
+            detail: try row.optionalText())
     }
 }

@@ -305,9 +305,14 @@ extension Application {
                         .ciba("expired_token", "the request expired before its tokens were fetched"))
                 }
                 try useUp(proof)(connection)
-                let opened = try openSession(
-                    connection, context, userID: row.userID, clientID: client.id, method: .device,
-                    deviceID: row.deviceID, authTime: decidedAt, scope: row.scope, dpopJKT: nil)
+                let opened: TokenResponse
+                do {
+                    opened = try openSession(
+                        connection, context, userID: row.userID, clientID: client.id, method: .device,
+                        deviceID: row.deviceID, authTime: decidedAt, scope: row.scope, dpopJKT: nil)
+                } catch let error as APIError where error.code == .accountLocked {
+                    return .refused(.ciba("access_denied", "the user's account is locked"))
+                }
                 guard
                     try connection.execute(
                         "UPDATE ciba_requests SET redeemed_at = ?, session_id = ? WHERE hash = ? AND redeemed_at IS NULL",

@@ -93,6 +93,7 @@ extension Application {
                     try auditRefusal(connection, context, .addressLockout, method: .device)
                 }
                 metrics.recordLogin(method: AuthMethod.device.rawValue, outcome: "failure")
+                traffic.count(.failure(AuthMethod.device.rawValue), at: context.now)
                 return .refused(.signatureInvalid)
             }
             // Revoked while the signature was checked?

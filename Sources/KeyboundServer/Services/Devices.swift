@@ -161,7 +161,7 @@ extension Application {
     }
 
     /// Revokes a device and ends the sessions it opened.
-    private func revoke(
+    func revoke(
         _ connection: any SQLConnection, _ context: RequestContext, deviceID: String, userID: String
     )
         throws

@@ -132,5 +132,6 @@ extension Application {
         ]
         if let receipt { data.append(JSONMember("receipt", .string(receipt))) }
         try emit(connection, now: now, .approvalDecided, data)
+        traffic.count(status == .approved ? .approvalApproved : .approvalDenied, at: now)
     }
 }

@@ -233,7 +233,8 @@ extension Application {
 
     /// Removes a client (`keybound client remove`) and ends its sessions.
     /// - Returns: whether it existed.
-    func removeClient(id: String) throws -> Bool {
+    /// - Parameter alsoWriting: writes more in the same transaction (the console's audit row).
+    func removeClient(id: String, alsoWriting: (any SQLConnection) throws -> Void = { _ in }) throws -> Bool {
         let now = clock.nowToTheMillisecond
         return try database.write { connection in
             guard try connection.execute("DELETE FROM oauth_clients WHERE id = ?", [.text(id)]) == 1 else {
@@ -243,6 +244,7 @@ extension Application {
                 connection, where: "scope IS NOT NULL AND client_id = ?", [.text(id)],
                 reason: "client_removed",
                 now: now)
+            try alsoWriting(connection)
             return true
         }
     }

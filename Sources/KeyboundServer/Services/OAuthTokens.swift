@@ -153,10 +153,15 @@ extension Application {
             try useUp(proof)(connection)
             try connection.execute(
                 "UPDATE oauth_codes SET used_at = ? WHERE hash = ?", [.date(context.now), .text(hash)])
-            let tokens = try openSession(
-                connection, context, userID: row.userID, clientID: client.id, method: row.authMethod,
-                deviceID: nil, authTime: row.authTime, scope: row.scope,
-                dpopJKT: client.isConfidential ? nil : proof?.thumbprint)
+            let tokens: TokenResponse
+            do {
+                tokens = try openSession(
+                    connection, context, userID: row.userID, clientID: client.id, method: row.authMethod,
+                    deviceID: nil, authTime: row.authTime, scope: row.scope,
+                    dpopJKT: client.isConfidential ? nil : proof?.thumbprint)
+            } catch let error as APIError where error.code == .accountLocked {
+                return .refused(OAuthError.invalidGrant("the user's account is locked"))
+            }
             try connection.execute(
                 "UPDATE oauth_codes SET session_id = ? WHERE hash = ?",
                 [.text(tokens.sessionID), .text(hash)])

@@ -25,13 +25,24 @@ extension Application {
         return ["\(configuration.tlsKeyPath == nil ? "http" : "https")://localhost:\(port)"]
     }
 
-    /// The relying party: the web origins, and the Android apps of ``Configuration/androidApps``,
-    /// whose ceremonies carry their signing certificate's hash as origin.
-    var relyingParty: RelyingParty {
-        RelyingParty(
-            id: relyingPartyID,
-            origins: Set(
-                passkeyOrigins + configuration.androidApps.compactMap { AndroidApp($0)?.passkeyOrigin }),
+    /// The origin of the operator console (``Configuration/adminOrigin``): configured, or the
+    /// `localhost` origin of its listener.
+    var adminOrigin: String {
+        if let configured = configuration.adminOrigin { return configured }
+        let port = adminPort.withLock { $0 } ?? configuration.adminListen?.port ?? 0
+        return "\(configuration.tlsKeyPath == nil ? "http" : "https")://localhost:\(port)"
+    }
+
+    /// The relying party of a ceremony that arrived on `listener`: on the API's, the web origins
+    /// and the Android apps of ``Configuration/androidApps`` (whose ceremonies carry their signing
+    /// certificate's hash as origin); on the console's, the console's origin alone.
+    func relyingParty(_ listener: Listener) -> RelyingParty {
+        let origins =
+            listener == .admin
+            ? [adminOrigin]
+            : passkeyOrigins + configuration.androidApps.compactMap { AndroidApp($0)?.passkeyOrigin }
+        return RelyingParty(
+            id: relyingPartyID, origins: Set(origins),
             requiresUserVerification: configuration.passkeyUserVerification)
     }
 
@@ -42,7 +53,7 @@ extension Application {
     /// (`scheme://host[:port]`, lowercase, no default port, no path), and an RP ID that is not
     /// their host or a parent domain of it.
     static func checkPasskeySettings(_ configuration: Configuration) throws {
-        for origin in configuration.origins {
+        for origin in configuration.origins + [configuration.adminOrigin].compactMap({ $0 }) {
             guard let url = URL(string: origin), let scheme = url.scheme, ["http", "https"].contains(scheme),
                 let host = url.host, !host.isEmpty, url.path.isEmpty, url.query == nil, url.fragment == nil,
                 url.user == nil, url.port != (scheme == "http" ? 80 : 443),
@@ -54,7 +65,9 @@ extension Application {
                     "--origin must be scheme://host[:port] as a browser writes it "
                         + "(e.g. https://example.org or http://localhost:8420), not '\(origin)'")
             }
-            let rpID = configuration.relyingPartyID ?? URL(string: configuration.origins[0])?.host ?? ""
+            let rpID =
+                configuration.relyingPartyID ?? configuration.origins.first.flatMap { URL(string: $0)?.host }
+                ?? "localhost"
             guard host == rpID || host.hasSuffix("." + rpID) else {
                 throw ServerError(
                     .invalidConfiguration,

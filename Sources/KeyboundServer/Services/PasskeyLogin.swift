@@ -48,7 +48,7 @@ extension Application {
         } else {
             do {
                 verdict = .success(
-                    try relyingParty.verifyAuthentication(
+                    try relyingParty(context.listener).verifyAuthentication(
                         response, challenge: ceremony.bytes, credential: passkey.record,
                         identification: ceremony.username == nil ? .byUserHandle : .beforeCeremony))
             } catch let error as WebAuthnError {
@@ -165,5 +165,6 @@ extension Application {
             try auditRefusal(connection, context, .addressLockout, method: .passkey)
         }
         metrics.recordLogin(method: AuthMethod.passkey.rawValue, outcome: "failure")
+        traffic.count(.failure(AuthMethod.passkey.rawValue), at: context.now)
     }
 }

@@ -56,7 +56,7 @@ extension Application {
             rpID: relyingPartyID, rpName: configuration.serverID,
             userID: Data(challenge.userID?.utf8 ?? "".utf8),
             userName: challenge.username ?? "", userDisplayName: displayName, challenge: challenge.bytes,
-            algorithms: relyingParty.algorithms.map { Int($0.rawValue) },
+            algorithms: relyingParty(.api).algorithms.map { Int($0.rawValue) },
             timeout: configuration.ceremonyLifetime * 1000,
             excludeCredentials: exclude.map(PasskeyCredentialDescriptor.init(id:)),
             userVerification: userVerification, attestation: attestation ?? AttestationConveyance.none)
@@ -85,7 +85,7 @@ extension Application {
         // unattested: trusting roots is policy. A statement whose signature is wrong was refused.
         let registration: VerifiedRegistration
         do {
-            registration = try relyingParty.verifyRegistration(
+            registration = try relyingParty(.api).verifyRegistration(
                 response, challenge: ceremony.bytes, at: clock.now)
         } catch let error as WebAuthnError {
             // A checked attempt uses the challenge up: nobody gets to try variations of one.

@@ -64,6 +64,7 @@ extension Application {
                 }
             }
             metrics.recordLogin(method: AuthMethod.password.rawValue, outcome: "failure")
+            traffic.count(.failure(AuthMethod.password.rawValue), at: context.now)
             throw APIError.invalidCredentials
         }
         return try database.write { connection in

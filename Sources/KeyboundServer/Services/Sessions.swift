@@ -63,7 +63,8 @@ extension Application {
     }
 
     /// Opens a session: ends the user's previous session from the same client (or all of the
-    /// user's sessions with `--single-session`), then issues tokens.
+    /// user's sessions with `--single-session`), then issues tokens. A locked account opens none,
+    /// and on the console's listener only an administrator does (403, the whole login rolled back).
     /// - Parameters:
     ///   - authTime: when the user authenticated, if not now (an OAuth code exchange).
     ///   - scope: an OAuth client's granted scope; nil for a /v1 session.
@@ -75,6 +76,7 @@ extension Application {
         method: AuthMethod, deviceID: String?, authTime: Date? = nil, scope: String? = nil,
         dpopJKT: String? = nil, proof: DPoPProof? = nil
     ) throws -> TokenResponse {
+        try checkMayOpenSession(connection, userID: userID, context)
         try useUp(proof, connection, at: .login)
         let dpopJKT = dpopJKT ?? proof?.thumbprint
         // An OAuth client's sessions (a scope) replace nothing: a web app's user may sign in from
@@ -96,6 +98,7 @@ extension Application {
             connection, context, .login, method: AuditMethod(method), userID: userID, deviceID: deviceID,
             sessionID: sessionID)
         metrics.recordLogin(method: method.rawValue, outcome: "success")
+        traffic.count(.login(scope == nil ? method.rawValue : "oauth"), at: context.now)
         return try issueTokens(
             connection, sessionID: sessionID, userID: userID, bound: dpopJKT != nil, now: context.now)
     }

@@ -77,6 +77,7 @@ extension Application {
     /// Counts a throttled login in the metrics (it writes nothing) and returns the 429.
     func refuseThrottled(method: AuthMethod, _ context: RequestContext, blockedUntil: Date) -> APIError {
         metrics.recordLogin(method: method.rawValue, outcome: "throttled")
+        traffic.count(.throttled(method.rawValue), at: context.now)
         return APIError.throttled(retryAfter: blockedUntil.seconds(after: context.now))
     }
 

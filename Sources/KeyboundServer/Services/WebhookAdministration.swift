@@ -47,7 +47,10 @@ public struct WebhookDeliveryInfo: Sendable, Hashable {
 extension Application {
     /// Registers an endpoint (`keybound webhook add`).
     /// - Throws: ``APIError`` when the URL or an event type is refused, or the URL is registered.
-    func addWebhook(url: String, events: [String]) throws -> WebhookEndpointInfo {
+    /// - Parameter alsoWriting: writes more in the same transaction (the console's audit row).
+    func addWebhook(
+        url: String, events: [String], alsoWriting: (any SQLConnection) throws -> Void = { _ in }
+    ) throws -> WebhookEndpointInfo {
         if let problem = WebhookTarget.formProblem(url) { throw APIError.invalid(problem) }
         if !configuration.allowPrivateWebhooks, let address = WebhookTarget.nonPublicAddress(of: url) {
             throw APIError.invalid(
@@ -80,6 +83,7 @@ extension Application {
                     "INSERT INTO webhook_subscriptions (event_type, endpoint_id) VALUES (?, ?)",
                     [.text(type.rawValue), .text(id)])
             }
+            try alsoWriting(connection)
         }
         return WebhookEndpointInfo(
             id: id, url: url, events: ordered.map(\.rawValue), createdAt: now,
@@ -114,7 +118,9 @@ extension Application {
 
     /// Removes the endpoint at `url` with its deliveries, sent or not.
     /// - Returns: false when no endpoint has that URL.
-    func removeWebhook(url: String) throws -> Bool {
+    /// - Parameter alsoWriting: writes more in the same transaction (the console's audit row).
+    func removeWebhook(url: String, alsoWriting: (any SQLConnection) throws -> Void = { _ in }) throws -> Bool
+    {
         try database.write { connection in
             guard let id = try endpointID(connection, url: url) else { return false }
             try connection.execute(
@@ -131,6 +137,7 @@ extension Application {
                 """, [])
             try connection.execute("DELETE FROM webhook_subscriptions WHERE endpoint_id = ?", [id])
             try connection.execute("DELETE FROM webhook_endpoints WHERE id = ?", [id])
+            try alsoWriting(connection)
             return true
         }
     }
@@ -175,15 +182,20 @@ extension Application {
     /// Sends a delivery again now, whatever its status, with a new three-day window: the same
     /// `webhook-id`, so a receiver that had it dedupes it.
     /// - Returns: false when no delivery has that id.
-    func retryWebhookDelivery(id: String) throws -> Bool {
+    /// - Parameter alsoWriting: writes more in the same transaction (the console's audit row).
+    func retryWebhookDelivery(id: String, alsoWriting: (any SQLConnection) throws -> Void = { _ in }) throws
+        -> Bool
+    {
         let now = clock.nowToTheMillisecond
         let changed = try database.write { connection in
-            try connection.execute(
+            let changed = try connection.execute(
                 """
                 UPDATE webhook_deliveries SET status = ?, next_attempt_at = ?, window_start = ?, lease_owner = NULL,
                     lease_until = NULL
                 WHERE id = ?
                 """, [.text(WebhookDeliveryStatus.pending.rawValue), .date(now), .date(now), .text(id)])
+            if changed == 1 { try alsoWriting(connection) }
+            return changed
         }
         return changed == 1
     }

@@ -297,6 +297,7 @@ final class WebhookDeliverer: Sendable {
                 .text(delivery.id), .text(owner), .integer(delivery.attempts),
             ])
         guard updated == 1 else { return }
+        if !acknowledged { application.traffic.count(.webhookFailed, at: now) }
         try connection.execute(
             "INSERT INTO webhook_attempts (delivery_id, number, attempted_at, result) VALUES (?, ?, ?, ?)",
             [.text(delivery.id), .integer(attempt), .date(now), .text(String(result.prefix(200)))])

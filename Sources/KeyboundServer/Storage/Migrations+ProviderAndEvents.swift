@@ -173,7 +173,7 @@ extension Migrations {
         ),
     ]
 
-    /// Idempotent retries (13) and the group commit's lock (14).
+    /// Idempotent retries (13), the group commit's lock (14) and the operator console (15).
     static let retries: [(version: Int64, statements: [String])] = [
         (
             13,
@@ -201,6 +201,34 @@ extension Migrations {
                 // snapshot) so that the servers' group commits run one after another
                 // (PostgresWriter); SQLite's one writer needs no lock.
                 "CREATE TABLE group_commit_lock (id BIGINT PRIMARY KEY)"
+            ]
+        ),
+        (
+            15,
+            [
+                // The operator console (docs/console.md): who is an admin, which accounts an admin
+                // locked, which admin did what, and the traffic every instance counted, in
+                // five-minute buckets (TrafficCounters).
+                """
+                CREATE TABLE user_roles (
+                    user_id TEXT NOT NULL REFERENCES users (id),
+                    role TEXT NOT NULL,
+                    granted_at BIGINT NOT NULL,
+                    PRIMARY KEY (user_id, role)
+                )
+                """,
+                "ALTER TABLE users ADD COLUMN locked_at BIGINT",
+                "ALTER TABLE audit_events ADD COLUMN actor_id TEXT",
+                "ALTER TABLE audit_events ADD COLUMN detail TEXT",
+                "CREATE INDEX audit_by_time ON audit_events (last_at)",
+                """
+                CREATE TABLE traffic_counts (
+                    bucket BIGINT NOT NULL,
+                    name TEXT NOT NULL,
+                    count BIGINT NOT NULL,
+                    PRIMARY KEY (bucket, name)
+                )
+                """,
             ]
         ),
     ]

@@ -1,0 +1,257 @@
+import Foundation
+import KeyboundCrypto
+import KeyboundTestSupport
+import KeyboundWire
+import Testing
+
+@testable import KeyboundServer
+
+/// The operator console's API (docs/console.md) as an attacker and an administrator meet it: only
+/// on its own listener, only for administrators, every change audited with the administrator's
+/// id, and the overview's counts equal to the traffic.
+@Suite("Operator console")
+struct ConsoleTests {
+    /// A live server with the console on a free port of its own, and a client of that port.
+    static func consoleServer(engine: Engine = .sqlite, instances: Int = 1) throws -> (TestServer, [Client]) {
+        let live = try TestServer(engine: engine, instances: instances) {
+            $0.adminListen = ListenAddress(host: "127.0.0.1", port: 0)
+        }
+        let consoles = try live.servers.map { server in
+            Client(baseURL: try #require(server.adminURL))
+        }
+        return (live, consoles)
+    }
+
+    /// An account with the admin role, signed in on the console with its password: its token.
+    static func admin(_ live: TestServer, _ console: Client, name: String = "root") async throws -> String {
+        try await live.client.createAccount(name)
+        try AccountAdministration(configuration: live.server.configuration).grant(.admin, to: name)
+        let reply = try await console.send(
+            ConsoleAPI.passwordLogin,
+            raw: PasswordLoginRequest(
+                username: try Username(name), password: Client.password, clientID: ClientID("console:test")
+            ).jsonData, checkSpec: false)
+        #expect(reply.status == 200, "\(reply.text)")
+        return try reply.decode(TokenResponse.self).accessToken
+    }
+
+    static func json(_ reply: Reply) throws -> JSONValue { try JSON.parse(reply.body) }
+
+    @Test("no console route answers on the API's listener, and there is no console without --admin-listen")
+    func consoleOnlyOnItsListener() async throws {
+        let (live, consoles) = try Self.consoleServer()
+        let token = try await Self.admin(live, consoles[0])
+        for route in Application.adminRoutes where route.pattern != "/" {
+            let path = route.pattern.replacingOccurrences(of: "{id}", with: "x")
+            let reply = try await live.client.send(route.method, path, token: token, checkSpec: false)
+            #expect(reply.status == 404 || reply.status == 405, "\(route.method) \(path) on the API port")
+        }
+        let plain = try TestServer()
+        #expect(plain.server.adminPort == nil && plain.server.adminURL == nil)
+    }
+
+    @Test("a non-administrator is refused on every console route, and cannot sign in to it")
+    func nonAdminsAreRefusedEverywhere() async throws {
+        let (live, consoles) = try Self.consoleServer()
+        let console = consoles[0]
+        _ = try await Self.admin(live, console)
+        try await live.client.createAccount("bob")
+        let bob = try await live.client.login("bob")
+        #expect(!ConsoleAPI.adminOnly.isEmpty)
+        for (method, pattern) in ConsoleAPI.adminOnly {
+            let path = pattern.replacingOccurrences(of: "{id}", with: "usr_x")
+            let body = method == "POST" ? Data("{}".utf8) : nil
+            let refused = try await console.send(
+                method, path, body: body, token: bob.accessToken, checkSpec: false)
+            #expect(refused.status == 403, "\(method) \(path): \(refused.text)")
+            #expect(refused.problem?.code == .adminRequired, "\(method) \(path)")
+            let anonymous = try await console.send(method, path, body: body, checkSpec: false)
+            #expect(anonymous.status == 401, "\(method) \(path) without a token")
+        }
+        // Bob's right password on the console opens no session there.
+        let sessionsBefore = try Self.liveSessions(live, username: "bob")
+        let signIn = try await console.send(
+            ConsoleAPI.passwordLogin,
+            raw: PasswordLoginRequest(
+                username: Username("bob"), password: Client.password, clientID: ClientID("console:bob")
+            ).jsonData, checkSpec: false)
+        #expect(signIn.status == 403)
+        #expect(signIn.problem?.code == .adminRequired)
+        #expect(try Self.liveSessions(live, username: "bob") == sessionsBefore)
+        // Garbage in every console input: a clear 4xx, never a 5xx.
+        let token = try await Self.admin(live, console, name: "root2")
+        for path in [
+            "/admin/v1/users?query=" + String(repeating: "a", count: 65), "/admin/v1/audit?since=yesterday",
+            "/admin/v1/audit?limit=0", "/admin/v1/users/%00", "/admin/v1/webhooks/none/deliveries",
+        ] {
+            let reply = try await console.send("GET", path, token: token, checkSpec: false)
+            #expect((400..<500).contains(reply.status), "GET \(path): \(reply.status)")
+        }
+        for body in ["", "[]", "{\"url\": 1}", "{\"url\": \"ftp://x\", \"events\": [\"nope\"]}"] {
+            let reply = try await console.send(
+                "POST", "/admin/v1/webhooks", body: Data(body.utf8), token: token, checkSpec: false)
+            #expect(reply.status == 400, "POST webhooks \(body): \(reply.text)")
+        }
+    }
+
+    static func liveSessions(_ live: TestServer, username: String) throws -> Int64 {
+        try live.database.open().read { connection in
+            try connection.queryOne(
+                """
+                SELECT COUNT(*) FROM sessions s JOIN users u ON u.id = s.user_id
+                WHERE u.username = ? AND s.revoked_at IS NULL
+                """, [.text(username)])?.integer(0) ?? -1
+        }
+    }
+
+    @Test(
+        "an administrator revokes a device, locks and unlocks an account; the audit log names them",
+        arguments: Engine.all)
+    func administratorActions(engine: Engine) async throws {
+        let (live, consoles) = try Self.consoleServer(engine: engine)
+        let console = consoles[0]
+        let token = try await Self.admin(live, console)
+        let me = try Self.json(try await console.send("GET", "/admin/v1/me", token: token, checkSpec: false))
+        let adminID = try #require(me.field("user_id")?.text)
+        let (alice, key, deviceID) = try await live.client.userWithDevice("alice")
+
+        // Found by a part of the name.
+        let found = try Self.json(
+            try await console.send("GET", "/admin/v1/users?query=lic", token: token, checkSpec: false))
+        guard case .array(let users)? = found.field("users") else { throw TestFailure("no users") }
+        #expect(users.compactMap { $0.field("username")?.text } == ["alice"])
+        let detail = try Self.json(
+            try await console.send("GET", "/admin/v1/users/\(alice.userID)", token: token, checkSpec: false))
+        guard case .array(let devices)? = detail.field("devices") else { throw TestFailure("no devices") }
+        #expect(devices.compactMap { $0.field("device_id")?.text } == [deviceID])
+
+        // Revoked: the device's next login is refused, and the session it opened ended.
+        let first = try await live.client.challenge(deviceID)
+        let deviceSession = try await live.client.deviceLogin(
+            challengeID: first.challengeID, signature: try sign(first.payload, with: key)
+        ).decode(TokenResponse.self)
+        let revoke = try await console.send(
+            "DELETE", "/admin/v1/devices/\(deviceID)", token: token, checkSpec: false)
+        #expect(revoke.status == 204, "\(revoke.text)")
+        let challenge = try await live.client.send(API.createChallenge, ChallengeRequest(deviceID: deviceID))
+        if challenge.status == 201 {
+            let payload = try challenge.decode(ChallengeResponse.self)
+            let refused = try await live.client.deviceLogin(
+                challengeID: payload.challengeID, signature: try sign(payload.payload, with: key))
+            #expect(refused.problem?.code == .deviceRevoked, "\(refused.text)")
+        } else {
+            #expect(challenge.problem?.code == .deviceRevoked, "\(challenge.text)")
+        }
+        #expect(try await live.client.send(API.me, token: deviceSession.accessToken).status == 401)
+
+        // Locked: the right password opens no session, and nothing else does; unlocked, it does.
+        let fresh = try await live.client.login("alice")
+        #expect(
+            try await console.send(
+                "POST", "/admin/v1/users/\(alice.userID)/lock", token: token, checkSpec: false
+            )
+            .status == 204)
+        #expect(try await live.client.send(API.me, token: fresh.accessToken).status == 401)
+        let locked = try await live.client.send(
+            API.passwordLogin,
+            PasswordLoginRequest(
+                username: Username("alice"), password: Client.password, clientID: ClientID("app-1")))
+        #expect(locked.status == 403)
+        #expect(locked.problem?.code == .accountLocked)
+        #expect(
+            try await console.send(
+                "POST", "/admin/v1/users/\(alice.userID)/unlock", token: token, checkSpec: false
+            )
+            .status == 204)
+        _ = try await live.client.login("alice")
+
+        // The audit log shows what the administrator did, under their id.
+        let audit = try Self.json(
+            try await console.send(
+                "GET", "/admin/v1/audit?user=alice&limit=50", token: token, checkSpec: false))
+        guard case .array(let events)? = audit.field("events") else { throw TestFailure("no events") }
+        let byAdmin = events.filter { $0.field("actor_id")?.text == adminID }.compactMap {
+            $0.field("type")?.text
+        }
+        #expect(Set(byAdmin) == ["device_revoked", "account_locked", "account_unlocked"])
+        // And the user sees it in their own history.
+        let own = try await live.client.send(
+            API.audit, token: try await live.client.login("alice").accessToken
+        )
+        .decode(AuditListResponse.self)
+        #expect(own.events.contains { $0.type == .accountLocked && $0.actorID == adminID })
+    }
+
+    @Test("a change needs a sign-in within five minutes; reading does not")
+    func changesNeedARecentSignIn() async throws {
+        let (live, consoles) = try Self.consoleServer()
+        let console = consoles[0]
+        let token = try await Self.admin(live, console)
+        let (alice, _, _) = try await live.client.userWithDevice("alice")
+        live.clock.advance(by: 301)
+        let stale = try await console.send(
+            "POST", "/admin/v1/users/\(alice.userID)/lock", token: token, checkSpec: false)
+        #expect(stale.status == 403)
+        #expect(stale.problem?.code == .stepUpRequired)
+        #expect(
+            try await console.send("GET", "/admin/v1/users/\(alice.userID)", token: token, checkSpec: false)
+                .status == 200)
+        #expect(try Self.liveSessions(live, username: "alice") == 1)
+        // Taking the role refuses the token at once, reads included.
+        try AccountAdministration(configuration: live.server.configuration).revoke(.admin, from: "root")
+        let gone = try await console.send("GET", "/admin/v1/me", token: token, checkSpec: false)
+        #expect(gone.problem?.code == .adminRequired)
+    }
+
+    /// The overview's series by name, summed over the day.
+    static func overviewTotals(_ console: Client, _ token: String) async throws -> [String: Int] {
+        let overview = try Self.json(
+            try await console.send("GET", "/admin/v1/overview", token: token, checkSpec: false))
+        guard case .array(let series)? = overview.field("series") else { throw TestFailure("no series") }
+        var totals: [String: Int] = [:]
+        for item in series {
+            guard let name = item.field("name")?.text, case .array(let counts)? = item.field("counts") else {
+                continue
+            }
+            #expect(counts.count == 288)
+            totals[name] = counts.reduce(0) { sum, value in
+                guard case .number(let text) = value else { return sum }
+                return sum + (Int(text) ?? 0)
+            }
+        }
+        return totals
+    }
+
+    @Test("the overview counts every instance's traffic exactly", arguments: Engine.all)
+    func overviewCountsTheTraffic(engine: Engine) async throws {
+        let instances = engine == .postgres ? 2 : 1
+        let (live, consoles) = try Self.consoleServer(engine: engine, instances: instances)
+        let token = try await Self.admin(live, consoles[0])  // one password login
+        for (index, client) in live.clients.enumerated() {
+            try await client.createAccount("user\(index)")
+            for _ in 0..<3 { _ = try await client.login("user\(index)") }
+            for _ in 0..<2 {
+                let wrong = try await client.send(
+                    API.passwordLogin,
+                    PasswordLoginRequest(
+                        username: Username("user\(index)"), password: "wrong password",
+                        clientID: ClientID("app-1")))
+                #expect(wrong.status == 401)
+            }
+        }
+        // Every instance's counts are in the database once it flushed (every 5 s, or when asked).
+        for server in live.servers { server.flushTrafficCounts() }
+        let totals = try await Self.overviewTotals(consoles[0], token)
+        #expect(totals["login.password"] == 1 + 3 * instances)
+        #expect(totals["failure.password"] == 2 * instances)
+        #expect(totals["login.device"] == 0)
+        // The other instance's console shows the same picture.
+        if instances > 1 {
+            let other = try await Self.admin(live, consoles[1], name: "root1")
+            for server in live.servers { server.flushTrafficCounts() }
+            let seen = try await Self.overviewTotals(consoles[1], other)
+            #expect(seen["login.password"] == 2 + 3 * instances)
+            #expect(seen["failure.password"] == 2 * instances)
+        }
+    }
+}
