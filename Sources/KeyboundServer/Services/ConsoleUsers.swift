@@ -106,7 +106,10 @@ extension Application {
                 JSONValue.object([
                     JSONMember("scope", .string(try row.text(0))),
                     JSONMember("failures", .integer(Int(try row.integer(1)))),
-                    JSONMember("blocked_until", .time(Date(milliseconds: try row.integer(2)))),
+                    // 0: counted, not blocked.
+                    JSONMember(
+                        "blocked_until",
+                        .time(try row.integer(2) == 0 ? nil : Date(milliseconds: try row.integer(2)))),
                 ])
             }
             return .console([

@@ -158,11 +158,11 @@ async function signInWithPasskey() {
     username ? { username, client_id: consoleClientID() } : { client_id: consoleClientID() });
   const credential = await navigator.credentials.get({
     publicKey: typeof PublicKeyCredential.parseRequestOptionsFromJSON === "function"
-      ? PublicKeyCredential.parseRequestOptionsFromJSON(options)
-      : { ...options, challenge: fromBase64URL(options.challenge) },
+      ? PublicKeyCredential.parseRequestOptionsFromJSON(options.publicKey)
+      : { ...options.publicKey, challenge: fromBase64URL(options.publicKey.challenge) },
   });
-  const result = await api(ROUTES.passkeyLoginVerify.method, ROUTES.passkeyLoginVerify.path, assertionJSON(credential));
-  session.save(result.tokens);
+  // The answer carries the session's tokens beside the passkey's name and count.
+  session.save(await api(ROUTES.passkeyLoginVerify.method, ROUTES.passkeyLoginVerify.path, assertionJSON(credential)));
   await start("Signed in with a passkey.");
 }
 
@@ -213,10 +213,12 @@ function chart(title, names, series, start, bucketSeconds) {
     caption.append(key);
   });
   const width = 720, height = 120;
-  const most = Math.max(1, ...Array.from({ length: buckets }, (_, bucket) =>
+  const peak = Math.max(0, ...Array.from({ length: buckets }, (_, bucket) =>
     counts.reduce((sum, list) => sum + (list[bucket] || 0), 0)));
+  const most = Math.max(1, peak);
   const svg = document.createElementNS("http://www.w3.org/2000/svg", "svg");
-  svg.setAttribute("viewBox", `0 0 ${width} ${height + 16}`);
+  svg.setAttribute("viewBox", `0 0 ${width} ${height}`);
+  svg.setAttribute("preserveAspectRatio", "none");
   svg.setAttribute("role", "img");
   const barWidth = width / buckets;
   for (let bucket = 0; bucket < buckets; bucket++) {
@@ -243,16 +245,9 @@ function chart(title, names, series, start, bucketSeconds) {
   for (const [name, value] of [["x1", 0], ["y1", height], ["x2", width], ["y2", height]]) axis.setAttribute(name, String(value));
   axis.setAttribute("stroke", "#9aa5b1");
   svg.append(axis);
-  for (const [label, x, anchor] of [["24 h ago", 0, "start"], ["now", width, "end"]]) {
-    const text = document.createElementNS("http://www.w3.org/2000/svg", "text");
-    text.setAttribute("x", String(x));
-    text.setAttribute("y", String(height + 13));
-    text.setAttribute("text-anchor", anchor);
-    text.setAttribute("class", "axis");
-    text.textContent = label;
-    svg.append(text);
-  }
-  figure.append(caption, svg);
+  const scale = element("div", undefined, "axis");
+  scale.append(element("span", "24 h ago"), element("span", `most in 5 min: ${peak}`), element("span", "now"));
+  figure.append(caption, svg, scale);
   return figure;
 }
 
