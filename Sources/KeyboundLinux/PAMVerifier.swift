@@ -24,7 +24,7 @@
     /// - Important: PAM checks the secret in this process and binds nothing to it: a
     ///   ``Verification`` from here is what this process saw, as a passcode check by an app would
     ///   be. Keys and items that need a secret the hardware checks (``TPMKeyVault``'s PIN-bound
-    ///   keys, `SecretServiceStore`'s PIN-bound items) take ``TPMPINVerifier``'s verifications,
+    ///   keys, ``SecretServiceStore``'s PIN-bound items) take ``TPMPINVerifier``'s verifications,
     ///   not these.
     ///
     /// PAM runs on a thread of its own, one verification at a time in the process (PAM modules
