@@ -4,13 +4,15 @@
 SWIFT      ?= swift
 UNAME      := $(shell uname -s)
 PKG_CONFIG_LIBS := libcrypto libsodium sqlite3 libmicrohttpd libpq
-APT_PKGS   := pkg-config libssl-dev libsodium-dev libsqlite3-dev libmicrohttpd-dev libpq-dev libtss2-dev
+APT_PKGS   := pkg-config libssl-dev libsodium-dev libsqlite3-dev libmicrohttpd-dev libpq-dev libtss2-dev \
+              libpam0g-dev libdbus-1-dev
 BREW_PKGS  := pkg-config openssl@3 libsodium sqlite libmicrohttpd libpq
-# The TPM 2.0 software stack (tss2-esys, with every TCTI) that KeyboundLinux builds on: Linux only.
+# The TPM 2.0 software stack (tss2-esys, with every TCTI), Linux-PAM (pam) and libdbus-1 (dbus-1)
+# that KeyboundLinux builds on: Linux only.
 # On Apple platforms KeyboundLinux compiles to nothing and needs no C library, so there is no brew
 # package to ask for.
 ifneq ($(UNAME),Darwin)
-PKG_CONFIG_LIBS += tss2-esys
+PKG_CONFIG_LIBS += tss2-esys pam dbus-1
 endif
 # The PostgreSQL server the tests and the bench start throwaway clusters of (initdb, pg_ctl).
 APT_PG     := postgresql
@@ -18,6 +20,11 @@ BREW_PG    := postgresql@15
 # The software TPM the KeyboundLinux tests start (swtpm) and the tools they configure its
 # dictionary-attack lockout and count its loaded handles with (tpm2-tools). Linux only.
 APT_TPM    := swtpm tpm2-tools
+# The PAM modules the PAMVerifier tests stack (pam_userdb, pam_faillock: libpam-modules) and the
+# Berkeley DB tool that makes pam_userdb's database (db_load: db-util). Linux only.
+APT_PAM    := libpam-modules db-util
+# A private session bus and a keyring on it for the SecretServiceStore tests. Linux only.
+APT_KEYRING := dbus-daemon gnome-keyring
 DOCC       ?= $(if $(filter Darwin,$(UNAME)),xcrun docc,docc)
 DOCS_BUILD := .build/docs-build
 SUDO       := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
@@ -64,8 +71,9 @@ build: deps
 	KEYBOUND_FUZZ=1 $(SWIFT) build --target keybound-fuzz -Xswiftc -warnings-as-errors
 
 ## test-deps: headless Chromium for the sign-in page's real-browser test, strace for the state-file
-## crash tests, swtpm and tpm2-tools for the TPM tests (without them those tests are skipped, and
-## say so)
+## crash tests, swtpm and tpm2-tools for the TPM tests, PAM modules and db_load for the PAM tests,
+## dbus-daemon and gnome-keyring for the Secret Service tests (without them those tests are
+## skipped, and say so)
 test-deps:
 	@if [ "$(UNAME)" != Darwin ] && ! command -v chromium >/dev/null 2>&1; then \
 	  echo "make: installing chromium for the real-browser test"; \
@@ -86,6 +94,22 @@ test-deps:
 	  ( $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
 	    $(SUDO) apt-get install -y -qq --no-install-recommends $(APT_TPM) ) \
 	  || echo "make: swtpm could not be installed; the TPM tests will be skipped"; \
+	fi
+	@# A PAM stack of each test's own (PAMVerifierTests): pam_userdb over a db_load database, pam_faillock.
+	@if [ "$(UNAME)" != Darwin ] && { ! command -v db_load >/dev/null 2>&1 || \
+	  ! ls /usr/lib/*/security/pam_userdb.so /lib/*/security/pam_userdb.so >/dev/null 2>&1; }; then \
+	  echo "make: installing $(APT_PAM) for the PAM tests"; \
+	  ( $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+	    $(SUDO) apt-get install -y -qq --no-install-recommends $(APT_PAM) ) \
+	  || echo "make: the PAM modules could not be installed; the PAM tests will be skipped"; \
+	fi
+	@# A session bus and gnome-keyring of each test's own (SecretServiceStoreTests).
+	@if [ "$(UNAME)" != Darwin ] && { ! command -v dbus-daemon >/dev/null 2>&1 || \
+	  ! command -v gnome-keyring-daemon >/dev/null 2>&1; }; then \
+	  echo "make: installing $(APT_KEYRING) for the Secret Service tests"; \
+	  ( $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+	    $(SUDO) apt-get install -y -qq --no-install-recommends $(APT_KEYRING) ) \
+	  || echo "make: gnome-keyring could not be installed; the Secret Service tests will be skipped"; \
 	fi
 
 ## api-test-deps: python3 with venv, for schemathesis and the OIDC client libraries (scripts/fuzz-api.sh

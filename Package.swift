@@ -39,6 +39,11 @@ let package = Package(
         // The TPM 2.0 software stack (tpm2-tss): ESAPI, the TCTI loader, marshalling, response-code
         // text. Linux only: KeyboundLinux depends on it there and nowhere else.
         .systemLibrary(name: "CTSS2", pkgConfig: "tss2-esys", providers: [.apt(["libtss2-dev"])]),
+        // Linux-PAM's application interface (PAMVerifier). Linux only, as CTSS2.
+        .systemLibrary(name: "CPAM", pkgConfig: "pam", providers: [.apt(["libpam0g-dev"])]),
+        // libdbus-1, for the Secret Service's D-Bus API (SecretServiceStore). Not libsecret: GLib's
+        // pkg-config flags carry -pthread, which SwiftPM warns about on every build. Linux only.
+        .systemLibrary(name: "CDBus", pkgConfig: "dbus-1", providers: [.apt(["libdbus-1-dev"])]),
 
         // Requests, responses, problem details and signing payloads shared by server and SDK, and
         // the formats both sides read without a crypto library (DER signatures, JOSE, SHA-256).
@@ -52,13 +57,15 @@ let package = Package(
         .target(name: "Keybound", dependencies: ["KeyboundWire"]),
         // Keychain, LocalAuthentication and Secure Enclave backends (files gated by canImport).
         .target(name: "KeyboundApple", dependencies: ["Keybound"]),
-        // Linux backends over real components: TPMKeyVault (tss2-esys). Every file is gated by
-        // `#if os(Linux)`, so on Apple platforms the module is empty and needs no C library.
+        // Linux backends over real components: TPMKeyVault (tss2-esys), PAMVerifier (libpam),
+        // SecretServiceStore (libdbus-1). Every file is gated by `#if os(Linux)`, so on Apple
+        // platforms the module is empty and needs no C library.
         .target(
             name: "KeyboundLinux",
             dependencies: [
                 "Keybound", .target(name: "KeyboundCrypto", condition: linuxOnly),
-                .target(name: "CTSS2", condition: linuxOnly),
+                .target(name: "CTSS2", condition: linuxOnly), .target(name: "CPAM", condition: linuxOnly),
+                .target(name: "CDBus", condition: linuxOnly),
             ]),
         // The emulated Apple device: sensor, passcode, keychain semantics, secure element, and its
         // passkeys and App Attest, whose attestation objects KeyboundWebAuthn's encoder writes.

@@ -46,6 +46,11 @@ public struct ItemName: Sendable, Hashable, Codable, CustomStringConvertible, Ex
 
     static let reservedPrefix = "~keybound."
 
+    /// Whether the name is one Keybound keeps for itself (an invalidation marker), which no app
+    /// can make: a backend may keep such items apart (KeyboundLinux's Secret Service store keeps
+    /// them unsealed, so that they outlive the TPM keys whose loss they report).
+    package var isReserved: Bool { rawValue.hasPrefix(Self.reservedPrefix) }
+
     private static func isValid(_ value: String) -> Bool {
         (1...128).contains(value.utf8.count)
             && value.utf8.allSatisfy { byte in

@@ -98,6 +98,8 @@ public struct KeyboundError: Error, Sendable, Hashable, CustomStringConvertible 
         /// (e.g. `0x921`, `TPM_RC_LOCKOUT`), a software layer's number above them (`0xA000A`: the
         /// TCTI could not reach the TPM). Reported by `KeyboundLinux`.
         case tss2(UInt32)
+        /// A Linux-PAM result code (e.g. 7, `PAM_AUTH_ERR`). Reported by `KeyboundLinux`.
+        case pam(Int32)
 
         /// The bare number.
         public var value: Int {
@@ -106,17 +108,19 @@ public struct KeyboundError: Error, Sendable, Hashable, CustomStringConvertible 
             case .osStatus(let status): Int(status)
             case .httpStatus(let status): status
             case .tss2(let code): Int(code)
+            case .pam(let code): Int(code)
             }
         }
 
         /// The kind and the number, e.g. `LAError(-8)`, `OSStatus(-25300)`, `HTTP 429`,
-        /// `TSS2_RC(0x921)`.
+        /// `TSS2_RC(0x921)`, `PAM(7)`.
         public var description: String {
             switch self {
             case .laError(let code): "LAError(\(code))"
             case .osStatus(let status): "OSStatus(\(status))"
             case .httpStatus(let status): "HTTP \(status)"
             case .tss2(let code): "TSS2_RC(0x\(String(code, radix: 16, uppercase: true)))"
+            case .pam(let code): "PAM(\(code))"
             }
         }
     }

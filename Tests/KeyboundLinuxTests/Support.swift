@@ -37,6 +37,67 @@
         static var softwareTPM: SoftwareTPMRequirement { SoftwareTPMRequirement() }
     }
 
+    /// Runs a test only where a component it needs runs: `availability` says why not, or nil.
+    /// Elsewhere each test is skipped, and the first one of that component records one warning
+    /// that says why: one visible line per component, not one per test.
+    struct ComponentRequirement: SuiteTrait, TestTrait, TestScoping {
+        private static let warned = Mutex<Set<String>>([])
+
+        /// What the tests are ("the PAM tests"), for the warning.
+        let tests: String
+        /// Why the component cannot run here, or nil when it can.
+        let unavailable: @Sendable () -> String?
+
+        var isRecursive: Bool { true }
+
+        func provideScope(
+            for test: Test, testCase: Test.Case?, performing function: @Sendable () async throws -> Void
+        ) async throws {
+            guard !test.isSuite, let reason = unavailable() else { return try await function() }
+            let first = Self.warned.withLock { $0.insert(tests).inserted }
+            if first {
+                Issue.record("\(tests) did not run: \(reason)", severity: .warning)
+            }
+            try Test.cancel()
+        }
+    }
+
+    /// Finds an executable on `PATH`.
+    func executable(_ name: String) -> URL? {
+        let path = ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"
+        for folder in path.split(separator: ":") {
+            let candidate = URL(fileURLWithPath: String(folder)).appendingPathComponent(name)
+            if FileManager.default.isExecutableFile(atPath: candidate.path) { return candidate }
+        }
+        return nil
+    }
+
+    /// Runs `program` with `input` on standard input in `folder` and waits for it.
+    /// - Returns: its standard output.
+    /// - Throws: when it cannot start or exits with a status other than 0 (its standard error
+    ///   in the message).
+    @discardableResult
+    func runTool(
+        _ program: URL, _ arguments: [String], input: Data = Data(), environment: [String: String]? = nil,
+        in folder: URL
+    ) throws -> Data {
+        let name = "\(program.lastPathComponent)-\(UUID().uuidString.prefix(8))"
+        let child = try ChildProcess(
+            program, arguments, input: input, environment: environment, workingDirectory: folder,
+            files: folder, name: name)
+        try child.process.run()
+        child.process.waitUntilExit()
+        let (out, err) = try child.output()
+        for suffix in [".out", ".err"] { unlink(folder.appendingPathComponent(name + suffix).path) }
+        guard child.process.terminationStatus == 0 else {
+            throw KeyboundError(
+                .unexpected,
+                message: "\(program.lastPathComponent) \(arguments.joined(separator: " ")) failed "
+                    + "(\(child.process.terminationStatus)): \(String(decoding: err, as: UTF8.self))")
+        }
+        return out
+    }
+
     /// A fresh TPM, a vault in a fresh directory on it, and a PIN verifier that types `typed` in
     /// order (the last one again when the list runs out).
     final class TPMFixture: Sendable {
