@@ -3,8 +3,9 @@ import PackagePlugin
 
 /// Compiles text files into KeyboundServer, so that its one binary carries them (no resource
 /// bundle): docs/openapi.yaml as `OpenAPIDocument.text`, the sign-in page's sources
-/// (`Resources/sign-in`) as ``SignInPageFiles``' members and the operator console's
-/// (`Resources/console`) as ``ConsolePageFiles``'. At build time `keybound-embed` writes
+/// (`Resources/sign-in`, with the script both pages share, `Resources/shared/webauthn.js`) as
+/// ``SignInPageFiles``' members and the operator console's (`Resources/console`) as
+/// ``ConsolePageFiles``'. At build time `keybound-embed` writes
 /// each set into a Swift file in the plugin's work directory, never into the source tree; the files
 /// it reads are the commands' inputs, so editing one regenerates its Swift and rebuilds the module.
 @main
@@ -15,6 +16,7 @@ struct EmbedFiles: BuildToolPlugin {
         let package = context.package.directoryURL
         let signIn = package.appending(path: "Sources/KeyboundServer/Resources/sign-in")
         let console = package.appending(path: "Sources/KeyboundServer/Resources/console")
+        let shared = package.appending(path: "Sources/KeyboundServer/Resources/shared")
         let embeddings: [(output: String, type: String, members: [(String, URL)])] = [
             (
                 "EmbeddedOpenAPIDocument.swift", "OpenAPIDocument",
@@ -26,6 +28,7 @@ struct EmbedFiles: BuildToolPlugin {
                     ("html", signIn.appending(path: "index.html")),
                     ("script", signIn.appending(path: "sign-in.js")),
                     ("style", signIn.appending(path: "sign-in.css")),
+                    ("webauthn", shared.appending(path: "webauthn.js")),
                 ]
             ),
             (

@@ -12,13 +12,14 @@ import Testing
 @Suite("Operator console")
 struct ConsoleTests {
     /// A live server with the console on a free port of its own, and a client of that port.
-    static func consoleServer(engine: Engine = .sqlite, instances: Int = 1) throws -> (TestServer, [Client]) {
+    static func consoleServer(
+        engine: Engine = .sqlite, instances: Int = 1, _ adjust: (inout Configuration) -> Void = { _ in }
+    ) throws -> (TestServer, [Client]) {
         let live = try TestServer(engine: engine, instances: instances) {
             $0.adminListen = ListenAddress(host: "127.0.0.1", port: 0)
+            adjust(&$0)
         }
-        let consoles = try live.servers.map { server in
-            Client(baseURL: try #require(server.adminURL))
-        }
+        let consoles = try live.servers.map { server in Client(baseURL: try #require(server.adminURL)) }
         return (live, consoles)
     }
 
@@ -253,5 +254,82 @@ struct ConsoleTests {
             #expect(seen["login.password"] == 2 + 3 * instances)
             #expect(seen["failure.password"] == 2 * instances)
         }
+    }
+
+    @Test("OAuth clients and webhooks are added, listed and removed, each change audited with the admin's id")
+    func configurationChanges() async throws {
+        let (live, consoles) = try Self.consoleServer { $0.allowPrivateWebhooks = true }
+        let console = consoles[0]
+        let token = try await Self.admin(live, console)
+        let adminID = try #require(
+            try Self.json(try await console.send("GET", "/admin/v1/me", token: token, checkSpec: false))
+                .field("user_id")?.text)
+        func send(_ method: String, _ path: String, _ body: String? = nil) async throws -> Reply {
+            try await console.send(
+                method, path, body: body.map { Data($0.utf8) }, token: token, checkSpec: false)
+        }
+
+        let added = try await send(
+            "POST", "/admin/v1/oauth-clients",
+            #"{"name": "Example web", "redirect_uris": ["https://app.example.com/callback"], "confidential": true}"#
+        )
+        #expect(added.status == 201, "\(added.text)")
+        let client = try Self.json(added)
+        let clientID = try #require(client.field("client_id")?.text)
+        #expect(client.field("secret")?.text?.isEmpty == false)
+        let refused = try await send(
+            "POST", "/admin/v1/oauth-clients",
+            #"{"name": "Bad", "redirect_uris": ["javascript:alert(1)"], "confidential": false}"#)
+        #expect(refused.status == 400, "\(refused.text)")
+        #expect(try await send("GET", "/admin/v1/oauth-clients").text.contains(clientID))
+        #expect(try await send("DELETE", "/admin/v1/oauth-clients/\(clientID)").status == 204)
+        #expect(try await send("DELETE", "/admin/v1/oauth-clients/\(clientID)").status == 404)
+        #expect(!(try await send("GET", "/admin/v1/oauth-clients").text.contains(clientID)))
+
+        // A webhook endpoint that never answers (the discard port): its delivery fails, and is
+        // sent again on request.
+        let hook = try await send(
+            "POST", "/admin/v1/webhooks", #"{"url": "http://127.0.0.1:9/hook", "events": ["device.revoked"]}"#
+        )
+        #expect(hook.status == 201, "\(hook.text)")
+        let webhookID = try #require(try Self.json(hook).field("webhook_id")?.text)
+        #expect(try Self.json(hook).field("secret")?.text?.hasPrefix("whsec_") == true)
+        let (_, _, deviceID) = try await live.client.userWithDevice("alice")
+        #expect(try await send("DELETE", "/admin/v1/devices/\(deviceID)").status == 204)
+        let deliveries = try Self.json(try await send("GET", "/admin/v1/webhooks/\(webhookID)/deliveries"))
+        guard case .array(let list)? = deliveries.field("deliveries"), let first = list.first else {
+            throw TestFailure("no delivery")
+        }
+        #expect(first.field("type")?.text == "device.revoked")
+        let deliveryID = try #require(first.field("delivery_id")?.text)
+        #expect(try await send("POST", "/admin/v1/webhook-deliveries/\(deliveryID)/retry").status == 204)
+        #expect(try await send("POST", "/admin/v1/webhook-deliveries/whd_none/retry").status == 404)
+        #expect(try await send("DELETE", "/admin/v1/webhooks/\(webhookID)").status == 204)
+        #expect(try await send("GET", "/admin/v1/webhooks/\(webhookID)/deliveries").status == 404)
+
+        let audit = try Self.json(
+            try await send("GET", "/admin/v1/audit?type=configuration_changed&actor=\(adminID)"))
+        guard case .array(let events)? = audit.field("events") else { throw TestFailure("no events") }
+        let details = Set(events.compactMap { $0.field("detail")?.text })
+        #expect(
+            details == [
+                "OAuth client Example web added", "OAuth client \(clientID) removed",
+                "webhook http://127.0.0.1:9/hook added", "webhook delivery \(deliveryID) sent again",
+                "webhook http://127.0.0.1:9/hook removed",
+            ])
+    }
+
+    @Test("the console's page is served under the strict policy, with no inline script")
+    func thePageIsStrict() async throws {
+        let (live, consoles) = try Self.consoleServer()
+        defer { withExtendedLifetime(live) {} }
+        let page = try await consoles[0].send("GET", "/", checkSpec: false)
+        #expect(page.status == 200)
+        #expect(page.header("Content-Security-Policy") == SignInPage.contentSecurityPolicy)
+        #expect(!page.text.contains("<script>"))
+        #expect(page.text.range(of: #" on[a-z]+="#, options: .regularExpression) == nil)
+        let script = try await consoles[0].send("GET", "/console.js", checkSpec: false)
+        #expect(script.text.hasPrefix("// The API routes this page calls"))
+        #expect(script.text.contains("class Problem") && script.text.hasSuffix(ConsolePageFiles.script))
     }
 }

@@ -49,6 +49,7 @@ extension Application {
         Route(console: "DELETE", "/admin/v1/passkeys/{id}", Application.consoleRemovePasskey),
         Route(console: "DELETE", "/admin/v1/sessions/{id}", Application.consoleRevokeSession),
         Route(console: "GET", "/admin/v1/oauth-clients", Application.consoleClients),
+        Route(console: "POST", "/admin/v1/oauth-clients", Application.consoleAddClient),
         Route(console: "DELETE", "/admin/v1/oauth-clients/{id}", Application.consoleRemoveClient),
         Route(console: "GET", "/admin/v1/webhooks", Application.consoleWebhooks),
         Route(console: "POST", "/admin/v1/webhooks", Application.consoleAddWebhook),
@@ -78,14 +79,14 @@ enum ConsolePage {
     static let html = SignInPage.File(
         path: "/", text: ConsolePageFiles.html, contentType: "text/html; charset=utf-8")
     /// Its script: `ROUTES`, the sign-in routes it calls as the server declares them, then
-    /// console.js.
+    /// webauthn.js (shared with the sign-in page), then console.js.
     static let script = SignInPage.File(
         path: "/console.js",
         text: SignInPage.routesScript([
             ("passwordLogin", ConsoleAPI.passwordLogin),
             ("passkeyLoginOptions", ConsoleAPI.passkeyLoginOptions),
             ("passkeyLoginVerify", ConsoleAPI.passkeyLoginVerify),
-        ]) + ConsolePageFiles.script,
+        ]) + SignInPageFiles.webauthn + ConsolePageFiles.script,
         contentType: "text/javascript; charset=utf-8")
     /// Its style sheet.
     static let style = SignInPage.File(

@@ -71,9 +71,9 @@ enum SignInPage {
     /// `GET /`: the page.
     static let html = File(path: "/", text: SignInPageFiles.html, contentType: "text/html; charset=utf-8")
     /// Its script: `ROUTES`, the API routes it calls as the server declares them (``API``), then
-    /// sign-in.js.
+    /// webauthn.js (what it shares with the console's script), then sign-in.js.
     static let script = File(
-        path: "/sign-in.js", text: routesScript(routes) + SignInPageFiles.script,
+        path: "/sign-in.js", text: routesScript(routes) + SignInPageFiles.webauthn + SignInPageFiles.script,
         contentType: "text/javascript; charset=utf-8")
 
     /// The routes the page calls, by the name its script uses.
@@ -108,6 +108,7 @@ enum SignInPage {
 }
 
 /// The sign-in page's files (`Resources/sign-in`), served by ``SignInPage``: `html` (index.html,
-/// at `/`), `script` (sign-in.js) and `style` (sign-in.css), compiled in at build time by the
-/// EmbedFiles plugin.
+/// at `/`), `script` (sign-in.js) and `style` (sign-in.css), and `webauthn`
+/// (`Resources/shared/webauthn.js`, which the console's script starts with too), compiled in at
+/// build time by the EmbedFiles plugin.
 enum SignInPageFiles {}

@@ -118,18 +118,38 @@ extension Application {
     /// `GET /admin/v1/oauth-clients`: the registered clients, oldest first (no secrets).
     func consoleClients(_ context: RequestContext) throws -> HTTPResponse {
         _ = try consoleAdmin(context)
-        let clients = try clientInfos().map { client in
-            JSONValue.object([
-                JSONMember("client_id", .string(client.clientID)), JSONMember("name", .string(client.name)),
-                JSONMember("redirect_uris", .array(client.redirectURIs.map(JSONValue.string))),
-                JSONMember("authentication", .string(client.authentication)),
-                JSONMember("scopes", .array(client.scopes.map(JSONValue.string))),
-                JSONMember("dpop_required", .bool(client.dpopRequired)),
-                JSONMember("ciba", .text(client.ciba?.rawValue)),
-                JSONMember("created_at", .time(client.createdAt)),
-            ])
+        return .console([JSONMember("clients", .array(try clientInfos().map(\.consoleJSON)))])
+    }
+
+    /// `POST /admin/v1/oauth-clients` with `{"name": …, "redirect_uris": [...], "confidential":
+    /// true|false}`: registers a client as `keybound client add` does (the same rules); the answer
+    /// (201) carries a confidential client's secret, shown this once. CIBA, DPoP, extra scopes and
+    /// `private_key_jwt` clients are registered with `keybound client add`.
+    func consoleAddClient(_ context: RequestContext) throws -> HTTPResponse {
+        _ = try consoleAdmin(context)  // before the body says anything
+        let usage = "send {\"name\": \"…\", \"redirect_uris\": [\"https://…\"], \"confidential\": true}"
+        guard case .object(let members)? = try? JSON.parse(context.request.body),
+            case .string(let name)? = members.first(where: { $0.name == "name" })?.value,
+            case .array(let list)? = members.first(where: { $0.name == "redirect_uris" })?.value,
+            case .bool(let confidential)? = members.first(where: { $0.name == "confidential" })?.value,
+            members.count == 3, list.count <= 16
+        else { throw APIError.invalid(usage) }
+        let redirectURIs = try list.map { value in
+            guard case .string(let uri) = value, uri.utf8.count <= 2048 else { throw APIError.invalid(usage) }
+            return uri
         }
-        return .console([JSONMember("clients", .array(clients))])
+        var registration = OAuthClientRegistration(name: name, redirectURIs: redirectURIs)
+        registration.confidential = confidential
+        let client: OAuthClientInfo
+        do {
+            client = try consoleConfigurationChange(context, "OAuth client \(name) added") { also in
+                try addClient(registration, alsoWriting: also)
+            }
+        } catch let refusal as OAuthError {
+            throw APIError.invalid(refusal.description)
+        }
+        return .console(
+            (client.consoleJSON.members ?? []) + [JSONMember("secret", .text(client.secret))], status: 201)
     }
 
     /// `DELETE /admin/v1/oauth-clients/{id}`: removes the client and ends its sessions.
@@ -258,6 +278,20 @@ extension Application {
                 method: nil, userID: nil, deviceID: nil, sessionID: nil, actorID: caller.userID,
                 detail: detail)
         }
+    }
+}
+
+extension OAuthClientInfo {
+    /// The client as the console shows it, without its secret.
+    fileprivate var consoleJSON: JSONValue {
+        .object([
+            JSONMember("client_id", .string(clientID)), JSONMember("name", .string(name)),
+            JSONMember("redirect_uris", .array(redirectURIs.map(JSONValue.string))),
+            JSONMember("authentication", .string(authentication)),
+            JSONMember("scopes", .array(scopes.map(JSONValue.string))),
+            JSONMember("dpop_required", .bool(dpopRequired)),
+            JSONMember("ciba", .text(ciba?.rawValue)), JSONMember("created_at", .time(createdAt)),
+        ])
     }
 }
 

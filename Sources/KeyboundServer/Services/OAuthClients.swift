@@ -148,8 +148,11 @@ extension Application {
     }
 
     /// Registers a client (`keybound client add`).
+    /// - Parameter alsoWriting: writes more in the same transaction (the console's audit row).
     /// - Throws: ``OAuthError`` `invalid_request` for a registration that breaks a rule.
-    func addClient(_ registration: OAuthClientRegistration) throws -> OAuthClientInfo {
+    func addClient(
+        _ registration: OAuthClientRegistration, alsoWriting: (any SQLConnection) throws -> Void = { _ in }
+    ) throws -> OAuthClientInfo {
         let name = try Validate.clientName(registration.name)
         guard !registration.redirectURIs.isEmpty || registration.ciba else {
             throw OAuthError.invalidRequest("a client needs at least one --redirect-uri (or --ciba)")
@@ -201,6 +204,7 @@ extension Application {
                         : nil).sql,
                     registration.backchannelNotificationEndpoint.sql,
                 ])
+            try alsoWriting(connection)
         }
         guard let info = try clientInfos(id: id).first else {
             throw DatabaseError.engine(code: 0, message: "the new client is gone")

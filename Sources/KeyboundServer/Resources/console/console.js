@@ -7,14 +7,6 @@
 
 // --- the API -------------------------------------------------------------------------------------
 
-class Problem extends Error {
-  constructor(status, body) {
-    super((body && body.detail) || `The server answered ${status}.`);
-    this.status = status;
-    this.code = body && body.code;
-  }
-}
-
 // The token lives in this tab only; no cookie is ever set, so no other site can make the browser
 // send a request the console would take (no CSRF).
 const session = {
@@ -39,32 +31,6 @@ async function api(method, path, body) {
 
 function routePath(route, id) {
   return id === undefined ? route.path : route.path.replace("{id}", encodeURIComponent(id));
-}
-
-// --- WebAuthn JSON forms -------------------------------------------------------------------------
-
-function toBase64URL(buffer) {
-  let binary = "";
-  for (const byte of new Uint8Array(buffer)) binary += String.fromCharCode(byte);
-  return btoa(binary).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
-}
-
-function fromBase64URL(text) {
-  const base64 = text.replace(/-/g, "+").replace(/_/g, "/");
-  const binary = atob(base64 + "=".repeat((4 - (base64.length % 4)) % 4));
-  return Uint8Array.from(binary, (character) => character.charCodeAt(0)).buffer;
-}
-
-function assertionJSON(credential) {
-  if (typeof credential.toJSON === "function") return credential.toJSON();
-  const response = {
-    clientDataJSON: toBase64URL(credential.response.clientDataJSON),
-    authenticatorData: toBase64URL(credential.response.authenticatorData),
-    signature: toBase64URL(credential.response.signature),
-  };
-  if (credential.response.userHandle) response.userHandle = toBase64URL(credential.response.userHandle);
-  return { id: credential.id, rawId: toBase64URL(credential.rawId), type: credential.type, response,
-    clientExtensionResults: credential.getClientExtensionResults() };
 }
 
 // --- small DOM helpers ---------------------------------------------------------------------------
@@ -156,13 +122,9 @@ async function signInWithPasskey() {
   const username = $("username").value.trim();
   const options = await api(ROUTES.passkeyLoginOptions.method, ROUTES.passkeyLoginOptions.path,
     username ? { username, client_id: consoleClientID() } : { client_id: consoleClientID() });
-  const credential = await navigator.credentials.get({
-    publicKey: typeof PublicKeyCredential.parseRequestOptionsFromJSON === "function"
-      ? PublicKeyCredential.parseRequestOptionsFromJSON(options.publicKey)
-      : { ...options.publicKey, challenge: fromBase64URL(options.publicKey.challenge) },
-  });
+  const credential = await navigator.credentials.get({ publicKey: requestOptions(options.publicKey) });
   // The answer carries the session's tokens beside the passkey's name and count.
-  session.save(await api(ROUTES.passkeyLoginVerify.method, ROUTES.passkeyLoginVerify.path, assertionJSON(credential)));
+  session.save(await api(ROUTES.passkeyLoginVerify.method, ROUTES.passkeyLoginVerify.path, credentialJSON(credential)));
   await start("Signed in with a passkey.");
 }
 
@@ -349,6 +311,18 @@ async function showClients() {
   }, "danger"));
 }
 
+async function addClient() {
+  const created = await api("POST", "/admin/v1/oauth-clients", {
+    name: $("client-name").value.trim(),
+    redirect_uris: $("client-redirects").value.trim().split(/\s+/).filter(Boolean),
+    confidential: $("client-confidential").checked,
+  });
+  $("client-secret").hidden = false;
+  $("client-secret").textContent = created.secret
+    ? `${created.client_id}: client secret (shown once): ${created.secret}` : `${created.client_id}: a public client (PKCE, no secret).`;
+  await showClients();
+}
+
 async function showWebhooks() {
   const found = await api("GET", "/admin/v1/webhooks");
   fillTable($("webhook-list"), [
@@ -414,6 +388,7 @@ wire("sign-out", signOut);
 wire("user-search", showUsers);
 wire("audit-filter", showAudit);
 wire("webhook-add", addWebhook);
+wire("client-add", addClient);
 for (const [id, done] of [["user-lock", "Account locked."], ["user-unlock", "Account unlocked."],
   ["user-end-sessions", "Sessions ended."], ["user-clear-throttles", "Throttles cleared."]]) {
   wire(id, () => change(id === "user-lock" || id === "user-unlock" ? "POST" : "DELETE", $(id).dataset.path, done));
