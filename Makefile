@@ -25,6 +25,9 @@ APT_TPM    := swtpm tpm2-tools
 APT_PAM    := libpam-modules db-util
 # A private session bus and a keyring on it for the SecretServiceStore tests. Linux only.
 APT_KEYRING := dbus-daemon gnome-keyring
+# fprintd (with libfprint's virtual reader) on a private system bus, polkit mocked by
+# python3-dbusmock (run by Debian's /usr/bin/python3), for the FprintdVerifier tests. Linux only.
+APT_FPRINTD := fprintd python3-dbusmock
 DOCC       ?= $(if $(filter Darwin,$(UNAME)),xcrun docc,docc)
 DOCS_BUILD := .build/docs-build
 SUDO       := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
@@ -72,8 +75,8 @@ build: deps
 
 ## test-deps: headless Chromium for the sign-in page's real-browser test, strace for the state-file
 ## crash tests, swtpm and tpm2-tools for the TPM tests, PAM modules and db_load for the PAM tests,
-## dbus-daemon and gnome-keyring for the Secret Service tests (without them those tests are
-## skipped, and say so)
+## dbus-daemon and gnome-keyring for the Secret Service tests, fprintd and python3-dbusmock for the
+## fprintd tests (without them those tests are skipped, and say so)
 test-deps:
 	@if [ "$(UNAME)" != Darwin ] && ! command -v chromium >/dev/null 2>&1; then \
 	  echo "make: installing chromium for the real-browser test"; \
@@ -110,6 +113,14 @@ test-deps:
 	  ( $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
 	    $(SUDO) apt-get install -y -qq --no-install-recommends $(APT_KEYRING) ) \
 	  || echo "make: gnome-keyring could not be installed; the Secret Service tests will be skipped"; \
+	fi
+	@# fprintd, its virtual reader and a mocked polkit of each test's own (FprintdVerifierTests).
+	@if [ "$(UNAME)" != Darwin ] && { [ ! -x /usr/libexec/fprintd ] || \
+	  ! /usr/bin/python3 -c 'import dbusmock' >/dev/null 2>&1; }; then \
+	  echo "make: installing $(APT_FPRINTD) for the fprintd tests"; \
+	  ( $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+	    $(SUDO) apt-get install -y -qq --no-install-recommends $(APT_FPRINTD) ) \
+	  || echo "make: fprintd could not be installed; the fprintd tests will be skipped"; \
 	fi
 
 ## api-test-deps: python3 with venv, for schemathesis and the OIDC client libraries (scripts/fuzz-api.sh

@@ -41,8 +41,9 @@ let package = Package(
         .systemLibrary(name: "CTSS2", pkgConfig: "tss2-esys", providers: [.apt(["libtss2-dev"])]),
         // Linux-PAM's application interface (PAMVerifier). Linux only, as CTSS2.
         .systemLibrary(name: "CPAM", pkgConfig: "pam", providers: [.apt(["libpam0g-dev"])]),
-        // libdbus-1, for the Secret Service's D-Bus API (SecretServiceStore). Not libsecret: GLib's
-        // pkg-config flags carry -pthread, which SwiftPM warns about on every build. Linux only.
+        // libdbus-1, for the D-Bus APIs of the Secret Service (SecretServiceStore) and fprintd
+        // (FprintdVerifier). Not libsecret or GDBus: GLib's pkg-config flags carry -pthread, which
+        // SwiftPM warns about on every build. Linux only.
         .systemLibrary(name: "CDBus", pkgConfig: "dbus-1", providers: [.apt(["libdbus-1-dev"])]),
 
         // Requests, responses, problem details and signing payloads shared by server and SDK, and
@@ -58,8 +59,8 @@ let package = Package(
         // Keychain, LocalAuthentication and Secure Enclave backends (files gated by canImport).
         .target(name: "KeyboundApple", dependencies: ["Keybound"]),
         // Linux backends over real components: TPMKeyVault (tss2-esys), PAMVerifier (libpam),
-        // SecretServiceStore (libdbus-1). Every file is gated by `#if os(Linux)`, so on Apple
-        // platforms the module is empty and needs no C library.
+        // SecretServiceStore and FprintdVerifier (libdbus-1). Every file is gated by `#if os(Linux)`,
+        // so on Apple platforms the module is empty and needs no C library.
         .target(
             name: "KeyboundLinux",
             dependencies: [
@@ -132,8 +133,10 @@ let package = Package(
                 "KeyboundServer", "KeyboundWire", "KeyboundCrypto", "KeyboundWebAuthn", "KeyboundTestSupport",
                 "keybound",
             ]),
-        // TPMKeyVault against real swtpm instances the tests start (skipped, with one warning,
-        // where swtpm or tpm2-tools is missing), and a device bound with a TPM key logging in.
+        // TPMKeyVault against real swtpm instances the tests start, PAMVerifier against Linux-PAM,
+        // SecretServiceStore against gnome-keyring on a private bus, FprintdVerifier against fprintd's
+        // virtual reader (each skipped, with one warning, where its component is missing), and a
+        // device bound with a TPM key logging in.
         .testTarget(
             name: "KeyboundLinuxTests",
             dependencies: [

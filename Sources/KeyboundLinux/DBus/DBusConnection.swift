@@ -12,6 +12,8 @@
         case bytes(Data)
         /// `ao`.
         case objectPaths([String])
+        /// `as`.
+        case strings([String])
         /// `a{ss}`, in the given order.
         case stringDictionary([(String, String)])
         /// `a{sv}`, in the given order.
@@ -28,6 +30,7 @@
             case .boolean: "b"
             case .bytes: "ay"
             case .objectPaths: "ao"
+            case .strings: "as"
             case .stringDictionary: "a{ss}"
             case .properties: "a{sv}"
             case .variant: "v"
@@ -153,6 +156,58 @@
             return values
         }
 
+        /// A signal received.
+        struct Signal {
+            let path: String
+            let interface: String
+            let member: String
+            let arguments: [DBusValue]
+        }
+
+        /// Asks the bus to route signals matching `rule` here
+        /// (`type='signal',interface='…',path='…'`).
+        /// - Throws: ``DBusFailure``.
+        func addMatch(_ rule: String) throws {
+            var error = DBusError()
+            dbus_error_init(&error)
+            defer { dbus_error_free(&error) }
+            dbus_bus_add_match(connection, rule, &error)
+            if dbus_error_is_set(&error) != 0 {
+                throw Self.failure(&error, "org.freedesktop.DBus.Error.MatchRuleInvalid")
+            }
+        }
+
+        /// The next signal received, waiting up to `milliseconds` for one; nil when none came.
+        /// Method calls and replies that arrive meanwhile are dropped (this connection serves none).
+        /// - Throws: ``DBusFailure`` when the connection is lost.
+        func nextSignal(waiting milliseconds: Int32) throws -> Signal? {
+            let deadline = Date().addingTimeInterval(Double(milliseconds) / 1000)
+            repeat {
+                while let message = dbus_connection_pop_message(connection) {
+                    defer { dbus_message_unref(message) }
+                    guard dbus_message_get_type(message) == DBUS_MESSAGE_TYPE_SIGNAL else { continue }
+                    var values: [DBusValue] = []
+                    var reader = DBusMessageIter()
+                    if dbus_message_iter_init(message, &reader) != 0 {
+                        repeat {
+                            values.append(Self.read(&reader))
+                        } while dbus_message_iter_next(&reader) != 0
+                    }
+                    return Signal(
+                        path: dbus_message_get_path(message).map { String(cString: $0) } ?? "",
+                        interface: dbus_message_get_interface(message).map { String(cString: $0) } ?? "",
+                        member: dbus_message_get_member(message).map { String(cString: $0) } ?? "",
+                        arguments: values)
+                }
+                let left = Int32(max(0, deadline.timeIntervalSinceNow * 1000))
+                guard dbus_connection_read_write(connection, max(left, 1)) != 0 else {
+                    throw DBusFailure(
+                        name: "org.freedesktop.DBus.Error.Disconnected", message: "the bus went away")
+                }
+            } while Date() < deadline
+            return nil
+        }
+
         private static func failure(_ error: inout DBusError, _ fallback: String) -> DBusFailure {
             guard dbus_error_is_set(&error) != 0 else { return DBusFailure(name: fallback, message: "") }
             return DBusFailure(
@@ -188,6 +243,10 @@
             case .objectPaths(let paths):
                 return container(keybound_dbus_type_array, "o", &iterator) { inner in
                     paths.allSatisfy { appendString($0, type: keybound_dbus_type_object_path, to: &inner) }
+                }
+            case .strings(let values):
+                return container(keybound_dbus_type_array, "s", &iterator) { inner in
+                    values.allSatisfy { appendString($0, type: keybound_dbus_type_string, to: &inner) }
                 }
             case .stringDictionary(let entries):
                 return container(keybound_dbus_type_array, "{ss}", &iterator) { inner in
