@@ -332,4 +332,110 @@ struct ConsoleTests {
         #expect(script.text.hasPrefix("// The API routes this page calls"))
         #expect(script.text.contains("class Problem") && script.text.hasSuffix(ConsolePageFiles.script))
     }
+
+    @Test("every series of the overview counts exactly its traffic", arguments: Engine.all)
+    func everySeriesCounts(engine: Engine) async throws {
+        let (live, consoles) = try Self.consoleServer(engine: engine) { $0.allowPrivateWebhooks = true }
+        let console = consoles[0]
+        _ = try await Self.admin(live, console)  // login.password 1
+        let (_, key, deviceID) = try await live.client.userWithDevice("alice")  // login.password 2
+        let good = try await live.client.challenge(deviceID)
+        let session = try await live.client.deviceLogin(
+            challengeID: good.challengeID, signature: try sign(good.payload, with: key)
+        ).decode(TokenResponse.self)  // login.device 1
+        let bad = try await live.client.challenge(deviceID)
+        let forged = try await live.client.deviceLogin(
+            challengeID: bad.challengeID, signature: try sign(Data("something else".utf8), with: key))
+        #expect(forged.status == 401)  // failure.device 1
+        try await live.client.createAccount("bob")
+        for attempt in 1...6 {
+            let wrong = try await live.client.send(
+                API.passwordLogin,
+                PasswordLoginRequest(
+                    username: Username("bob"), password: "wrong password", clientID: ClientID("app-1")))
+            #expect(wrong.status == (attempt <= 5 ? 401 : 429))  // failure.password 5, throttled.password 1
+        }
+        var approvals: [ApprovalChallengeResponse] = []
+        for _ in 0..<3 {
+            let created = try await live.client.send(
+                API.createApproval, CreateApprovalRequest(deviceID: deviceID, action: try transfer()),
+                token: session.accessToken)
+            approvals.append(try created.decode(ApprovalChallengeResponse.self))
+        }
+        let confirmed = try await live.client.send(
+            API.confirmApproval, ConfirmApprovalRequest(signature: try sign(approvals[0].payload, with: key)),
+            parameters: [approvals[0].approvalID], token: session.accessToken)
+        #expect(confirmed.status == 200)  // approval.approved 1
+        let denied = try await live.client.send(
+            API.denyApproval, parameters: [approvals[1].approvalID], token: session.accessToken)
+        #expect(denied.status == 200)  // approval.denied 1
+        live.clock.advance(by: 301)  // the third expires: approval.expired 1
+        // A webhook endpoint that never answers: one event, one failed attempt (the next one waits
+        // for the manual clock, which stays).
+        let token = try await Self.admin(live, console, name: "root2")  // login.password 3
+        let hook = try await console.send(
+            "POST", "/admin/v1/webhooks",
+            body: Data(#"{"url": "http://127.0.0.1:9/hook", "events": ["device.revoked"]}"#.utf8),
+            token: token,
+            checkSpec: false)
+        #expect(hook.status == 201)
+        #expect(
+            try await console.send("DELETE", "/admin/v1/devices/\(deviceID)", token: token, checkSpec: false)
+                .status == 204)
+        var totals: [String: Int] = [:]
+        for _ in 0..<150 {
+            totals = try await Self.overviewTotals(console, token)
+            if totals["webhook.failed"] == 1 { break }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        #expect(
+            totals == [
+                "login.password": 3, "login.device": 1, "login.passkey": 0, "login.oauth": 0,
+                "failure.password": 5, "failure.device": 1, "failure.passkey": 0, "throttled.password": 1,
+                "throttled.device": 0, "throttled.passkey": 0, "approval.approved": 1, "approval.denied": 1,
+                "approval.expired": 1, "webhook.failed": 1,
+            ])
+    }
+
+    @Test("nothing an administrator sends to a console route gives a 5xx")
+    func garbageGetsAClearRefusal() async throws {
+        let (live, consoles) = try Self.consoleServer()
+        let console = consoles[0]
+        let token = try await Self.admin(live, console)
+        let ids = [
+            "x", "usr_" + String(repeating: "a", count: 120), "%00", "..", "a%2Fb", "%C3%A9", "%FF",
+            String(repeating: "9", count: 128),
+        ]
+        let bodies = [
+            "", "{", "[]", "null", #"{"url": null}"#,
+            #"{"name": 1, "redirect_uris": {}, "confidential": "yes"}"#,
+            #"{"url": "https://x.example", "events": [1, 2]}"#,
+            "{\"name\": \"" + String(repeating: "n", count: 10_000) + "\"}",
+        ]
+        let queries = [
+            "", "?query=%FF", "?query=%25_%5C", "?limit=-1", "?since=2026-13-40T00:00:00Z", "?until=%00",
+            "?user=" + String(repeating: "u", count: 200), "?type=%00&address=::1",
+        ]
+        var sent = 0
+        for route in Application.adminRoutes
+        where route.pattern.hasPrefix("/admin/v1/") && route.pattern != "/admin/v1/sessions/current" {
+            for id in route.pattern.contains("{id}") ? ids : [""] {
+                let path = route.pattern.replacingOccurrences(of: "{id}", with: id)
+                for body in route.method == "POST" ? bodies.map(Optional.some) : [nil] {
+                    for query in route.method == "GET" ? queries : [""] {
+                        let reply = try await console.send(
+                            route.method, path + query, body: body.map { Data($0.utf8) }, token: token,
+                            checkSpec: false)
+                        sent += 1
+                        #expect(
+                            reply.status < 500, "\(route.method) \(path)\(query) \(body ?? ""): \(reply.text)"
+                        )
+                        if reply.status >= 400 { #expect(reply.problem != nil, "\(route.method) \(path)") }
+                    }
+                }
+            }
+        }
+        #expect(sent > 400)
+        #expect(try await console.send("GET", "/admin/v1/me", token: token, checkSpec: false).status == 200)
+    }
 }
