@@ -21,7 +21,7 @@ enum WebhookCommand {
                     url: invocation.operand ?? "", events: invocation.arguments.values("event"))
                 let secret = endpoint.secret ?? ""
                 return OperatorCommand.Outcome(
-                    members: json(endpoint) + [JSONMember("secret", .string(secret))],
+                    members: endpoint.jsonMembers + [JSONMember("secret", .string(secret))],
                     text: """
                         id: \(endpoint.id)
                         secret: \(secret)
@@ -31,7 +31,7 @@ enum WebhookCommand {
             OperatorCommand.Action(name: "list", operands: .none) { invocation in
                 let endpoints = try WebhookAdministration(configuration: invocation.configuration).endpoints()
                 return OperatorCommand.Outcome(
-                    members: [JSONMember("webhooks", .array(endpoints.map { .object(json($0)) }))],
+                    members: [JSONMember("webhooks", .array(endpoints.map { .object($0.jsonMembers) }))],
                     text: endpoints.isEmpty
                         ? nil
                         : columns(
@@ -56,7 +56,7 @@ enum WebhookCommand {
                     .deliveries(
                         url: invocation.operand ?? "")
                 return OperatorCommand.Outcome(
-                    members: [JSONMember("deliveries", .array(deliveries.map { .object(json($0)) }))],
+                    members: [JSONMember("deliveries", .array(deliveries.map { .object($0.jsonMembers) }))],
                     text: deliveries.isEmpty ? nil : table(deliveries),
                     notice: deliveries.isEmpty ? "no deliveries" : nil)
             },
@@ -97,36 +97,6 @@ enum WebhookCommand {
         refusals: "a URL or event refused, no such endpoint or delivery")
 
     static func run(_ raw: [String]) -> Int32 { command.run(raw) }
-
-    /// An endpoint's members, as `--json` shows it (the secret only where `add` adds it).
-    private static func json(_ endpoint: WebhookEndpointInfo) -> [JSONMember] {
-        [
-            JSONMember("id", .string(endpoint.id)), JSONMember("url", .string(endpoint.url)),
-            JSONMember("events", .array(endpoint.events.map { .string($0) })),
-            JSONMember("created_at", .string(Timestamp.format(endpoint.createdAt))),
-        ]
-    }
-
-    /// A delivery's members, as `--json` shows it.
-    private static func json(_ delivery: WebhookDeliveryInfo) -> [JSONMember] {
-        [
-            JSONMember("id", .string(delivery.id)), JSONMember("webhook_id", .string(delivery.messageID)),
-            JSONMember("type", .string(delivery.type)), JSONMember("status", .string(delivery.status)),
-            JSONMember("created_at", .string(Timestamp.format(delivery.createdAt))),
-            JSONMember(
-                "next_attempt_at", delivery.nextAttemptAt.map { .string(Timestamp.format($0)) } ?? .null),
-            JSONMember(
-                "attempts",
-                .array(
-                    delivery.attempts.map { attempt in
-                        .object([
-                            JSONMember("number", .integer(attempt.number)),
-                            JSONMember("at", .string(Timestamp.format(attempt.at))),
-                            JSONMember("result", .string(attempt.result)),
-                        ])
-                    })),
-        ]
-    }
 
     /// One line per delivery under a header; the attempts' results last.
     private static func table(_ deliveries: [WebhookDeliveryInfo]) -> String {

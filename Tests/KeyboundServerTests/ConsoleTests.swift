@@ -292,7 +292,7 @@ struct ConsoleTests {
             "POST", "/admin/v1/webhooks", #"{"url": "http://127.0.0.1:9/hook", "events": ["device.revoked"]}"#
         )
         #expect(hook.status == 201, "\(hook.text)")
-        let webhookID = try #require(try Self.json(hook).field("webhook_id")?.text)
+        let webhookID = try #require(try Self.json(hook).field("id")?.text)
         #expect(try Self.json(hook).field("secret")?.text?.hasPrefix("whsec_") == true)
         let (_, _, deviceID) = try await live.client.userWithDevice("alice")
         #expect(try await send("DELETE", "/admin/v1/devices/\(deviceID)").status == 204)
@@ -301,7 +301,7 @@ struct ConsoleTests {
             throw TestFailure("no delivery")
         }
         #expect(first.field("type")?.text == "device.revoked")
-        let deliveryID = try #require(first.field("delivery_id")?.text)
+        let deliveryID = try #require(first.field("id")?.text)
         #expect(try await send("POST", "/admin/v1/webhook-deliveries/\(deliveryID)/retry").status == 204)
         #expect(try await send("POST", "/admin/v1/webhook-deliveries/whd_none/retry").status == 404)
         #expect(try await send("DELETE", "/admin/v1/webhooks/\(webhookID)").status == 204)

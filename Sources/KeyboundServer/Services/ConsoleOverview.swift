@@ -166,7 +166,7 @@ extension Application {
     /// `GET /admin/v1/webhooks`: the endpoints, oldest first (no secrets).
     func consoleWebhooks(_ context: RequestContext) throws -> HTTPResponse {
         _ = try consoleAdmin(context)
-        return .console([JSONMember("webhooks", .array(try webhooks().map(\.consoleJSON)))])
+        return .console([JSONMember("webhooks", .array(try webhooks().map { .object($0.jsonMembers) }))])
     }
 
     /// `POST /admin/v1/webhooks` with `{"url": …, "events": [...]}`: registers an endpoint; the
@@ -187,9 +187,7 @@ extension Application {
         let endpoint = try consoleConfigurationChange(context, "webhook \(url) added") { also in
             try addWebhook(url: url, events: events, alsoWriting: also)
         }
-        return .console(
-            (endpoint.consoleJSON.members ?? []) + [JSONMember("secret", .text(endpoint.secret))], status: 201
-        )
+        return .console(endpoint.jsonMembers + [JSONMember("secret", .text(endpoint.secret))], status: 201)
     }
 
     /// `DELETE /admin/v1/webhooks/{id}`: removes the endpoint and what it had not received.
@@ -210,31 +208,7 @@ extension Application {
         _ = try consoleAdmin(context)
         let endpoint = try webhookEndpoint(context)
         let deliveries = try webhookDeliveries(url: endpoint.url, limit: 100) ?? []
-        return .console([
-            JSONMember(
-                "deliveries",
-                .array(
-                    deliveries.map { delivery in
-                        .object([
-                            JSONMember("delivery_id", .string(delivery.id)),
-                            JSONMember("message_id", .string(delivery.messageID)),
-                            JSONMember("type", .string(delivery.type)),
-                            JSONMember("status", .string(delivery.status)),
-                            JSONMember("created_at", .time(delivery.createdAt)),
-                            JSONMember("next_attempt_at", .time(delivery.nextAttemptAt)),
-                            JSONMember(
-                                "attempts",
-                                .array(
-                                    delivery.attempts.map { attempt in
-                                        .object([
-                                            JSONMember("number", .integer(attempt.number)),
-                                            JSONMember("at", .time(attempt.at)),
-                                            JSONMember("result", .string(attempt.result)),
-                                        ])
-                                    })),
-                        ])
-                    }))
-        ])
+        return .console([JSONMember("deliveries", .array(deliveries.map { .object($0.jsonMembers) }))])
     }
 
     /// `POST /admin/v1/webhook-deliveries/{id}/retry`: sends the delivery again.
@@ -291,17 +265,6 @@ extension OAuthClientInfo {
             JSONMember("scopes", .array(scopes.map(JSONValue.string))),
             JSONMember("dpop_required", .bool(dpopRequired)),
             JSONMember("ciba", .text(ciba?.rawValue)), JSONMember("created_at", .time(createdAt)),
-        ])
-    }
-}
-
-extension WebhookEndpointInfo {
-    /// The endpoint as the console shows it, without its secret.
-    fileprivate var consoleJSON: JSONValue {
-        .object([
-            JSONMember("webhook_id", .string(id)), JSONMember("url", .string(url)),
-            JSONMember("events", .array(events.map(JSONValue.string))),
-            JSONMember("created_at", .time(createdAt)),
         ])
     }
 }

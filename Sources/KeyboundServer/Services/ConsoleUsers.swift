@@ -211,14 +211,8 @@ extension Application {
                 let row = try connection.queryOne(
                     "SELECT user_id FROM passkeys WHERE id = ?", [.text(passkeyID)])
             else { throw APIError.notFound }
-            try connection.execute("DELETE FROM passkeys WHERE id = ?", [.text(passkeyID)])
-            try clearThrottle(connection, ThrottleScope.passkey(passkeyID))
-            try revokeSessions(
-                connection, where: "passkey_id = ?", [.text(passkeyID)], reason: "passkey_removed",
-                now: context.now)
-            try audit(
-                connection, context, .passkeyRemoved, userID: try row.text(0),
-                details: [JSONMember("passkey_id", .string(passkeyID))])
+            try deletePasskey(
+                connection, context, passkeyID: passkeyID, userID: try row.text(0), sessionID: nil)
         }
         return HTTPResponse.noContent
     }

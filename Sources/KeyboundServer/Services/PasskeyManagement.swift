@@ -34,16 +34,26 @@ extension Application {
                     409, .lastPasskey, "This is the account's only way to sign in; add another passkey first."
                 )
             }
-            try connection.execute("DELETE FROM passkeys WHERE id = ?", [.text(passkeyID)])
-            try clearThrottle(connection, ThrottleScope.passkey(passkeyID))
-            try revokeSessions(
-                connection, where: "passkey_id = ?", [.text(passkeyID)], reason: "passkey_removed",
-                now: context.now)
-            try audit(
-                connection, context, .passkeyRemoved, userID: caller.userID, sessionID: caller.sessionID,
-                details: [JSONMember("passkey_id", .string(passkeyID))])
+            try deletePasskey(
+                connection, context, passkeyID: passkeyID, userID: caller.userID, sessionID: caller.sessionID)
         }
         return NoBody()
+    }
+
+    /// Deletes a passkey, forgets its failures and ends the sessions it opened: its user's removal,
+    /// or an administrator's on the console (`sessionID` is the remover's session, if the user's).
+    func deletePasskey(
+        _ connection: any SQLConnection, _ context: RequestContext, passkeyID: String, userID: String,
+        sessionID: String?
+    ) throws {
+        try connection.execute("DELETE FROM passkeys WHERE id = ?", [.text(passkeyID)])
+        try clearThrottle(connection, ThrottleScope.passkey(passkeyID))
+        try revokeSessions(
+            connection, where: "passkey_id = ?", [.text(passkeyID)], reason: "passkey_removed",
+            now: context.now)
+        try audit(
+            connection, context, .passkeyRemoved, userID: userID, sessionID: sessionID,
+            details: [JSONMember("passkey_id", .string(passkeyID))])
     }
 }
 

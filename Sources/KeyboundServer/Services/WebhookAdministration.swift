@@ -44,6 +44,41 @@ public struct WebhookDeliveryInfo: Sendable, Hashable {
     }
 }
 
+extension WebhookEndpointInfo {
+    /// The endpoint's members as `keybound webhook --json` and the console show it, without its
+    /// secret.
+    package var jsonMembers: [JSONMember] {
+        [
+            JSONMember("id", .string(id)), JSONMember("url", .string(url)),
+            JSONMember("events", .array(events.map { .string($0) })),
+            JSONMember("created_at", .string(Timestamp.format(createdAt))),
+        ]
+    }
+}
+
+extension WebhookDeliveryInfo {
+    /// The delivery's members as `keybound webhook deliveries --json` and the console show it:
+    /// `webhook_id` is the event's id, which every attempt sends as `webhook-id`.
+    package var jsonMembers: [JSONMember] {
+        [
+            JSONMember("id", .string(id)), JSONMember("webhook_id", .string(messageID)),
+            JSONMember("type", .string(type)), JSONMember("status", .string(status)),
+            JSONMember("created_at", .string(Timestamp.format(createdAt))),
+            JSONMember("next_attempt_at", nextAttemptAt.map { .string(Timestamp.format($0)) } ?? .null),
+            JSONMember(
+                "attempts",
+                .array(
+                    attempts.map { attempt in
+                        .object([
+                            JSONMember("number", .integer(attempt.number)),
+                            JSONMember("at", .string(Timestamp.format(attempt.at))),
+                            JSONMember("result", .string(attempt.result)),
+                        ])
+                    })),
+        ]
+    }
+}
+
 extension Application {
     /// Registers an endpoint (`keybound webhook add`).
     /// - Throws: ``APIError`` when the URL or an event type is refused, or the URL is registered.

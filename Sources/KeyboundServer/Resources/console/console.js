@@ -100,14 +100,7 @@ function showSignIn(reason) {
   if (reason) setStatus(reason, true);
 }
 
-function consoleClientID() {
-  let id = localStorage.getItem("keybound.console.client");
-  if (!id) {
-    id = "console:" + toBase64URL(crypto.getRandomValues(new Uint8Array(12)));
-    localStorage.setItem("keybound.console.client", id);
-  }
-  return id;
-}
+function consoleClientID() { return browserClientID("keybound.console.client", "console:"); }
 
 async function signInWithPassword() {
   const tokens = await api(ROUTES.passwordLogin.method, ROUTES.passwordLogin.path, {
@@ -330,7 +323,7 @@ async function showWebhooks() {
   ], found.webhooks, (w) => {
     const cell = element("span");
     cell.append(button("Deliveries", () => showDeliveries(w)), button("Remove", async () => {
-      await api("DELETE", "/admin/v1/webhooks/" + encodeURIComponent(w.webhook_id));
+      await api("DELETE", "/admin/v1/webhooks/" + encodeURIComponent(w.id));
       setStatus("Endpoint removed.");
       await showWebhooks();
     }, "danger"));
@@ -339,14 +332,14 @@ async function showWebhooks() {
 }
 
 async function showDeliveries(webhook) {
-  const found = await api("GET", "/admin/v1/webhooks/" + encodeURIComponent(webhook.webhook_id) + "/deliveries");
+  const found = await api("GET", "/admin/v1/webhooks/" + encodeURIComponent(webhook.id) + "/deliveries");
   $("delivery-title").hidden = false;
   $("delivery-title").textContent = "Deliveries to " + webhook.url;
   fillTable($("delivery-list"), [
     ["event", (d) => d.type], ["status", (d) => d.status], ["created", (d) => when(d.created_at)],
     ["attempts", (d) => d.attempts.map((a) => `${a.number}: ${a.result}`).join(", ") || "—"],
   ], found.deliveries, (d) => d.status === "delivered" ? null : button("Retry", async () => {
-    await api("POST", "/admin/v1/webhook-deliveries/" + encodeURIComponent(d.delivery_id) + "/retry");
+    await api("POST", "/admin/v1/webhook-deliveries/" + encodeURIComponent(d.id) + "/retry");
     setStatus("Sent again.");
     await showDeliveries(webhook);
   }));

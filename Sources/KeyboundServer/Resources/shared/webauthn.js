@@ -64,6 +64,19 @@ function credentialJSON(credential) {
   };
 }
 
+// --- this browser's client id -------------------------------------------------------------------
+
+// One client id per browser and page, kept under `key`: a new sign-in from here ends this
+// browser's previous session of that page.
+function browserClientID(key, prefix) {
+  let id = localStorage.getItem(key);
+  if (!id) {
+    id = prefix + toBase64URL(crypto.getRandomValues(new Uint8Array(12)));
+    localStorage.setItem(key, id);
+  }
+  return id;
+}
+
 // --- problem+json --------------------------------------------------------------------------------
 
 class Problem extends Error {

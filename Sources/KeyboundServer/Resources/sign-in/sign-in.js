@@ -22,15 +22,7 @@ const session = {
   },
 };
 
-// One client id per browser: a new sign-in from here ends this browser's previous session.
-function clientID() {
-  let id = localStorage.getItem("keybound.client");
-  if (!id) {
-    id = "web:" + toBase64URL(crypto.getRandomValues(new Uint8Array(12)));
-    localStorage.setItem("keybound.client", id);
-  }
-  return id;
-}
+function clientID() { return browserClientID("keybound.client", "web:"); }
 
 // ROUTES (method and path of each API route this page calls) comes first in this script: the
 // server writes it from its route declarations, so the page cannot call a path the server lacks.
