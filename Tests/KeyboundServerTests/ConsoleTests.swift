@@ -388,6 +388,27 @@ struct ConsoleTests {
             if totals["webhook.failed"] == 1 { break }
             try await Task.sleep(for: .milliseconds(100))
         }
+        // The user's page shows the three approvals as they stand.
+        let userID = try #require(
+            try Self.json(
+                try await console.send("GET", "/admin/v1/users?query=alice", token: token, checkSpec: false)
+            )
+            .field("users").flatMap { value -> String? in
+                guard case .array(let users) = value else { return nil }
+                return users.first?.field("user_id")?.text
+            })
+        let detail = try Self.json(
+            try await console.send("GET", "/admin/v1/users/\(userID)", token: token, checkSpec: false))
+        guard case .array(let shown)? = detail.field("approvals") else { throw TestFailure("no approvals") }
+        #expect(
+            Dictionary(
+                uniqueKeysWithValues: shown.compactMap { approval in
+                    approval.field("approval_id")?.text.map { ($0, approval.field("status")?.text ?? "") }
+                })
+                == [
+                    approvals[0].approvalID: "approved", approvals[1].approvalID: "denied",
+                    approvals[2].approvalID: "expired",
+                ])
         #expect(
             totals == [
                 "login.password": 3, "login.device": 1, "login.passkey": 0, "login.oauth": 0,
