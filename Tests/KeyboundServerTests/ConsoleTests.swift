@@ -459,4 +459,20 @@ struct ConsoleTests {
         #expect(sent > 400)
         #expect(try await console.send("GET", "/admin/v1/me", token: token, checkSpec: false).status == 200)
     }
+
+    @Test(
+        "traffic counts are kept as long as the retention, then housekeeping deletes them",
+        arguments: Engine.all)
+    func trafficCountsArePurged(engine: Engine) throws {
+        let app = try InProcessApplication(engine) { $0.retention = 3600 }
+        app.application.traffic.count(.login("password"), at: app.clock.now)
+        app.application.flushTraffic()
+        #expect(try app.count("SELECT COUNT(*) FROM traffic_counts") == 1)
+        app.clock.advance(by: 3000)
+        app.application.purgeExpired()
+        #expect(try app.count("SELECT COUNT(*) FROM traffic_counts") == 1)
+        app.clock.advance(by: 1000)
+        app.application.purgeExpired()
+        #expect(try app.count("SELECT COUNT(*) FROM traffic_counts") == 0)
+    }
 }

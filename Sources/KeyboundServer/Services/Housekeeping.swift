@@ -70,6 +70,10 @@ extension Application {
                 [.date(now.adding(seconds: -3600))],
                 &report)
             try deleteInBatches("approvals", key: "id", where: "expires_at < ?", [.date(retained)], &report)
+            // The console's traffic counts, kept as long as the ended sessions they count.
+            try deleteInBatches(
+                "traffic_counts", key: "bucket", where: "bucket < ?",
+                [.integer(Int64(retained.timeIntervalSince1970))], &report)
             // Webhook deliveries finished (delivered or failed) before the retention, their
             // attempts first, then the events no delivery needs any more.
             let finished = "status IN ('delivered', 'failed') AND next_attempt_at < ?"
