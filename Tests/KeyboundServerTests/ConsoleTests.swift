@@ -475,4 +475,50 @@ struct ConsoleTests {
         app.application.purgeExpired()
         #expect(try app.count("SELECT COUNT(*) FROM traffic_counts") == 0)
     }
+
+    @Test(
+        "a locked account opens no session: not by password, device, passkey or OAuth code",
+        arguments: Engine.all)
+    func aLockedAccountOpensNoSession(engine: Engine) async throws {
+        let oauth = try OAuthFixture(.live, engine: engine) {
+            $0.adminListen = ListenAddress(host: "127.0.0.1", port: 0)
+        }
+        let live = oauth.test
+        let console = Client(baseURL: try #require(live.server.adminURL))
+        let token = try await Self.admin(live, console)
+        let (alice, key, deviceID) = try await live.client.userWithDevice("alice")
+        let carolKey = try PasskeyTests.authenticator(for: live)
+        let carol = try await live.client.passkeySignUp("carol", carolKey)
+        let app = try oauth.addClient()
+        let pkce = PKCE()
+        let code = try await oauth.code(app.clientID, session: alice.accessToken, pkce: pkce)
+        for userID in [alice.userID, try #require(carol.tokens?.userID)] {
+            let locked = try await console.send(
+                "POST", "/admin/v1/users/\(userID)/lock", token: token, checkSpec: false)
+            #expect(locked.status == 204, "\(locked.text)")
+        }
+
+        let challenge = try await live.client.challenge(deviceID)
+        let device = try await live.client.deviceLogin(
+            challengeID: challenge.challengeID, signature: try sign(challenge.payload, with: key))
+        #expect(device.status == 403)
+        #expect(device.problem?.code == .accountLocked)
+        let options = try await live.client.loginOptions(username: "carol")
+        let passkey = try await live.client.passkeyLogin(
+            try carolKey.assertion(challenge: options.challenge, signCount: 1))
+        #expect(passkey.status == 403)
+        #expect(passkey.problem?.code == .accountLocked)
+        let exchange = try await oauth.exchange(code, clientID: app.clientID, pkce: pkce)
+        #expect(exchange.status == 400)
+        #expect(try JSON.parse(exchange.body)[string: "error"] == "invalid_grant")
+        // Unlocked, the same device logs in (its refused challenge was not used up).
+        #expect(
+            try await console.send(
+                "POST", "/admin/v1/users/\(alice.userID)/unlock", token: token, checkSpec: false
+            )
+            .status == 204)
+        let again = try await live.client.deviceLogin(
+            challengeID: challenge.challengeID, signature: try sign(challenge.payload, with: key))
+        #expect(again.status == 200, "\(again.text)")
+    }
 }
