@@ -160,6 +160,31 @@ struct CIBATests {
         #expect(try await setup.pending().isEmpty)
     }
 
+    @Test("an approved request whose user an administrator locked meanwhile is access_denied")
+    func aLockedUserGetsNoTokens() async throws {
+        let setup = try await Setup(.live) { $0.adminListen = ListenAddress(host: "127.0.0.1", port: 0) }
+        let live = setup.fixture.test
+        let console = Client(baseURL: try #require(live.server.adminURL))
+        let admin = try await ConsoleTests.admin(live, console)
+        let authReqID = try await setup.authReqID()
+        let listed = try #require(try await setup.pending().first)
+        #expect(try await setup.confirm(listed).status == 200)
+        let locked = try await console.send(
+            "POST", "/admin/v1/users/\(setup.tokens.userID)/lock", token: admin, checkSpec: false)
+        #expect(locked.status == 204, "\(locked.text)")
+        live.clock.advance(by: 5)
+        let refused = try await setup.poll(authReqID)
+        #expect(refused.status == 400 && Self.error(refused) == "access_denied", "\(refused.text)")
+        // Nothing was redeemed: unlocked, the approved request gives its tokens.
+        #expect(
+            try await console.send(
+                "POST", "/admin/v1/users/\(setup.tokens.userID)/unlock", token: admin, checkSpec: false
+            ).status == 204)
+        live.clock.advance(by: 5)
+        let granted = try await setup.poll(authReqID)
+        #expect(granted.status == 200, "\(granted.text)")
+    }
+
     @Test("polling sooner than the interval is slow_down, and the interval grows by 5 s")
     func slowDown() async throws {
         let setup = try await Setup()
