@@ -159,6 +159,7 @@ struct DemoStory {
         configuration.appAttestEnvironment = .development
         configuration.appAttestRoots = [appAttestCA.rootCertificate]
         configuration.cibaInterval = 1  // --ciba-interval 1: the wallet's back end polls every second
+        configuration.adminListen = ListenAddress(host: "127.0.0.1", port: 0)  // the operator console
         let server = try Self.startWithIssuer(&configuration)
         defer { server.stop() }
         guard let baseURL = server.baseURL else {
@@ -187,6 +188,9 @@ struct DemoStory {
             configuration: configuration, baseURL: baseURL, device: device, passkeys: passkeys)
         try await backchannelApproval(
             configuration: configuration, device: device, phone: genuineApp, directory: directory)
+        try await operatorConsole(
+            configuration: configuration, baseURL: baseURL,
+            consoleURL: try requireValue(server.adminURL, "the console's address"))
     }
 
     // MARK: - Stories

@@ -30,15 +30,27 @@ struct DemoTests {
         let end = try #require(events.last, "no output")
         #expect(end["event"] as? String == "end", "\(end)")
         #expect(end["ok"] as? Bool == true, "\(end)")
-        #expect(end["steps"] as? Int == 45, "\(end)")
+        #expect(end["steps"] as? Int == 51, "\(end)")
         #expect(end["error"] == nil, "\(end)")
 
-        // The transcript agrees with the summary: 45 ok steps, numbered 1…45, in 10 chapters.
+        // The transcript agrees with the summary: 51 ok steps, numbered 1…51, in 11 chapters.
         let steps = events.filter { $0["event"] as? String == "step" }
-        #expect(steps.count == 45)
-        #expect(steps.compactMap { $0["step"] as? Int } == Array(1...45))
+        #expect(steps.count == 51)
+        #expect(steps.compactMap { $0["step"] as? Int } == Array(1...51))
         #expect(steps.allSatisfy { $0["ok"] as? Bool == true })
-        #expect(events.filter { $0["event"] as? String == "chapter" }.count == 10)
+        #expect(events.filter { $0["event"] as? String == "chapter" }.count == 11)
+        // The operator console: Ada's password refused there, the run's traffic in the overview,
+        // her device revoked (its next challenge refused), the change under the admin's name.
+        let console = steps.filter {
+            $0["chapter"] as? String == "10. The operator console: what happened, and what must go"
+        }.compactMap { $0["outcome"] as? String }
+        #expect(console.count == 6, "\(console)")
+        if console.count == 6 {
+            #expect(console[1].hasSuffix("Ada's right password there: 403 admin_required"))
+            #expect(console[2].hasPrefix("logins: password ") && !console[2].contains(" 0,"), "\(console[2])")
+            #expect(console[4] == "204; its next login challenge: 403 device_revoked")
+            #expect(console[5].hasPrefix("device_revoked, by administrator usr_"))
+        }
         #expect(
             steps.contains {
                 ($0["outcome"] as? String)?.contains("0.5 ETH to \(ApprovalTests.grouped)") == true
