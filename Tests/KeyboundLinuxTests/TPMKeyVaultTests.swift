@@ -484,8 +484,9 @@
             await expectKeyboundError(.invalidInput) { try await fixture.vault.setPIN("12") }
         }
 
-        /// Not a benchmark: one line in the log with the costs measured here (alongside the other
-        /// tests, which share the machine), and a bound loose enough for a loaded CI machine.
+        /// Not a benchmark (speed is measured in keybound-bench, never asserted here): one line in the
+        /// log with the costs measured alongside the other tests, and every signature of the run
+        /// checked.
         @Test func signingCostsAFewTPMCommands() async throws {
             let fixture = try TPMFixture()
             defer { fixture.stop() }
@@ -499,16 +500,30 @@
             let verification = try await fixture.verifier.verify(windowed, prompt: prompt)
             let rounds = 50
             let clock = ContinuousClock()
+            var signatures: [(key: ItemName, message: Data, signature: Data)] = []
             let open = try await clock.measure {
                 for index in 0..<rounds {
-                    _ = try await fixture.vault.sign(Data("\(index)".utf8), with: "dpop", verification: nil)
+                    let message = Data("\(index)".utf8)
+                    signatures.append(
+                        (
+                            "dpop", message,
+                            try await fixture.vault.sign(message, with: "dpop", verification: nil)
+                        ))
                 }
             }
             let withPIN = try await clock.measure {
                 for index in 0..<rounds {
-                    _ = try await fixture.vault.sign(
-                        Data("\(index)".utf8), with: "windowed", verification: verification)
+                    let message = Data("\(index)".utf8)
+                    signatures.append(
+                        (
+                            "windowed", message,
+                            try await fixture.vault.sign(
+                                message, with: "windowed", verification: verification)
+                        ))
                 }
+            }
+            for (key, message, signature) in signatures {
+                #expect(try await fixture.vault.isValidSignature(signature, for: message, by: key))
             }
             let check = try await clock.measure {
                 for _ in 0..<10 { _ = try await fixture.verifier.verify(.devicePasscode, prompt: prompt) }
@@ -522,7 +537,6 @@
                     + "\(String(format: "%.2f", milliseconds(withPIN, rounds))) ms per PIN-bound sign, "
                     + "\(String(format: "%.2f", milliseconds(check, 10))) ms per PIN check (\(rounds) signs each)"
             )
-            #expect(milliseconds(withPIN, rounds) < 250)
         }
     }
 #endif
