@@ -107,4 +107,66 @@ struct DemoTests {
         #expect(copy.status == 1 && refusal["ok"] as? Bool == false, "\(copy.stdout) \(copy.stderr)")
         #expect((refusal["error"] as? [String: Any])?["code"] as? String == "issuer_signature_invalid")
     }
+
+    #if os(Linux)
+        /// `keybound demo --device linux --json`: the Linux kiosk's stories on a TPM (swtpm) and the
+        /// Secret Service (gnome-keyring) the demo starts and stops itself, each step checked by the
+        /// demo; skipped, with one warning, where those programs are not installed.
+        @Test(.timeLimit(.minutes(2)))
+        func linuxDemoRunsOnTheRealBackends() async throws {
+            let path = (ProcessInfo.processInfo.environment["PATH"] ?? "").split(separator: ":").map(
+                String.init)
+            let missing = ["swtpm", "dbus-daemon", "gnome-keyring-daemon"].filter { program in
+                !(path + ["/usr/bin", "/usr/sbin"]).contains {
+                    FileManager.default.isExecutableFile(atPath: "\($0)/\(program)")
+                }
+            }
+            guard missing.isEmpty else {
+                Issue.record(
+                    Comment(
+                        rawValue:
+                            "the Linux demo did not run: \(missing.joined(separator: ", ")) not installed "
+                            + "(make test-deps: swtpm, dbus-daemon, gnome-keyring)"), severity: .warning)
+                try Test.cancel()
+            }
+            let run = try await Subprocess.run(
+                try KeyboundExecutable.url(), ["demo", "--device", "linux", "--json"], timeout: 100)
+            #expect(!run.timedOut, "the demo did not finish in time")
+            #expect(!run.crashed, "the demo crashed: \(run.stderr)")
+            #expect(run.status == 0, "exit \(run.status): \(run.stdout.suffix(2000)) \(run.stderr)")
+            #expect(run.stderr.isEmpty, "\(run.stderr)")
+
+            var events: [[String: Any]] = []
+            for line in run.stdout.split(separator: "\n", omittingEmptySubsequences: true) {
+                let parsed = try JSONSerialization.jsonObject(with: Data(line.utf8))
+                events.append(try #require(parsed as? [String: Any], "not a JSON object: \(line)"))
+            }
+            let end = try #require(events.last, "no output")
+            #expect(end["event"] as? String == "end" && end["ok"] as? Bool == true, "\(end)")
+            let steps = events.filter { $0["event"] as? String == "step" }
+            #expect(steps.count == 20, "\(steps.count) steps")
+            #expect(steps.compactMap { $0["step"] as? Int } == Array(1...steps.count))
+            #expect(events.filter { $0["event"] as? String == "chapter" }.count == 6)
+            let outcomes = steps.compactMap { $0["outcome"] as? String }
+            // A wrong PIN refused by the TPM, twice (a login, the app lock); the right one logs in
+            // by the TPM-signed challenge; the TPM-signed approval is accepted once; removing the
+            // PIN invalidates, and the old key is revoked when a new one is bound.
+            #expect(outcomes.filter { $0 == "refused: authenticationFailed, recovery retry" }.count == 2)
+            #expect(outcomes.contains("logged in, auth_method device"))
+            #expect(outcomes.contains("approved"))
+            #expect(outcomes.contains { $0.hasPrefix("refused: server (challenge_used)") }, "\(outcomes)")
+            #expect(outcomes.contains("refused: invalidated, recovery reenroll"))
+            #expect(outcomes.last?.hasPrefix("refused: server (device_revoked)") == true, "\(outcomes)")
+            #expect(
+                outcomes.contains { $0.contains("0.5 ETH to \(ApprovalTests.grouped)") })
+
+            // What the demo started is gone with it: the TPM's port is closed, the keyring's folder deleted.
+            let scene = try #require(outcomes.first { $0.hasPrefix("TPM at swtpm:") }, "\(outcomes)")
+            let folder = try #require(
+                scene.range(of: "keyring at unix:path=").map {
+                    URL(fileURLWithPath: String(scene[$0.upperBound...])).deletingLastPathComponent()
+                })
+            #expect(!FileManager.default.fileExists(atPath: folder.path), "\(folder.path) is left")
+        }
+    #endif
 }
