@@ -11,7 +11,7 @@
         ///
         /// ```swift
         /// let vault = try TPMKeyVault(directory: dataDirectory.appendingPathComponent("keys"))  // /dev/tpmrm0
-        /// if try await !vault.isPINSet() { try await vault.setPIN(try await pinDialog.chooseNewPIN()) }
+        /// if !(try await vault.isPINSet()) { try await vault.setPIN(try await pinDialog.chooseNewPIN()) }
         /// let device = try DeviceBackends.linux(
         ///     vault: vault, service: "com.acme.kiosk", fingerprint: try? FprintdVerifier(),
         ///     fingerprintPrompt: { prompt in await screen.show("Touch the reader: \(prompt.reason)") },
