@@ -62,8 +62,9 @@
     }
 
     /// The user verifier of ``DeviceBackends/linux(vault:service:secretServiceBus:fingerprint:fingerprintPrompt:enterPIN:)``:
-    /// the device PIN (``TPMPINVerifier``, checked by the TPM) for every policy the passcode
-    /// satisfies alone, and a fingerprint (``FprintdVerifier``) where a finger is asked for.
+    /// the device PIN (``TPMPINVerifier``, checked by the TPM) for the device passcode and
+    /// wherever a finger cannot answer, and a fingerprint (``FprintdVerifier``) where a finger is
+    /// asked for or, with a usable reader, may answer.
     ///
     /// Which one answers, by policy:
     /// - ``AccessPolicy/devicePasscode``: the PIN. This is what material in the TPM needs: its
