@@ -164,10 +164,10 @@
             try? FileManager.default.removeItem(at: folder)
         }
 
+        /// A program on `PATH` (`/usr/bin:/bin` when it is not set), as a shell finds it.
         private static func executable(_ name: String) -> URL? {
-            let path = (ProcessInfo.processInfo.environment["PATH"] ?? "").split(separator: ":").map(
-                String.init)
-            for directory in path + ["/usr/bin", "/usr/sbin"] {
+            let path = ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"
+            for directory in path.split(separator: ":").map(String.init) {
                 let candidate = directory + "/" + name
                 if FileManager.default.isExecutableFile(atPath: candidate) {
                     return URL(fileURLWithPath: candidate)

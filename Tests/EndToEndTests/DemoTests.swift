@@ -114,13 +114,7 @@ struct DemoTests {
         /// demo; skipped, with one warning, where those programs are not installed.
         @Test(.timeLimit(.minutes(2)))
         func linuxDemoRunsOnTheRealBackends() async throws {
-            let path = (ProcessInfo.processInfo.environment["PATH"] ?? "").split(separator: ":").map(
-                String.init)
-            let missing = ["swtpm", "dbus-daemon", "gnome-keyring-daemon"].filter { program in
-                !(path + ["/usr/bin", "/usr/sbin"]).contains {
-                    FileManager.default.isExecutableFile(atPath: "\($0)/\(program)")
-                }
-            }
+            let missing = Self.linuxDemoPrograms.filter { Self.onPath($0) == nil }
             guard missing.isEmpty else {
                 Issue.record(
                     Comment(
@@ -167,6 +161,49 @@ struct DemoTests {
                     URL(fileURLWithPath: String(scene[$0.upperBound...])).deletingLastPathComponent()
                 })
             #expect(!FileManager.default.fileExists(atPath: folder.path), "\(folder.path) is left")
+        }
+
+        /// Where a program the Linux demo starts is missing, the demo says so in one line, names
+        /// its package, exits 1, and runs nothing on the emulator instead.
+        @Test func linuxDemoNamesTheMissingProgramAndHowToInstallIt() async throws {
+            let folder = FileManager.default.temporaryDirectory.appendingPathComponent(
+                "keybound-demo-path-\(UUID().uuidString.prefix(8))")
+            try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+            defer { try? FileManager.default.removeItem(at: folder) }
+            // A PATH with every program but gnome-keyring's (those that are installed here).
+            for program in Self.linuxDemoPrograms.dropLast() {
+                guard let installed = Self.onPath(program) else { continue }
+                try FileManager.default.createSymbolicLink(
+                    at: folder.appendingPathComponent(program), withDestinationURL: installed)
+            }
+            var environment = ProcessInfo.processInfo.environment
+            environment["PATH"] = folder.path
+            let run = try await Subprocess.run(
+                try KeyboundExecutable.url(), ["demo", "--device", "linux"], environment: environment,
+                timeout: 30)
+            #expect(run.status == 1, "exit \(run.status): \(run.stdout) \(run.stderr)")
+            #expect(run.stdout.isEmpty, "the demo ran something: \(run.stdout.prefix(500))")
+            let lines = run.stderr.split(separator: "\n")
+            #expect(lines.count == 1, "\(run.stderr)")
+            let missing = Self.linuxDemoPrograms.first { Self.onPath($0, in: folder.path) == nil } ?? ""
+            #expect(
+                lines.first?.hasPrefix("keybound demo --device linux: \(missing) (") == true
+                    && lines.first?.contains("is not installed: sudo apt-get install ") == true,
+                "\(run.stderr)")
+        }
+
+        /// What the Linux demo starts, in the order it looks for them.
+        private static let linuxDemoPrograms = ["swtpm", "dbus-daemon", "gnome-keyring-daemon"]
+
+        /// `program` in the folders of `path` (default: ours), as a shell finds it.
+        private static func onPath(
+            _ program: String,
+            in path: String = ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"
+        ) -> URL? {
+            path.split(separator: ":").map {
+                URL(fileURLWithPath: String($0)).appendingPathComponent(program)
+            }
+            .first { FileManager.default.isExecutableFile(atPath: $0.path) }
         }
     #endif
 }
