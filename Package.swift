@@ -97,6 +97,8 @@ let package = Package(
             dependencies: [
                 "Keybound", "KeyboundWire", "KeyboundCrypto", "KeyboundEmulator", "KeyboundServer",
                 "KeyboundVerifier", "KeyboundWebAuthn",
+                // `keybound demo --device linux`: the real backends, on Linux only.
+                .target(name: "KeyboundLinux", condition: linuxOnly),
             ]),
         // The performance targets of docs/design.md, measured in one run against a loopback server.
         // It seeds large populations through the server's own storage and measures the raw Argon2id

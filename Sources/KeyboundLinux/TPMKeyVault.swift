@@ -52,7 +52,8 @@
         /// The TPM.
         public let connection: TPMConnection
         private let files: VaultFiles
-        private let clock: Keybound.Clock
+        /// Time, for verifications' reuse windows; a PIN verifier for this vault reads the same.
+        let clock: Keybound.Clock
         private var device: TPMDevice { TPMDevice.shared(connection) }
 
         /// A vault over `directory` (created, owner-only, if missing) on the TPM `connection`

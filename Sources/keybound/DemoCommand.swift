@@ -12,11 +12,14 @@ enum DemoCommand {
     static let options: [Option] = [
         .flag("json", "print the transcript as JSON lines"),
         .flag("keep-database", "keep the SQLite file and print its path"),
+        .value(
+            "device", "D",
+            "emulator (the default): an emulated iPhone; linux: a TPM 2.0 and the Secret Service"),
         .help,
     ]
 
     static let usage = """
-        usage: keybound demo [--json] [--keep-database]
+        usage: keybound demo [--json] [--keep-database] [--device emulator|linux]
 
         Starts the Keybound server in-process on a free loopback port with a temporary SQLite
         database (production Argon2id settings), creates an emulated Face ID device, and runs
@@ -28,6 +31,13 @@ enum DemoCommand {
         through OpenID Connect with a passkey while the phone's session is DPoP-bound, and a
         wallet's back end asking the phone to approve a transfer through CIBA, its receipt checked
         offline by keybound receipt verify (and a copy changed by one byte refused).
+
+        --device linux (Linux only) runs the stories that make sense on a Linux kiosk on the real
+        backends instead (DeviceBackends.linux): keys and the device PIN in a TPM 2.0, items in the
+        Secret Service sealed by the TPM. Password login; token and device-key login, a wrong PIN
+        refused by the TPM; an approval signed by the TPM; app lock; the PIN removed. It starts a
+        throwaway swtpm and gnome-keyring on a private session bus (never the machine's TPM or
+        keyring) and, when one is not installed, says which and how to install it.
 
         options:
         \(Option.help(options))
@@ -48,6 +58,13 @@ enum DemoCommand {
         }
         let json = arguments.isSet("json")
         let keepDatabase = arguments.isSet("keep-database")
+        switch arguments.value("device") ?? "emulator" {
+        case "emulator": break
+        case "linux": return await runOnLinux(json: json, keepDatabase: keepDatabase)
+        case let other:
+            printError("keybound demo: --device is emulator or linux, not '\(other)'\n\(usage)")
+            return 2
+        }
         let narrator = Narrator(json: json)
         do {
             try await DemoStory(narrator: narrator, keepDatabase: keepDatabase).run()
@@ -57,6 +74,36 @@ enum DemoCommand {
             narrator.finish(failed: error)
             return 1
         }
+    }
+}
+
+extension DemoCommand {
+    /// `--device linux`: the Linux kiosk's stories on the real backends, started by the demo.
+    static func runOnLinux(json: Bool, keepDatabase: Bool) async -> Int32 {
+        #if os(Linux)
+            let components: LinuxDemoComponents
+            do { components = try LinuxDemoComponents() } catch let missing as LinuxDemoComponents.Missing {
+                printError("keybound demo --device linux: \(missing)")
+                return 1
+            } catch {
+                printError("keybound demo --device linux: \(error)")
+                return 1
+            }
+            defer { components.stop() }
+            let narrator = Narrator(json: json)
+            do {
+                try await LinuxDemoStory(narrator: narrator, keepDatabase: keepDatabase).run(
+                    components: components)
+                narrator.finish(failed: nil)
+                return 0
+            } catch {
+                narrator.finish(failed: error)
+                return 1
+            }
+        #else
+            printError("keybound demo: --device linux runs on Linux only (a TPM 2.0 and the Secret Service)")
+            return 2
+        #endif
     }
 }
 

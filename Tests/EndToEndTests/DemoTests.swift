@@ -119,4 +119,103 @@ struct DemoTests {
         #expect(copy.status == 1 && refusal["ok"] as? Bool == false, "\(copy.stdout) \(copy.stderr)")
         #expect((refusal["error"] as? [String: Any])?["code"] as? String == "issuer_signature_invalid")
     }
+
+    #if os(Linux)
+        /// `keybound demo --device linux --json`: the Linux kiosk's stories on a TPM (swtpm) and the
+        /// Secret Service (gnome-keyring) the demo starts and stops itself, each step checked by the
+        /// demo; skipped, with one warning, where those programs are not installed.
+        @Test(.timeLimit(.minutes(2)))
+        func linuxDemoRunsOnTheRealBackends() async throws {
+            let missing = Self.linuxDemoPrograms.filter { Self.onPath($0) == nil }
+            guard missing.isEmpty else {
+                Issue.record(
+                    Comment(
+                        rawValue:
+                            "the Linux demo did not run: \(missing.joined(separator: ", ")) not installed "
+                            + "(make test-deps: swtpm, dbus-daemon, gnome-keyring)"), severity: .warning)
+                try Test.cancel()
+            }
+            let run = try await Subprocess.run(
+                try KeyboundExecutable.url(), ["demo", "--device", "linux", "--json"], timeout: 100)
+            #expect(!run.timedOut, "the demo did not finish in time")
+            #expect(!run.crashed, "the demo crashed: \(run.stderr)")
+            #expect(run.status == 0, "exit \(run.status): \(run.stdout.suffix(2000)) \(run.stderr)")
+            #expect(run.stderr.isEmpty, "\(run.stderr)")
+
+            var events: [[String: Any]] = []
+            for line in run.stdout.split(separator: "\n", omittingEmptySubsequences: true) {
+                let parsed = try JSONSerialization.jsonObject(with: Data(line.utf8))
+                events.append(try #require(parsed as? [String: Any], "not a JSON object: \(line)"))
+            }
+            let end = try #require(events.last, "no output")
+            #expect(end["event"] as? String == "end" && end["ok"] as? Bool == true, "\(end)")
+            let steps = events.filter { $0["event"] as? String == "step" }
+            #expect(steps.count == 20, "\(steps.count) steps")
+            #expect(steps.compactMap { $0["step"] as? Int } == Array(1...steps.count))
+            #expect(events.filter { $0["event"] as? String == "chapter" }.count == 6)
+            let outcomes = steps.compactMap { $0["outcome"] as? String }
+            // A wrong PIN refused by the TPM, twice (a login, the app lock); the right one logs in
+            // by the TPM-signed challenge; the TPM-signed approval is accepted once; removing the
+            // PIN invalidates, and the old key is revoked when a new one is bound.
+            #expect(outcomes.filter { $0 == "refused: authenticationFailed, recovery retry" }.count == 2)
+            #expect(outcomes.contains("logged in, auth_method device"))
+            #expect(outcomes.contains("approved"))
+            #expect(outcomes.contains { $0.hasPrefix("refused: server (challenge_used)") }, "\(outcomes)")
+            #expect(outcomes.contains("refused: invalidated, recovery reenroll"))
+            #expect(outcomes.last?.hasPrefix("refused: server (device_revoked)") == true, "\(outcomes)")
+            #expect(
+                outcomes.contains { $0.contains("0.5 ETH to \(ApprovalTests.grouped)") })
+
+            // What the demo started is gone with it: the TPM's port is closed, the keyring's folder deleted.
+            let scene = try #require(outcomes.first { $0.hasPrefix("TPM at swtpm:") }, "\(outcomes)")
+            let folder = try #require(
+                scene.range(of: "keyring at unix:path=").map {
+                    URL(fileURLWithPath: String(scene[$0.upperBound...])).deletingLastPathComponent()
+                })
+            #expect(!FileManager.default.fileExists(atPath: folder.path), "\(folder.path) is left")
+        }
+
+        /// Where a program the Linux demo starts is missing, the demo says so in one line, names
+        /// its package, exits 1, and runs nothing on the emulator instead.
+        @Test func linuxDemoNamesTheMissingProgramAndHowToInstallIt() async throws {
+            let folder = FileManager.default.temporaryDirectory.appendingPathComponent(
+                "keybound-demo-path-\(UUID().uuidString.prefix(8))")
+            try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+            defer { try? FileManager.default.removeItem(at: folder) }
+            // A PATH with every program but gnome-keyring's (those that are installed here).
+            for program in Self.linuxDemoPrograms.dropLast() {
+                guard let installed = Self.onPath(program) else { continue }
+                try FileManager.default.createSymbolicLink(
+                    at: folder.appendingPathComponent(program), withDestinationURL: installed)
+            }
+            var environment = ProcessInfo.processInfo.environment
+            environment["PATH"] = folder.path
+            let run = try await Subprocess.run(
+                try KeyboundExecutable.url(), ["demo", "--device", "linux"], environment: environment,
+                timeout: 30)
+            #expect(run.status == 1, "exit \(run.status): \(run.stdout) \(run.stderr)")
+            #expect(run.stdout.isEmpty, "the demo ran something: \(run.stdout.prefix(500))")
+            let lines = run.stderr.split(separator: "\n")
+            #expect(lines.count == 1, "\(run.stderr)")
+            let missing = Self.linuxDemoPrograms.first { Self.onPath($0, in: folder.path) == nil } ?? ""
+            #expect(
+                lines.first?.hasPrefix("keybound demo --device linux: \(missing) (") == true
+                    && lines.first?.contains("is not installed: sudo apt-get install ") == true,
+                "\(run.stderr)")
+        }
+
+        /// What the Linux demo starts, in the order it looks for them.
+        private static let linuxDemoPrograms = ["swtpm", "dbus-daemon", "gnome-keyring-daemon"]
+
+        /// `program` in the folders of `path` (default: ours), as a shell finds it.
+        private static func onPath(
+            _ program: String,
+            in path: String = ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"
+        ) -> URL? {
+            path.split(separator: ":").map {
+                URL(fileURLWithPath: String($0)).appendingPathComponent(program)
+            }
+            .first { FileManager.default.isExecutableFile(atPath: $0.path) }
+        }
+    #endif
 }

@@ -15,13 +15,17 @@ enum Subprocess {
         let stderr: String
     }
 
-    static func run(_ executable: URL, _ arguments: [String], timeout: TimeInterval) async throws -> Run {
+    /// - Parameter environment: the child's environment (default: ours).
+    static func run(
+        _ executable: URL, _ arguments: [String], environment: [String: String]? = nil, timeout: TimeInterval
+    ) async throws -> Run {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
             "keybound-e2e-run-\(UUID().uuidString)", isDirectory: true)
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
         let child = try ChildProcess(
-            executable, arguments, workingDirectory: directory, files: directory, name: "run")
+            executable, arguments, environment: environment, workingDirectory: directory, files: directory,
+            name: "run")
         let process = child.process
 
         let watch = Watch()

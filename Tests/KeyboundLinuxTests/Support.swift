@@ -124,10 +124,13 @@
 
         /// A verifier whose user types the queued PINs.
         var verifier: TPMPINVerifier {
-            TPMPINVerifier(vault: vault, clock: time.clock) { [typed] _ in
-                typed.withLock { queue in
-                    queue.count > 1 ? queue.removeFirst() : queue.first ?? ""
-                }
+            TPMPINVerifier(vault: vault, clock: time.clock) { [self] _ in nextPIN() }
+        }
+
+        /// What the user types at the next PIN prompt.
+        func nextPIN() -> String {
+            typed.withLock { queue in
+                queue.count > 1 ? queue.removeFirst() : queue.first ?? ""
             }
         }
 
