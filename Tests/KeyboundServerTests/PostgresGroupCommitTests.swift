@@ -161,8 +161,11 @@ struct PostgresGroupCommitTests {
             usleep(10_000)
             waiting =
                 try observer.read {
+                    // This database's only: other tests share the cluster.
                     try $0.queryOne(
-                        "SELECT COUNT(*) FROM pg_locks WHERE NOT granted AND locktype = 'relation'", [])?
+                        "SELECT COUNT(*) FROM pg_locks WHERE NOT granted AND locktype = 'relation' "
+                            + "AND database = (SELECT oid FROM pg_database WHERE datname = current_database())",
+                        [])?
                         .integer(0)
                 } ?? 0
         }
@@ -256,12 +259,77 @@ struct PostgresGroupCommitTests {
         #expect(throws: DatabaseError.self) { try database.checkWritable() }
         _ = try cluster.sql("ALTER SYSTEM RESET synchronous_standby_names")
         _ = try cluster.sql("SELECT pg_reload_conf()")
-        usleep(300_000)
-        try database.checkWritable()
+        try Self.waitUntilWritable(database)
         try database.write { try $0.execute("INSERT INTO items (name) VALUES ('after')", []) }
         // The COMMIT whose answer never came did commit locally: its outcome was unknown, and
         // the client was never told it succeeded.
         #expect(try Self.names(database) == ["after", "unknown"])
+    }
+
+    /// Waits until the health check passes (10 s at most: the released COMMITs answer within
+    /// moments of the reload), then checks once more, so that a failure says why.
+    private static func waitUntilWritable(_ database: PostgresDatabase) throws {
+        for _ in 0..<100 where (try? database.checkWritable()) == nil { usleep(100_000) }
+        try database.checkWritable()
+    }
+
+    @Test func aLongStandbyLossLeavesOneProbeWaitingAndTheHealthCheckRecoversOnItsConnection() throws {
+        // As above: a cluster whose every COMMIT waits for a synchronous standby that is not there.
+        let cluster = try PostgresCluster()
+        let name = try cluster.createDatabase()
+        var limits = PostgresDatabase.Limits(timeout: 1)
+        limits.writers = 1
+        let database = try PostgresDatabase(
+            url: PostgresURL(cluster.url(database: name)), password: cluster.password, maximumConnections: 4,
+            limits: limits)
+        try database.checkWritable()
+        _ = try cluster.sql("ALTER SYSTEM SET synchronous_standby_names = 'gone'")
+        _ = try cluster.sql("SELECT pg_reload_conf()")
+        // Past the second after the last probe: the next check sends one.
+        usleep(1_100_000)
+        @Sendable func isUnavailable(_ error: DatabaseError?) -> Bool {
+            if case .unavailable = error { true } else { false }
+        }
+        // The check that sends the probe waits --db-timeout for its COMMIT, then refuses.
+        let first = #expect(throws: DatabaseError.self) { try database.checkWritable() }
+        #expect(isUnavailable(first))
+        // A hundred checks from four threads, over more than twice --db-timeout: each one used
+        // to send a probe of its own once a second, each probe a backend left waiting.
+        let refused = Locked(0)
+        DispatchQueue.concurrentPerform(iterations: 4) { _ in
+            for _ in 0..<25 {
+                do {
+                    try database.checkWritable()
+                } catch let error as DatabaseError {
+                    if isUnavailable(error) { refused.withLock { $0 += 1 } }
+                } catch {}
+                usleep(100_000)
+            }
+        }
+        #expect(refused.withLock { $0 } == 100)
+        let waiting = try cluster.sql(
+            "SELECT pid || ' ' || query FROM pg_stat_activity WHERE datname = '\(name)' AND wait_event = 'SyncRep'"
+        ).split(separator: "\n").map(String.init)
+        // One backend waits: the first probe's.
+        #expect(waiting.count == 1)
+        #expect(waiting.first?.hasSuffix(PostgresCommitProbe.statement) == true)
+        let pid = waiting.first?.split(separator: " ").first.map(String.init) ?? "0"
+        let sent = try cluster.sql("SELECT query_start FROM pg_stat_activity WHERE pid = \(pid)")
+        _ = try cluster.sql("ALTER SYSTEM RESET synchronous_standby_names")
+        _ = try cluster.sql("SELECT pg_reload_conf()")
+        // The probe's COMMIT is answered: commits go through, and the health check says so.
+        try Self.waitUntilWritable(database)
+        // The next probe (due a second later) goes out on the same connection, and commits.
+        usleep(1_100_000)
+        try database.checkWritable()
+        let probes = try cluster.sql(
+            "SELECT pid, query_start > '\(sent)' FROM pg_stat_activity WHERE datname = '\(name)' "
+                + "AND query = '\(PostgresCommitProbe.statement.replacingOccurrences(of: "'", with: "''"))'")
+        #expect(probes == "\(pid)|t")
+        #expect(
+            try cluster.sql(
+                "SELECT COUNT(*) FROM pg_stat_activity WHERE datname = '\(name)' AND wait_event = 'SyncRep'")
+                == "0")
     }
 
     @Test func aWriteInsideAWriteFailsInsteadOfWaitingForItself() throws {
