@@ -332,6 +332,96 @@ struct PostgresGroupCommitTests {
                 == "0")
     }
 
+    @Test func aGroupThatCannotGetTheLockTellsEveryMemberWhyAndNoneOfItRuns() throws {
+        let (database, keep) = try storage(timeout: 2)
+        defer { withExtendedLifetime(keep) {} }
+        try database.write { try $0.execute("CREATE TABLE items (name TEXT PRIMARY KEY)", []) }
+        // Another instance's group that does not end: it holds the lock every group takes.
+        let other = try PostgresDatabase(
+            url: PostgresURL(keep.url), password: keep.password, maximumConnections: 1)
+        let locked = DispatchSemaphore(value: 0)
+        let release = DispatchSemaphore(value: 0)
+        let finished = DispatchSemaphore(value: 0)
+        Thread {
+            _ = try? other.queueWrite { connection in
+                try connection.execute("LOCK TABLE \(PostgresWriter.lockTable) IN EXCLUSIVE MODE", [])
+                locked.signal()
+                release.wait()
+            }
+            finished.signal()
+        }.start()
+        locked.wait()
+        // Five writes form one group (a held write runs no statement, so it takes no lock).
+        let held = HeldWriter(database)
+        let entered = Locked<[Int]>([])
+        let (group, outcomes) = queueWritesKeepingErrors(5, on: database) { index, connection in
+            entered.withLock { $0.append(index) }
+            try connection.execute("INSERT INTO items (name) VALUES (?)", [.text("item\(index)")])
+            try connection.execute("INSERT INTO items (name) VALUES (?)", [.text("again\(index)")])
+        }
+        held.letGo()
+        group.wait()
+        // Every member is told the database is busy, and why: the group lock.
+        let reason = "database busy: the group commit lock (\(PostgresWriter.lockTable)) was not free"
+        #expect(outcomes.withLock { $0 }.count == 5)
+        for (index, outcome) in outcomes.withLock({ $0 }) {
+            #expect(outcome.hasPrefix(reason), "write \(index): \(outcome)")
+        }
+        // None of their statements ran: the lock went out with the first member's first
+        // statement, which PostgreSQL never ran, and no other member's work was called.
+        #expect(entered.withLock { $0 }.count == 1)
+        release.signal()
+        finished.wait()
+        try database.write { try $0.execute("INSERT INTO items (name) VALUES ('after')", []) }
+        #expect(try Self.names(database) == ["after"])
+    }
+
+    @Test func aRequestInConflictEveryTimeRunsAtMostTheDocumentedTimesAcrossSplits() throws {
+        let (database, keep) = try storage()
+        defer { withExtendedLifetime(keep) {} }
+        let other = try PostgresDatabase(
+            url: PostgresURL(keep.url), password: keep.password, maximumConnections: 1)
+        try database.write { connection in
+            try connection.execute("CREATE TABLE pair (id BIGINT PRIMARY KEY, value BIGINT NOT NULL)", [])
+            try connection.execute("INSERT INTO pair (id, value) VALUES (1, 0), (2, 0)", [])
+            try connection.execute("CREATE TABLE items (name TEXT PRIMARY KEY)", [])
+        }
+        let held = HeldWriter(database)
+        let runs = Locked(0)
+        // Request 0 makes write skew on every run: it reads row 2, another transaction reads row
+        // 1 and writes row 2 and commits, then request 0 writes row 1. Its group fails and is
+        // split, the half that holds it fails and is split, and so on; request 0 alone runs on
+        // until its runs are used up. Requests 1–5 only insert a row each.
+        let (group, outcomes) = queueWritesKeepingErrors(6, on: database) { index, connection in
+            if index == 0 {
+                runs.withLock { $0 += 1 }
+                let seen =
+                    try connection.queryOne("SELECT value FROM pair WHERE id = 2", [])?.integer(0) ?? -1
+                try other.queueWrite { connection in
+                    try connection.execute("SET TRANSACTION ISOLATION LEVEL SERIALIZABLE", [])
+                    let seen =
+                        try connection.queryOne("SELECT value FROM pair WHERE id = 1", [])?.integer(0) ?? -1
+                    try connection.execute("UPDATE pair SET value = ? WHERE id = 2", [.integer(seen + 100)])
+                }
+                try connection.execute("UPDATE pair SET value = ? WHERE id = 1", [.integer(seen + 10)])
+            }
+            try connection.execute("INSERT INTO items (name) VALUES (?)", [.text("item\(index)")])
+        }
+        held.letGo()
+        group.wait()
+        // Ten runs in all (the documented limit), not ten after the last split (twelve or
+        // thirteen here, about sixteen in a full group of 48), then busy; the others landed once
+        // each.
+        #expect(runs.withLock { $0 } == 10)
+        let ended = outcomes.withLock { $0 }
+        #expect(ended[0]?.hasPrefix("database busy: serialization failures in each of 10 runs") == true)
+        #expect((1..<6).map { ended[$0] } == Array(repeating: "ok", count: 5))
+        #expect(try Self.names(database) == (1..<6).map { "item\($0)" })
+        let pair = try database.read { try $0.query("SELECT value FROM pair ORDER BY id", []) }
+            .map { try $0.integer(0) }
+        #expect(pair == [0, 100])
+    }
+
     @Test func aWriteInsideAWriteFailsInsteadOfWaitingForItself() throws {
         let (database, keep) = try storage()
         defer { withExtendedLifetime(keep) {} }
