@@ -23,8 +23,9 @@ import Foundation
 /// answer has not come, every later check says "no" at once, after only looking whether it came
 /// (without waiting). When it comes (the standby is back), commits go through again and the same
 /// connection carries the next probes. However long the standby is gone, one backend waits.
-/// A connection that breaks or answers with an error (a server that takes no writes) is closed,
-/// and the next probe opens a new one, which libpq makes to a primary if there is one.
+/// A connection that breaks or answers with an error (a server that takes no writes, a backend
+/// that was ended) is closed, and the probe is sent once more at once on a new connection, which
+/// libpq makes to a primary if there is one.
 ///
 /// A probe goes out at most once a second while commits go through, and at once after the
 /// writers' commits went unanswered; the checks in between use the last outcome.
@@ -75,9 +76,12 @@ final class PostgresCommitProbe: @unchecked Sendable {
             return (state.connection, state.awaiting)
         }
         guard let turn else { return (state.withLock { $0.committed }, false) }
-        let (connection, outcome) =
-            turn.awaiting
-            ? answer(on: turn.connection, within: 0) : send(on: turn.connection)
+        var (connection, outcome) =
+            turn.awaiting ? answer(on: turn.connection, within: 0) : send(on: turn.connection)
+        // A kept connection that failed (its server restarted, failed over or ended it): no probe
+        // of ours waits there any more, and a new connection tries at once (libpq makes it to a
+        // server that takes writes, if any).
+        if outcome == .failed && turn.connection != nil { (connection, outcome) = send(on: nil) }
         return state.withLock { state in
             state.connection = connection
             state.running = false
