@@ -59,3 +59,30 @@ func queueWrites(
     #expect(database.writerQueue.queued == count)
     return (group, outcomes)
 }
+
+/// As ``queueWrites(_:on:_:)``, but keeps how each write ended: `"ok"`, or its error's
+/// description (``DatabaseError``'s says which case and why).
+func queueWritesKeepingErrors(
+    _ count: Int, on database: any GroupCommittingDatabase,
+    _ body: @escaping @Sendable (Int, any SQLConnection) throws -> Void
+) -> (DispatchGroup, Locked<[Int: String]>) {
+    let group = DispatchGroup()
+    let outcomes = Locked<[Int: String]>([:])
+    for index in 0..<count {
+        group.enter()
+        Thread {
+            var outcome = "ok"
+            do {
+                try database.write { try body(index, $0) }
+            } catch {
+                outcome = String(describing: error)
+            }
+            outcomes.withLock { [outcome] in $0[index] = outcome }
+            group.leave()
+        }.start()
+    }
+    // Bounded: 20 s at most, then the test fails here.
+    for _ in 0..<2000 where database.writerQueue.queued < count { usleep(10_000) }
+    #expect(database.writerQueue.queued == count)
+    return (group, outcomes)
+}

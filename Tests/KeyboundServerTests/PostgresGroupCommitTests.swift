@@ -161,8 +161,11 @@ struct PostgresGroupCommitTests {
             usleep(10_000)
             waiting =
                 try observer.read {
+                    // This database's only: other tests share the cluster.
                     try $0.queryOne(
-                        "SELECT COUNT(*) FROM pg_locks WHERE NOT granted AND locktype = 'relation'", [])?
+                        "SELECT COUNT(*) FROM pg_locks WHERE NOT granted AND locktype = 'relation' "
+                            + "AND database = (SELECT oid FROM pg_database WHERE datname = current_database())",
+                        [])?
                         .integer(0)
                 } ?? 0
         }
@@ -256,12 +259,167 @@ struct PostgresGroupCommitTests {
         #expect(throws: DatabaseError.self) { try database.checkWritable() }
         _ = try cluster.sql("ALTER SYSTEM RESET synchronous_standby_names")
         _ = try cluster.sql("SELECT pg_reload_conf()")
-        usleep(300_000)
-        try database.checkWritable()
+        try Self.waitUntilWritable(database)
         try database.write { try $0.execute("INSERT INTO items (name) VALUES ('after')", []) }
         // The COMMIT whose answer never came did commit locally: its outcome was unknown, and
         // the client was never told it succeeded.
         #expect(try Self.names(database) == ["after", "unknown"])
+    }
+
+    /// Waits until the health check passes (10 s at most: the released COMMITs answer within
+    /// moments of the reload), then checks once more, so that a failure says why.
+    private static func waitUntilWritable(_ database: PostgresDatabase) throws {
+        for _ in 0..<100 where (try? database.checkWritable()) == nil { usleep(100_000) }
+        try database.checkWritable()
+    }
+
+    @Test func aLongStandbyLossLeavesOneProbeWaitingAndTheHealthCheckRecoversOnItsConnection() throws {
+        // As above: a cluster whose every COMMIT waits for a synchronous standby that is not there.
+        let cluster = try PostgresCluster()
+        let name = try cluster.createDatabase()
+        var limits = PostgresDatabase.Limits(timeout: 1)
+        limits.writers = 1
+        let database = try PostgresDatabase(
+            url: PostgresURL(cluster.url(database: name)), password: cluster.password, maximumConnections: 4,
+            limits: limits)
+        try database.checkWritable()
+        _ = try cluster.sql("ALTER SYSTEM SET synchronous_standby_names = 'gone'")
+        _ = try cluster.sql("SELECT pg_reload_conf()")
+        // Past the second after the last probe: the next check sends one.
+        usleep(1_100_000)
+        @Sendable func isUnavailable(_ error: DatabaseError?) -> Bool {
+            if case .unavailable = error { true } else { false }
+        }
+        // The check that sends the probe waits --db-timeout for its COMMIT, then refuses.
+        let first = #expect(throws: DatabaseError.self) { try database.checkWritable() }
+        #expect(isUnavailable(first))
+        // A hundred checks from four threads, over more than twice --db-timeout: each one used
+        // to send a probe of its own once a second, each probe a backend left waiting.
+        let refused = Locked(0)
+        DispatchQueue.concurrentPerform(iterations: 4) { _ in
+            for _ in 0..<25 {
+                do {
+                    try database.checkWritable()
+                } catch let error as DatabaseError {
+                    if isUnavailable(error) { refused.withLock { $0 += 1 } }
+                } catch {}
+                usleep(100_000)
+            }
+        }
+        #expect(refused.withLock { $0 } == 100)
+        let waiting = try cluster.sql(
+            "SELECT pid || ' ' || query FROM pg_stat_activity WHERE datname = '\(name)' AND wait_event = 'SyncRep'"
+        ).split(separator: "\n").map(String.init)
+        // One backend waits: the first probe's.
+        #expect(waiting.count == 1)
+        #expect(waiting.first?.hasSuffix(PostgresCommitProbe.statement) == true)
+        let pid = waiting.first?.split(separator: " ").first.map(String.init) ?? "0"
+        let sent = try cluster.sql("SELECT query_start FROM pg_stat_activity WHERE pid = \(pid)")
+        _ = try cluster.sql("ALTER SYSTEM RESET synchronous_standby_names")
+        _ = try cluster.sql("SELECT pg_reload_conf()")
+        // The probe's COMMIT is answered: commits go through, and the health check says so.
+        try Self.waitUntilWritable(database)
+        // The next probe (due a second later) goes out on the same connection, and commits.
+        usleep(1_100_000)
+        try database.checkWritable()
+        let probes = try cluster.sql(
+            "SELECT pid, query_start > '\(sent)' FROM pg_stat_activity WHERE datname = '\(name)' "
+                + "AND query = '\(PostgresCommitProbe.statement.replacingOccurrences(of: "'", with: "''"))'")
+        #expect(probes == "\(pid)|t")
+        #expect(
+            try cluster.sql(
+                "SELECT COUNT(*) FROM pg_stat_activity WHERE datname = '\(name)' AND wait_event = 'SyncRep'")
+                == "0")
+    }
+
+    @Test func aGroupThatCannotGetTheLockTellsEveryMemberWhyAndNoneOfItRuns() throws {
+        let (database, keep) = try storage(timeout: 2)
+        defer { withExtendedLifetime(keep) {} }
+        try database.write { try $0.execute("CREATE TABLE items (name TEXT PRIMARY KEY)", []) }
+        // Another instance's group that does not end: it holds the lock every group takes.
+        let other = try PostgresDatabase(
+            url: PostgresURL(keep.url), password: keep.password, maximumConnections: 1)
+        let locked = DispatchSemaphore(value: 0)
+        let release = DispatchSemaphore(value: 0)
+        let finished = DispatchSemaphore(value: 0)
+        Thread {
+            _ = try? other.queueWrite { connection in
+                try connection.execute("LOCK TABLE \(PostgresWriter.lockTable) IN EXCLUSIVE MODE", [])
+                locked.signal()
+                release.wait()
+            }
+            finished.signal()
+        }.start()
+        locked.wait()
+        // Five writes form one group (a held write runs no statement, so it takes no lock).
+        let held = HeldWriter(database)
+        let entered = Locked<[Int]>([])
+        let (group, outcomes) = queueWritesKeepingErrors(5, on: database) { index, connection in
+            entered.withLock { $0.append(index) }
+            try connection.execute("INSERT INTO items (name) VALUES (?)", [.text("item\(index)")])
+            try connection.execute("INSERT INTO items (name) VALUES (?)", [.text("again\(index)")])
+        }
+        held.letGo()
+        group.wait()
+        // Every member is told the database is busy, and why: the group lock.
+        let reason = "database busy: the group commit lock (\(PostgresWriter.lockTable)) was not free"
+        #expect(outcomes.withLock { $0 }.count == 5)
+        for (index, outcome) in outcomes.withLock({ $0 }) {
+            #expect(outcome.hasPrefix(reason), "write \(index): \(outcome)")
+        }
+        // None of their statements ran: the lock went out with the first member's first
+        // statement, which PostgreSQL never ran, and no other member's work was called.
+        #expect(entered.withLock { $0 }.count == 1)
+        release.signal()
+        finished.wait()
+        try database.write { try $0.execute("INSERT INTO items (name) VALUES ('after')", []) }
+        #expect(try Self.names(database) == ["after"])
+    }
+
+    @Test func aRequestInConflictEveryTimeRunsAtMostTheDocumentedTimesAcrossSplits() throws {
+        let (database, keep) = try storage()
+        defer { withExtendedLifetime(keep) {} }
+        let other = try PostgresDatabase(
+            url: PostgresURL(keep.url), password: keep.password, maximumConnections: 1)
+        try database.write { connection in
+            try connection.execute("CREATE TABLE pair (id BIGINT PRIMARY KEY, value BIGINT NOT NULL)", [])
+            try connection.execute("INSERT INTO pair (id, value) VALUES (1, 0), (2, 0)", [])
+            try connection.execute("CREATE TABLE items (name TEXT PRIMARY KEY)", [])
+        }
+        let held = HeldWriter(database)
+        let runs = Locked(0)
+        // Request 0 makes write skew on every run: it reads row 2, another transaction reads row
+        // 1 and writes row 2 and commits, then request 0 writes row 1. Its group fails and is
+        // split, the half that holds it fails and is split, and so on; request 0 alone runs on
+        // until its runs are used up. Requests 1–5 only insert a row each.
+        let (group, outcomes) = queueWritesKeepingErrors(6, on: database) { index, connection in
+            if index == 0 {
+                runs.withLock { $0 += 1 }
+                let seen =
+                    try connection.queryOne("SELECT value FROM pair WHERE id = 2", [])?.integer(0) ?? -1
+                try other.queueWrite { connection in
+                    try connection.execute("SET TRANSACTION ISOLATION LEVEL SERIALIZABLE", [])
+                    let seen =
+                        try connection.queryOne("SELECT value FROM pair WHERE id = 1", [])?.integer(0) ?? -1
+                    try connection.execute("UPDATE pair SET value = ? WHERE id = 2", [.integer(seen + 100)])
+                }
+                try connection.execute("UPDATE pair SET value = ? WHERE id = 1", [.integer(seen + 10)])
+            }
+            try connection.execute("INSERT INTO items (name) VALUES (?)", [.text("item\(index)")])
+        }
+        held.letGo()
+        group.wait()
+        // Ten runs in all (the documented limit), not ten after the last split (twelve or
+        // thirteen here, about sixteen in a full group of 48), then busy; the others landed once
+        // each.
+        #expect(runs.withLock { $0 } == 10)
+        let ended = outcomes.withLock { $0 }
+        #expect(ended[0]?.hasPrefix("database busy: serialization failures in each of 10 runs") == true)
+        #expect((1..<6).map { ended[$0] } == Array(repeating: "ok", count: 5))
+        #expect(try Self.names(database) == (1..<6).map { "item\($0)" })
+        let pair = try database.read { try $0.query("SELECT value FROM pair ORDER BY id", []) }
+            .map { try $0.integer(0) }
+        #expect(pair == [0, 100])
     }
 
     @Test func aWriteInsideAWriteFailsInsteadOfWaitingForItself() throws {

@@ -35,6 +35,10 @@ final class PostgresConnection: SQLConnection, @unchecked Sendable {
     var pendingCommands: [String] = []
     /// Whether the savepoint of the running member of a group commit has been answered.
     var savepointSent = false
+    /// The lock that the current transaction takes after its `BEGIN` (``begin(_:locking:)``), and
+    /// whether PostgreSQL granted it (a refused one ended the transaction before any member ran).
+    var pendingLock: String?
+    var lockGranted = false
     static let savepoint = "SAVEPOINT member"
     /// Whether PostgreSQL has started the current transaction (its `BEGIN` was answered).
     var transactionStarted = false
@@ -56,6 +60,8 @@ final class PostgresConnection: SQLConnection, @unchecked Sendable {
         case begin
         /// A group member's savepoint: answered, it can be rolled back to.
         case savepoint
+        /// The transaction's lock: answered, it holds the lock.
+        case lock
         /// The preparation of a statement (forgotten when it fails).
         case prepare(sql: String)
         /// Anything else.
@@ -160,7 +166,8 @@ final class PostgresConnection: SQLConnection, @unchecked Sendable {
         let prefixCommands = pendingCommands
         pendingCommands = []
         for text in prefixCommands {
-            try sendCommand(text, as: text == Self.savepoint ? .savepoint : .command)
+            try sendCommand(
+                text, as: text == Self.savepoint ? .savepoint : text == pendingLock ? .lock : .command)
         }
         guard send() == 1 else { throw lost() }
         unanswered.append(sent)
@@ -212,6 +219,7 @@ final class PostgresConnection: SQLConnection, @unchecked Sendable {
                 switch kind {
                 case .begin: transactionStarted = true
                 case .savepoint: savepointSent = true
+                case .lock: lockGranted = true
                 case .prepare, .command: break
                 }
             }

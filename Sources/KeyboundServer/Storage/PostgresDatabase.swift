@@ -97,9 +97,9 @@ package final class PostgresDatabase: Database {
     private let idle = Locked<[PostgresConnection]>([])
     private let slots: DispatchSemaphore
     private let writer: PostgresWriter
-    /// The last COMMIT that ``checkWritable()`` made to see whether commits go through: when, and
-    /// whether it committed; `running` while one is under way (the others use the last outcome).
-    private let commitProbe = Locked<(checkedAt: UInt64, committed: Bool, running: Bool)>((0, true, false))
+    /// The COMMITs that ``checkWritable()`` makes to see whether commits go through, on a
+    /// connection of their own.
+    private let commitProbe: PostgresCommitProbe
 
     /// The key of the advisory lock that migrations hold (the bytes of "keybound").
     static let migrationLockKey: Int64 = 0x6b65_7962_6f75_6e64
@@ -146,6 +146,7 @@ package final class PostgresDatabase: Database {
         endpoint = PostgresEndpoint(url: url, parameters: parameters, limits: limits)
         let first = try endpoint.connect()
         idle.withLock { $0.append(first) }
+        commitProbe = PostgresCommitProbe(endpoint: endpoint)
         writer = PostgresWriter(endpoint: endpoint, writers: limits.writers) { [idle] in
             Self.dropIdleConnections(idle)
         }
@@ -253,11 +254,12 @@ package final class PostgresDatabase: Database {
     }
 
     /// A SERIALIZABLE transaction (a hot standby refuses one) that would take writes (a server
-    /// set read-only would not), and, once a second or as soon as the writers' commits went
-    /// unanswered, a COMMIT that must reach the disk and the synchronous standbys (a logical
-    /// message in the WAL makes one, `pg_logical_emit_message`, which anyone may call): a
-    /// primary whose synchronous standby is gone answers reads but never such a COMMIT. While
-    /// no primary takes writes, ``DatabaseError/unavailable(_:)``, and the connection is dropped.
+    /// set read-only would not), and the last outcome of a COMMIT that must reach the disk and the
+    /// synchronous standbys (``PostgresCommitProbe``, on a connection of its own: once a second,
+    /// at once after the writers' commits went unanswered, never a second one while the last has
+    /// not been answered): a primary whose synchronous standby is gone answers reads but never
+    /// such a COMMIT. While no primary takes writes, ``DatabaseError/unavailable(_:)``, and the
+    /// connection is dropped.
     package func checkWritable() throws {
         try transaction(.write) { connection in
             let readOnly = try connection.queryOne("SELECT current_setting('transaction_read_only')", [])?
@@ -267,26 +269,12 @@ package final class PostgresDatabase: Database {
                 throw PostgresFailure(sqlState: "25006", message: "the database takes no writes")
             }
         }
-        let now = DispatchTime.now().uptimeNanoseconds
-        let due = commitProbe.withLock { probe in
-            guard !probe.running, writer.commitsStalled || now > probe.checkedAt + 1_000_000_000 else {
-                return false
-            }
-            probe.running = true
-            return true
-        }
-        if due {
-            // A transactional WAL record (a logical message, which no table holds): its COMMIT waits
-            // for the synchronous standbys; a transaction id alone writes no WAL and would not.
-            let committed =
-                (try? transaction(.write) {
-                    _ = try $0.query("SELECT pg_logical_emit_message(true, 'keybound', 'health')", [])
-                }) != nil
-            if committed { writer.commitsStalled = false }
-            commitProbe.withLock { $0 = (DispatchTime.now().uptimeNanoseconds, committed, false) }
-        }
-        guard commitProbe.withLock({ $0.committed }) else {
-            throw DatabaseError.unavailable("a COMMIT got no answer within \(Int(limits.responseTimeout)) s")
+        let probe = commitProbe.check(stalled: writer.commitsStalled)
+        if probe.committed && probe.probedNow { writer.commitsStalled = false }
+        guard probe.committed else {
+            throw DatabaseError.unavailable(
+                "the health probe's COMMIT did not go through (no answer within \(Int(limits.responseTimeout)) s, "
+                    + "or it failed)")
         }
     }
 

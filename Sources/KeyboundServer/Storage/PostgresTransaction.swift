@@ -17,13 +17,15 @@ extension PostgresConnection {
 
     /// Starts a transaction with `statement` (`BEGIN ISOLATION LEVEL …`). It is sent with the
     /// transaction's first statement (see ``transactionStarted``).
-    /// - Parameter commands: commands to send right after the `BEGIN`, with it (a group's
-    ///   `LOCK TABLE`, which takes no snapshot).
-    func begin(_ statement: String, then commands: [String] = []) {
+    /// - Parameter lock: a command to send right after the `BEGIN`, with it (a group's
+    ///   `LOCK TABLE`, which takes no snapshot); ``lockGranted`` tells whether it was granted.
+    func begin(_ statement: String, locking lock: String? = nil) {
         transactionFailure = nil
         transactionStarted = false
         pendingBegin = statement
-        pendingCommands = commands
+        pendingCommands = lock.map { [$0] } ?? []
+        pendingLock = lock
+        lockGranted = false
         savepointSent = false
     }
 

@@ -60,8 +60,12 @@ struct PostgresEndpoint: Sendable {
 ///   error; the others go on.
 /// - A serialization failure (40001, 40P01) dooms PostgreSQL's whole transaction, wherever it
 ///   struck: the group is rolled back, split in halves, and each half run again, with a short
-///   random backoff; a single request up to ``PostgresDatabase/Limits/attempts`` runs (then 503). Nothing of the group was
-///   committed, and each member's work only touches the database, so nobody's work is lost.
+///   random backoff; each request runs at most ``PostgresDatabase/Limits/attempts`` times in all,
+///   however often its group was split (then 503). Nothing of the group was committed, and each
+///   member's work only touches the database, so nobody's work is lost.
+/// - A group that waited for the group lock longer than `lock_timeout` (another group holds it:
+///   one whose COMMIT waits for a synchronous standby that is gone) is refused with
+///   ``DatabaseError/busy`` that says so, every member of it: none of their statements ran.
 /// - A standby, a lost connection, an unknown COMMIT outcome: as for one transaction
 ///   (``PostgresDatabase``), for every member of the group.
 /// - A request that waited longer than ``PostgresDatabase/Limits/poolWait`` for a writer (the
@@ -151,24 +155,26 @@ final class PostgresWriter: @unchecked Sendable {
                 members.append(request)
             }
         }
-        if !members.isEmpty { commitMembers(members, on: &held, after: 0) }
+        if !members.isEmpty { commitMembers(members, on: &held, ranBefore: 0) }
     }
 
     /// Runs `members` to their COMMIT and completes them. A serialization failure splits a
     /// group in halves, committed one after the other: the smaller a transaction, the fewer
-    /// rows it shares with another instance's, and the sooner one of them gets through; a single
-    /// request runs again up to ``PostgresDatabase/Limits/attempts`` times.
+    /// rows it shares with another instance's, and the sooner one of them gets through. A request
+    /// runs at most ``PostgresDatabase/Limits/attempts`` times in all, however often its group was
+    /// split (the members of one group have always run equally often: they were split together).
     /// - Parameters:
     ///   - held: the writer's connection: opened when missing, dropped when broken.
-    ///   - failures: serialization failures that led here (for the backoff).
+    ///   - ranBefore: how many times these members have run already, in the groups they were
+    ///     split from.
     private func commitMembers(
-        _ members: [WriteRequest<PostgresConnection>], on held: inout PostgresConnection?, after failures: Int
+        _ members: [WriteRequest<PostgresConnection>], on held: inout PostgresConnection?, ranBefore: Int
     ) {
         let limits = endpoint.limits
-        var attempt = 0
+        var runs = ranBefore
         var reconnected = false
         while true {
-            attempt += 1
+            runs += 1
             let connection: PostgresConnection
             do {
                 connection = try held ?? endpoint.connect()
@@ -181,8 +187,8 @@ final class PostgresWriter: @unchecked Sendable {
             // after the COMMIT of the group before it (a SELECT of an advisory lock would take
             // it before waiting, and the groups would still be concurrent to PostgreSQL).
             connection.begin(
-                "BEGIN ISOLATION LEVEL SERIALIZABLE", then: ["LOCK TABLE \(Self.lockTable) IN EXCLUSIVE MODE"]
-            )
+                "BEGIN ISOLATION LEVEL SERIALIZABLE",
+                locking: "LOCK TABLE \(Self.lockTable) IN EXCLUSIVE MODE")
             do {
                 let outcomes = try runMembers(members, on: connection)
                 queue.groupCommitted()
@@ -191,6 +197,7 @@ final class PostgresWriter: @unchecked Sendable {
                 return
             } catch {
                 let failure = connection.transactionFailure ?? (error as? PostgresFailure)
+                var outcome: any Error = failure?.databaseError ?? error
                 if let failure, failure.meansNotPrimary {
                     // As for one transaction: nothing ran; a new connection finds the primary.
                     connection.discard()
@@ -200,25 +207,37 @@ final class PostgresWriter: @unchecked Sendable {
                         reconnected = true
                         continue
                     }
+                } else if failure?.sqlState == "55P03" && !connection.lockGranted {
+                    // The group lock was not granted within lock_timeout: another group holds it
+                    // (most likely one whose COMMIT gets no answer). No member's statement ran.
+                    connection.rollback()
+                    if connection.isBroken { held = nil }
+                    outcome = DatabaseError.busy(
+                        "the group commit lock (\(Self.lockTable)) was not free within lock_timeout "
+                            + "(\(limits.lockTimeout) ms): another group held it")
                 } else {
                     connection.rollback()
                     if connection.isBroken { held = nil }
-                    if attempt < limits.attempts {
+                    let retryable = failure?.isRetryable == true && !connection.isBroken
+                    if runs < limits.attempts {
                         // Lost before PostgreSQL started the transaction: nothing ran.
                         if connection.isBroken && !connection.transactionStarted {
                             dropPoolConnections()
                             continue
                         }
-                        if let failure, failure.isRetryable, !connection.isBroken {
-                            PostgresEndpoint.backoff(failures + attempt)
+                        if retryable {
+                            PostgresEndpoint.backoff(runs)
                             if members.count > 1 {
                                 let half = members.count / 2
-                                commitMembers(Array(members[..<half]), on: &held, after: failures + 1)
-                                commitMembers(Array(members[half...]), on: &held, after: failures + 1)
+                                commitMembers(Array(members[..<half]), on: &held, ranBefore: runs)
+                                commitMembers(Array(members[half...]), on: &held, ranBefore: runs)
                                 return
                             }
                             continue
                         }
+                    } else if retryable, let failure {
+                        outcome = DatabaseError.busy(
+                            "serialization failures in each of \(runs) runs: \(failure)")
                     }
                 }
                 // No answer within the deadline, or a lock or statement that timed out (a group
@@ -228,7 +247,6 @@ final class PostgresWriter: @unchecked Sendable {
                 {
                     commitsStalled = true
                 }
-                let outcome: any Error = failure?.databaseError ?? error
                 for member in members { member.complete(outcome) }
                 return
             }
