@@ -101,11 +101,7 @@
         /// passcode counts as set: it is the user's password, and PAM cannot tell more without
         /// asking for it. No enrollment state: nothing here is bound to an enrollment.
         public func availability() async -> VerificationAvailability {
-            VerificationAvailability(
-                biometryType: .none,
-                biometryError: KeyboundError(
-                    .biometryNotAvailable, message: "the PAM verifier has no biometric sensor"),
-                isPasscodeSet: true, enrollmentState: nil)
+            SecretVerifiers.availability("the PAM verifier", isPasscodeSet: true)
         }
 
         /// Has the PAM stack authenticate the user (`pam_authenticate`, then `pam_acct_mgmt`:
@@ -119,31 +115,16 @@
         ///   what `entry` throws; ``KeyboundError/authenticationFailed`` for a wrong secret;
         ///   ``KeyboundError/throttled`` when the stack refuses every try for now.
         public func verify(_ policy: AccessPolicy, prompt: VerificationPrompt) async throws -> Verification {
-            guard policy.requiresVerification else {
-                return Verification(
-                    id: newID(), factors: [], verifiedAt: clock.now(), reuseDuration: policy.reuseDuration)
-            }
-            guard policy.acceptsPasscodeAlone else {
-                if policy.acceptsBiometry {
-                    throw KeyboundError(
-                        .biometryNotAvailable,
-                        message: "\(policy) needs biometrics; this verifier checks a password through PAM")
-                }
-                throw KeyboundError(
-                    .notSupported,
-                    message: "\(policy) is not satisfied by the password this verifier checks")
-            }
+            if let none = SecretVerifiers.unconstrained(policy, clock: clock, random: random) { return none }
+            try SecretVerifiers.requireSecretSuffices(policy, secret: "a password through PAM")
             let transaction = PAMTransaction(
                 service: service, user: user, configurationDirectory: configurationDirectory?.path,
                 prompt: prompt, entry: entry)
             try await transaction.run()
             return Verification(
-                id: newID(), factors: [.passcode], verifiedAt: clock.now(),
+                id: SecretVerifiers.id(random), factors: [.passcode], verifiedAt: clock.now(),
                 reuseDuration: policy.reuseDuration)
         }
 
-        private func newID() -> String {
-            random.bytes(16).map { String(format: "%02x", $0) }.joined()
-        }
     }
 #endif

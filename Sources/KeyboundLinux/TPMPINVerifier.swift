@@ -46,11 +46,8 @@
         /// passcode is set when the vault has a PIN. No enrollment state: nothing here is bound to
         /// an enrollment.
         public func availability() async -> VerificationAvailability {
-            VerificationAvailability(
-                biometryType: .none,
-                biometryError: KeyboundError(
-                    .biometryNotAvailable, message: "the TPM PIN verifier has no biometric sensor"),
-                isPasscodeSet: (try? await vault.isPINSet()) ?? false, enrollmentState: nil)
+            SecretVerifiers.availability(
+                "the TPM PIN verifier", isPasscodeSet: (try? await vault.isPINSet()) ?? false)
         }
 
         /// Asks for the PIN and has the TPM check it.
@@ -62,20 +59,8 @@
         ///   ``KeyboundError/authenticationFailed`` for a wrong PIN; ``KeyboundError/throttled``
         ///   in the TPM's lockout.
         public func verify(_ policy: AccessPolicy, prompt: VerificationPrompt) async throws -> Verification {
-            guard policy.requiresVerification else {
-                return Verification(
-                    id: newID(), factors: [], verifiedAt: clock.now(), reuseDuration: policy.reuseDuration)
-            }
-            guard policy.acceptsPasscodeAlone else {
-                if policy.acceptsBiometry {
-                    throw KeyboundError(
-                        .biometryNotAvailable,
-                        message: "\(policy) needs biometrics; this verifier checks a PIN")
-                }
-                throw KeyboundError(
-                    .notSupported,
-                    message: "\(policy) is not satisfied by the device PIN this verifier checks")
-            }
+            if let none = SecretVerifiers.unconstrained(policy, clock: clock, random: random) { return none }
+            try SecretVerifiers.requireSecretSuffices(policy, secret: "the device PIN")
             guard try await vault.isPINSet() else {
                 throw KeyboundError(.passcodeNotSet, message: "no TPM PIN is set (TPMKeyVault.setPIN)")
             }
@@ -83,14 +68,12 @@
             try await vault.checkPIN(authValue: authValue)
             let now = clock.now()
             return Verification(
-                id: newID(), factors: [.passcode], verifiedAt: now, reuseDuration: policy.reuseDuration,
+                id: SecretVerifiers.id(random), factors: [.passcode], verifiedAt: now,
+                reuseDuration: policy.reuseDuration,
                 context: TPMPINProof(
                     authValue: authValue, verifiedAt: now, reuseDuration: policy.reuseDuration))
         }
 
-        private func newID() -> String {
-            random.bytes(16).map { String(format: "%02x", $0) }.joined()
-        }
     }
 
     /// What a ``TPMPINVerifier`` verification carries for ``TPMKeyVault``: the PIN's
