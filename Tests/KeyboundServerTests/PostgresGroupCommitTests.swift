@@ -186,20 +186,7 @@ struct PostgresGroupCommitTests {
         defer { withExtendedLifetime(keep) {} }
         try database.write { try $0.execute("CREATE TABLE items (name TEXT PRIMARY KEY)", []) }
         // Another instance's group that does not end: it holds the lock every group takes.
-        let other = try PostgresDatabase(
-            url: PostgresURL(keep.url), password: keep.password, maximumConnections: 1)
-        let locked = DispatchSemaphore(value: 0)
-        let release = DispatchSemaphore(value: 0)
-        let finished = DispatchSemaphore(value: 0)
-        Thread {
-            _ = try? other.queueWrite { connection in
-                try connection.execute("LOCK TABLE \(PostgresWriter.lockTable) IN EXCLUSIVE MODE", [])
-                locked.signal()
-                release.wait()
-            }
-            finished.signal()
-        }.start()
-        locked.wait()
+        let releaseLock = try Self.holdGroupLock(keep)
         let started = Date()
         let refused = #expect(throws: DatabaseError.self) {
             try database.write { try $0.execute("INSERT INTO items (name) VALUES ('blocked')", []) }
@@ -207,8 +194,7 @@ struct PostgresGroupCommitTests {
         let waited = Date().timeIntervalSince(started)
         #expect(refused.map { if case .busy = $0 { true } else { false } } == true)
         #expect(waited < 4, "waited \(waited) s with --db-timeout 2")
-        release.signal()
-        finished.wait()
+        releaseLock()
         try database.write { try $0.execute("INSERT INTO items (name) VALUES ('after')", []) }
         #expect(try Self.names(database) == ["after"])
     }
@@ -337,20 +323,7 @@ struct PostgresGroupCommitTests {
         defer { withExtendedLifetime(keep) {} }
         try database.write { try $0.execute("CREATE TABLE items (name TEXT PRIMARY KEY)", []) }
         // Another instance's group that does not end: it holds the lock every group takes.
-        let other = try PostgresDatabase(
-            url: PostgresURL(keep.url), password: keep.password, maximumConnections: 1)
-        let locked = DispatchSemaphore(value: 0)
-        let release = DispatchSemaphore(value: 0)
-        let finished = DispatchSemaphore(value: 0)
-        Thread {
-            _ = try? other.queueWrite { connection in
-                try connection.execute("LOCK TABLE \(PostgresWriter.lockTable) IN EXCLUSIVE MODE", [])
-                locked.signal()
-                release.wait()
-            }
-            finished.signal()
-        }.start()
-        locked.wait()
+        let releaseLock = try Self.holdGroupLock(keep)
         // Five writes form one group (a held write runs no statement, so it takes no lock).
         let held = HeldWriter(database)
         let entered = Locked<[Int]>([])
@@ -370,8 +343,7 @@ struct PostgresGroupCommitTests {
         // None of their statements ran: the lock went out with the first member's first
         // statement, which PostgreSQL never ran, and no other member's work was called.
         #expect(entered.withLock { $0 }.count == 1)
-        release.signal()
-        finished.wait()
+        releaseLock()
         try database.write { try $0.execute("INSERT INTO items (name) VALUES ('after')", []) }
         #expect(try Self.names(database) == ["after"])
     }
@@ -429,6 +401,29 @@ struct PostgresGroupCommitTests {
             try database.write { _ in try database.write { _ in } }
         }
         #expect(inner.map { if case .engine = $0 { true } else { false } } == true)
+    }
+
+    /// Another instance's group commit that holds the group lock until the returned function is
+    /// called (which waits for that group to end): every group of the test's storage then waits.
+    static func holdGroupLock(_ keep: TestDatabase) throws -> () -> Void {
+        let other = try PostgresDatabase(
+            url: PostgresURL(keep.url), password: keep.password, maximumConnections: 1)
+        let locked = DispatchSemaphore(value: 0)
+        let release = DispatchSemaphore(value: 0)
+        let finished = DispatchSemaphore(value: 0)
+        Thread {
+            _ = try? other.queueWrite { connection in
+                try connection.execute("LOCK TABLE \(PostgresWriter.lockTable) IN EXCLUSIVE MODE", [])
+                locked.signal()
+                release.wait()
+            }
+            finished.signal()
+        }.start()
+        locked.wait()
+        return {
+            release.signal()
+            finished.wait()
+        }
     }
 }
 
