@@ -40,6 +40,46 @@ extension APIError {
     )
 }
 
+/// What decides whether a user may open a session: whether the account is locked, and whether
+/// the user is an administrator (the console's listener opens sessions for administrators only).
+struct AccountStanding {
+    let isLocked: Bool
+    let isAdmin: Bool
+
+    /// The statement that reads a user's standing: one that can go in the round trip of others
+    /// (``SQLConnection/queries(_:)``).
+    static func statement(userID: String) -> SQLStatement {
+        SQLStatement(
+            """
+            SELECT u.locked_at, r.role FROM users u
+            LEFT JOIN user_roles r ON r.user_id = u.id AND r.role = ?
+            WHERE u.id = ?
+            """, [.text(Role.admin.name), .text(userID)])
+    }
+
+    /// The standing that ``statement(userID:)`` read.
+    /// - Throws: 404 when the user does not exist.
+    init(rows: [SQLRow]) throws {
+        guard let row = rows.first else { throw APIError.notFound }
+        isLocked = try row.optionalInteger(0) != nil
+        isAdmin = try row.optionalText(1) != nil
+    }
+
+    /// Reads a user's standing.
+    /// - Throws: 404 when the user does not exist.
+    static func read(_ connection: any SQLConnection, userID: String) throws -> AccountStanding {
+        try AccountStanding(rows: connection.queries([statement(userID: userID)])[0])
+    }
+
+    /// Refuses to open a session for a locked account, and on the console's listener for anyone
+    /// but an administrator. Checked in the login's own transaction, so nothing of it is kept.
+    /// - Throws: 403 `account_locked` or `admin_required`.
+    func check(_ context: RequestContext) throws {
+        if isLocked { throw APIError.accountLocked }
+        if context.listener == .admin, !isAdmin { throw APIError.adminRequired }
+    }
+}
+
 extension Application {
     /// A change on the console needs a password or passkey login at most this many seconds ago.
     static let consoleChangeWindow = 300
@@ -49,23 +89,6 @@ extension Application {
         try connection.queryOne(
             "SELECT 1 FROM user_roles WHERE user_id = ? AND role = ?", [.text(userID), .text(role.name)])
             != nil
-    }
-
-    /// Refuses to open a session for a locked account, and on the console's listener for anyone
-    /// but an administrator: in the login's own transaction, so nothing of it is kept.
-    func checkMayOpenSession(_ connection: any SQLConnection, userID: String, _ context: RequestContext)
-        throws
-    {
-        guard
-            let row = try connection.queryOne(
-                """
-                SELECT u.locked_at, r.role FROM users u
-                LEFT JOIN user_roles r ON r.user_id = u.id AND r.role = ?
-                WHERE u.id = ?
-                """, [.text(Role.admin.name), .text(userID)])
-        else { throw APIError.notFound }
-        if try row.optionalInteger(0) != nil { throw APIError.accountLocked }
-        if context.listener == .admin, try row.optionalText(1) == nil { throw APIError.adminRequired }
     }
 
     /// The administrator a console request comes from: a valid bearer token whose user holds the
@@ -105,7 +128,7 @@ extension Application {
     }
 
     /// Locks or unlocks an account. Locking ends every session of the user (API and OAuth), and
-    /// from then on no login opens one (``checkMayOpenSession(_:userID:_:)``); approvals still
+    /// from then on no login opens one (``AccountStanding/check(_:)``); approvals still
     /// pending can no longer be seen or decided by a session, and expire.
     /// - Returns: whether anything changed.
     @discardableResult

@@ -41,12 +41,13 @@ extension Application {
                 id: request.challengeID, server: configuration.serverID, key: challengeKey)
         else { throw APIError.notFound }
         guard context.now < challenge.expiresAt else { throw APIError.challengeExpired }
+        guard Grammar.isIdentifier(challenge.deviceID) else { throw APIError.notFound }
         let (found, used) = try database.read { connection in
-            (
-                try loadDevice(connection, id: challenge.deviceID),
-                try connection.queryOne(
-                    "SELECT 1 FROM used_challenges WHERE id = ?", [.text(request.challengeID)]) != nil
-            )
+            let answers = try connection.queries([
+                Self.deviceQuery(id: challenge.deviceID),
+                SQLStatement("SELECT 1 FROM used_challenges WHERE id = ?", [.text(request.challengeID)]),
+            ])
+            return (try DeviceRecord.first(of: answers[0]), !answers[1].isEmpty)
         }
         guard let device = found else { throw APIError.notFound }
         if used { throw APIError.challengeUsed }
@@ -59,20 +60,17 @@ extension Application {
         let addressScope =
             configuration.addressFailureLimit > 0 ? ThrottleScope.address(context.clientAddress) : nil
         return try database.write { connection -> WriteOutcome<TokenResponse> in
-            if !valid,
-                let blockedUntil = try blockEnd(
-                    connection, scopes: [deviceScope] + (addressScope.map { [$0] } ?? []), now: context.now)
-            {
-                return .refused(refuseThrottled(method: .device, context, blockedUntil: blockedUntil))
-            }
             // Single use: the id's unique key makes exactly one of several concurrent attempts
             // win, in this process or another on the same database; the losers learn only what
             // a replay learns, and write nothing.
-            guard
-                try Rows.insertUsedChallenge(
-                    connection, id: request.challengeID, expiresAt: challenge.expiresAt)
-            else { return .refused(.challengeUsed) }
+            let usedUp = Rows.usedChallengeInsert(id: request.challengeID, expiresAt: challenge.expiresAt)
             guard valid else {
+                if let blockedUntil = try blockEnd(
+                    connection, scopes: [deviceScope] + (addressScope.map { [$0] } ?? []), now: context.now)
+                {
+                    return .refused(refuseThrottled(method: .device, context, blockedUntil: blockedUntil))
+                }
+                guard try !connection.queries([usedUp])[0].isEmpty else { return .refused(.challengeUsed) }
                 let deviceCount = try countFailure(
                     connection, scope: deviceScope, limit: configuration.deviceFailureLimit, window: nil,
                     now: context.now)
@@ -96,8 +94,13 @@ extension Application {
                 traffic.count(.failure(AuthMethod.device.rawValue), at: context.now)
                 return .refused(.signatureInvalid)
             }
-            // Revoked while the signature was checked?
-            guard let current = try loadDevice(connection, id: device.id), !current.revoked else {
+            // In one round trip (PostgreSQL): the challenge used up, the device read again
+            // (revoked while the signature was checked?), and whether its user may log in.
+            let answers = try connection.queries([
+                usedUp, Self.deviceQuery(id: device.id), AccountStanding.statement(userID: device.userID),
+            ])
+            guard !answers[0].isEmpty else { return .refused(.challengeUsed) }
+            guard let current = try DeviceRecord.first(of: answers[1]), !current.revoked else {
                 return .refused(.deviceRevoked)
             }
             if let refusal = try checkAppAttestAssertion(
@@ -111,7 +114,7 @@ extension Application {
             return .done(
                 try openSession(
                     connection, context, userID: device.userID, clientID: device.clientID, method: .device,
-                    deviceID: device.id, proof: proof))
+                    deviceID: device.id, proof: proof, standing: try AccountStanding(rows: answers[2])))
         }.get()
     }
 }

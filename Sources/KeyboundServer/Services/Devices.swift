@@ -67,10 +67,17 @@ enum ParsedKeys {
 }
 
 extension Application {
+    /// The device with this id, revoked or not; nil when there is none.
     func loadDevice(_ connection: any SQLConnection, id: String) throws -> DeviceRecord? {
         guard Grammar.isIdentifier(id) else { return nil }
-        return try connection.queryOne(
-            DeviceRecord.self,
+        return try DeviceRecord.first(of: connection.queries([Self.deviceQuery(id: id)])[0])
+    }
+
+    /// The statement of ``loadDevice(_:id:)``, to go with others (``SQLConnection/queries(_:)``);
+    /// its rows give the device with ``SQLRecord/first(of:)``. For an id already checked to be an
+    /// identifier.
+    static func deviceQuery(id: String) -> SQLStatement {
+        SQLStatement(
             """
             SELECT \(DeviceRecord.columns)
             FROM devices d LEFT JOIN app_attest_keys k ON k.device_id = d.id WHERE d.id = ?

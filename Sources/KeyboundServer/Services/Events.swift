@@ -66,11 +66,13 @@ extension Application {
     /// every delivery sends, byte for byte) and one pending delivery per endpoint that takes
     /// `type`. Nothing is written when no endpoint takes it. The change and its event commit or
     /// roll back together; the deliverer is woken once they have committed.
-    func emit(_ connection: any SQLConnection, now: Date, _ type: WebhookEventType, _ data: [JSONMember])
-        throws
-    {
-        let endpoints = try connection.query(
-            "SELECT endpoint_id FROM webhook_subscriptions WHERE event_type = ?", [.text(type.rawValue)])
+    /// - Parameter endpoints: the endpoints that take `type`, when the caller has read them in
+    ///   this transaction already (``subscribers(of:)``); else they are read here.
+    func emit(
+        _ connection: any SQLConnection, now: Date, _ type: WebhookEventType, _ data: [JSONMember],
+        endpoints: [String]? = nil
+    ) throws {
+        let endpoints = try endpoints ?? Self.endpointIDs(connection.queries([Self.subscribers(of: type)])[0])
         guard !endpoints.isEmpty else { return }
         let messageID = SecureRandomBytes.timeOrderedIdentifier("msg", milliseconds: now.milliseconds)
         let body = JSON.serialize(
@@ -93,12 +95,22 @@ extension Application {
                 VALUES (?, ?, ?, ?, 0, ?, ?, NULL, NULL, NULL)
                 """,
                 [
-                    .text(SecureRandomBytes.identifier("whd")), .text(messageID), .text(try endpoint.text(0)),
+                    .text(SecureRandomBytes.identifier("whd")), .text(messageID), .text(endpoint),
                     .text(WebhookDeliveryStatus.pending.rawValue), .date(now), .date(now),
                 ])
         }
         AfterCommit.run { [webhookWakeUp] in webhookWakeUp.signal() }
     }
+
+    /// The statement that reads the ids of the endpoints that take `type`, for ``emit(_:now:_:_:endpoints:)``:
+    /// one that can go in the round trip of another (``SQLConnection/queries(_:)``).
+    static func subscribers(of type: WebhookEventType) -> SQLStatement {
+        SQLStatement(
+            "SELECT endpoint_id FROM webhook_subscriptions WHERE event_type = ?", [.text(type.rawValue)])
+    }
+
+    /// The endpoint ids that ``subscribers(of:)`` read.
+    static func endpointIDs(_ rows: [SQLRow]) throws -> [String] { try rows.map { try $0.text(0) } }
 
     /// Emits the event an audit row reports by itself (``AuditEventType/webhookEvent``): who
     /// (user, device, session, method) and `details`. A lockout of an unknown username reports

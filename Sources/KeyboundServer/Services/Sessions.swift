@@ -71,25 +71,20 @@ extension Application {
     ///   - dpopJKT: the DPoP key the session is bound to (RFC 9449), if any.
     ///   - proof: the DPoP proof of a /v1 login: used up here (``useUp(_:_:at:)``; a replay
     ///     throws, and the whole login rolls back), and the session is bound to its key.
+    ///   - standing: the user's lock and role, when the caller has read them in this transaction
+    ///     already (with its own reads, in one round trip); else they are read here.
     func openSession(
         _ connection: any SQLConnection, _ context: RequestContext, userID: String, clientID: String,
         method: AuthMethod, deviceID: String?, authTime: Date? = nil, scope: String? = nil,
-        dpopJKT: String? = nil, proof: DPoPProof? = nil
+        dpopJKT: String? = nil, proof: DPoPProof? = nil, standing: AccountStanding? = nil
     ) throws -> TokenResponse {
-        try checkMayOpenSession(connection, userID: userID, context)
+        if let standing {
+            try standing.check(context)
+        } else {
+            try AccountStanding.read(connection, userID: userID).check(context)
+        }
         try useUp(proof, connection, at: .login)
         let dpopJKT = dpopJKT ?? proof?.thumbprint
-        // An OAuth client's sessions (a scope) replace nothing: a web app's user may sign in from
-        // two browsers. A /v1 login replaces the /v1 session of its client, or, with
-        // --single-session, every session of the user.
-        if scope == nil, configuration.singleSession {
-            try revokeSessions(
-                connection, where: "user_id = ?", [.text(userID)], reason: "replaced", now: context.now)
-        } else if scope == nil {
-            try revokeSessions(
-                connection, where: "user_id = ? AND client_id = ? AND scope IS NULL",
-                [.text(userID), .text(clientID)], reason: "replaced", now: context.now)
-        }
         let sessionID = SecureRandomBytes.timeOrderedIdentifier("ses", milliseconds: context.now.milliseconds)
         try Rows.insertSession(
             connection, id: sessionID, userID: userID, clientID: clientID, deviceID: deviceID, method: method,
@@ -97,10 +92,24 @@ extension Application {
         try audit(
             connection, context, .login, method: AuditMethod(method), userID: userID, deviceID: deviceID,
             sessionID: sessionID)
+        let tokens = try issueTokens(
+            connection, sessionID: sessionID, userID: userID, bound: dpopJKT != nil, now: context.now)
+        // An OAuth client's sessions (a scope) replace nothing: a web app's user may sign in from
+        // two browsers. A /v1 login replaces the /v1 session of its client, or, with
+        // --single-session, every session of the user. Last, so that the statements above, which
+        // nobody waits for, go in the round trip of this one (PostgreSQL).
+        if scope == nil, configuration.singleSession {
+            try revokeSessions(
+                connection, where: "user_id = ? AND id <> ?", [.text(userID), .text(sessionID)],
+                reason: "replaced", now: context.now)
+        } else if scope == nil {
+            try revokeSessions(
+                connection, where: "user_id = ? AND client_id = ? AND scope IS NULL AND id <> ?",
+                [.text(userID), .text(clientID), .text(sessionID)], reason: "replaced", now: context.now)
+        }
         metrics.recordLogin(method: method.rawValue, outcome: "success")
         traffic.count(.login(scope == nil ? method.rawValue : "oauth"), at: context.now)
-        return try issueTokens(
-            connection, sessionID: sessionID, userID: userID, bound: dpopJKT != nil, now: context.now)
+        return tokens
     }
 
     /// Revokes every live session matching `condition`; their tokens stop working at once.
@@ -109,13 +118,18 @@ extension Application {
         _ connection: any SQLConnection, where condition: String, _ parameters: [SQLValue], reason: String,
         now: Date
     ) throws {
-        let revoked = try connection.query(
-            """
-            UPDATE sessions SET revoked_at = ?, revoke_reason = ? WHERE revoked_at IS NULL AND \(condition)
-            RETURNING id, user_id, client_id
-            """,
-            [.date(now), .text(reason)] + parameters)
-        for session in revoked {
+        // The endpoints that take the event in the same round trip (PostgreSQL).
+        let answers = try connection.queries([
+            SQLStatement(
+                """
+                UPDATE sessions SET revoked_at = ?, revoke_reason = ? WHERE revoked_at IS NULL AND \(condition)
+                RETURNING id, user_id, client_id
+                """,
+                [.date(now), .text(reason)] + parameters),
+            Self.subscribers(of: .sessionRevoked),
+        ])
+        let endpoints = try Self.endpointIDs(answers[1])
+        for session in answers[0] {
             try emit(
                 connection, now: now, .sessionRevoked,
                 [
@@ -123,7 +137,7 @@ extension Application {
                     JSONMember("user_id", .string(try session.text(1))),
                     JSONMember("client_id", .string(try session.text(2))),
                     JSONMember("reason", .string(reason)),
-                ])
+                ], endpoints: endpoints)
         }
     }
 

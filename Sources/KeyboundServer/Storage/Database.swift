@@ -131,11 +131,31 @@ package protocol SQLConnection: AnyObject {
     /// that waits; a failure then fails that statement, or the end of the work, as it would
     /// have failed here. SQLite runs it at once.
     func executeLater(_ sql: String, _ parameters: [SQLValue]) throws
+    /// Runs statements that return rows, in order, each seeing what the ones before it did, and
+    /// returns each one's rows: PostgreSQL sends them together, in one round trip. SQLite runs
+    /// them one after another. A failure throws, and the statements after it do not run.
+    func queries(_ statements: [SQLStatement]) throws -> [[SQLRow]]
+}
+
+/// A statement and its parameters, for ``SQLConnection/queries(_:)``.
+package struct SQLStatement: Sendable {
+    package let sql: String
+    package let parameters: [SQLValue]
+
+    package init(_ sql: String, _ parameters: [SQLValue]) {
+        self.sql = sql
+        self.parameters = parameters
+    }
 }
 
 extension SQLConnection {
     /// Runs the statement at once.
     package func executeLater(_ sql: String, _ parameters: [SQLValue]) throws { try execute(sql, parameters) }
+
+    /// Runs the statements one after another.
+    package func queries(_ statements: [SQLStatement]) throws -> [[SQLRow]] {
+        try statements.map { try query($0.sql, $0.parameters) }
+    }
 
     /// Runs a statement and returns its first row, if any.
     package func queryOne(_ sql: String, _ parameters: [SQLValue]) throws -> SQLRow? {

@@ -22,7 +22,7 @@ final class PostgresConnection: SQLConnection, @unchecked Sendable {
     /// The longest wait for one answer, in seconds (longer for a migration's statements).
     var responseTimeout: Double
     /// Statements prepared on this connection: SQL with `?` → its name and parameter count.
-    private var statements: [String: (name: String, parameters: Int)] = [:]
+    var statements: [String: (name: String, parameters: Int)] = [:]
     /// The first failure inside the current transaction (the transaction is aborted from then on).
     var transactionFailure: PostgresFailure?
     /// True once the connection cannot be trusted: lost, timed out, or in an unknown state.
@@ -52,7 +52,7 @@ final class PostgresConnection: SQLConnection, @unchecked Sendable {
     var owesAnswers = false
     /// Deferred statements are read after this many: few enough that their answers fit in the
     /// socket buffers, so that neither side blocks writing while the other does too.
-    private static let pipelineDepth = 500
+    static let pipelineDepth = 500
 
     /// A command sent in pipeline mode, for what its answer means.
     enum Sent {
@@ -64,6 +64,8 @@ final class PostgresConnection: SQLConnection, @unchecked Sendable {
         case lock
         /// The preparation of a statement (forgotten when it fails).
         case prepare(sql: String)
+        /// A statement whose result the caller reads.
+        case answer
         /// Anything else.
         case command
     }
@@ -103,6 +105,10 @@ final class PostgresConnection: SQLConnection, @unchecked Sendable {
 
     // MARK: Round trips
 
+    /// How many times this connection has waited for PostgreSQL's answers: a single statement,
+    /// or everything sent since the last sync point, is one round trip.
+    private(set) var roundTrips = 0
+
     /// Sends with `send` (a `PQsend…` call) and collects the answer within the deadline.
     /// - Returns: the result, which the caller must `PQclear`.
     /// - Throws: ``PostgresFailure``: the server's error (the connection stays usable), or the
@@ -110,6 +116,7 @@ final class PostgresConnection: SQLConnection, @unchecked Sendable {
     private func roundTrip(_ send: () -> Int32) throws -> OpaquePointer {
         guard !isBroken else { throw PostgresFailure(sqlState: nil, message: "connection is broken") }
         guard send() == 1 else { throw lost() }
+        roundTrips += 1
         let deadline = DispatchTime.now().uptimeNanoseconds + UInt64(responseTimeout * 1e9)
         var answer: OpaquePointer?
         var failure: PostgresFailure?
@@ -141,12 +148,14 @@ final class PostgresConnection: SQLConnection, @unchecked Sendable {
         if owesAnswers { try readOwedAnswers() }
         guard isPipelined || !unanswered.isEmpty || pendingBegin != nil || !pendingCommands.isEmpty
         else { return try roundTrip(send) }
-        try enqueue(send)
+        try enqueue(send, as: isPipelined ? .command : .answer)
         if isPipelined {
-            if unanswered.count >= Self.pipelineDepth { _ = try readAnswers(keepingLast: false) }
+            if unanswered.count >= Self.pipelineDepth { try settleAnswers() }
             return nil
         }
-        return try readAnswers(keepingLast: true)
+        let results = try readAnswers()
+        for result in results.dropLast() { PQclear(result) }
+        return results.last
     }
 
     /// Sends, in pipeline mode and without waiting, the `BEGIN` and savepoint commands that wait
@@ -174,24 +183,34 @@ final class PostgresConnection: SQLConnection, @unchecked Sendable {
     }
 
     /// Sends a sync point and reads the answers of everything sent since the last one.
-    /// - Parameter keepingLast: whether to return the last command's result (the caller clears
-    ///   it) rather than clear it.
+    /// - Returns: the results of the commands sent as ``Sent/answer``, in order (the caller
+    ///   clears them).
     /// - Throws: the first failure among them (the commands after it did not run).
-    func readAnswers(keepingLast: Bool) throws -> OpaquePointer? {
+    func readAnswers() throws -> [OpaquePointer] {
         if owesAnswers { try readOwedAnswers() }
-        guard !unanswered.isEmpty else { return nil }
+        guard !unanswered.isEmpty else { return [] }
         guard PQpipelineSync(handle) == 1 else { throw lost() }
-        return try collectAnswers(keepingLast: keepingLast)
+        roundTrips += 1
+        return try collectAnswers()
+    }
+
+    /// Sends a sync point and reads the answers of everything sent since the last one, keeping
+    /// none of them.
+    /// - Throws: the first failure among them (the commands after it did not run).
+    func settleAnswers() throws {
+        for result in try readAnswers() { PQclear(result) }
     }
 
     /// Reads answers up to the sync point sent last, then leaves pipeline mode.
-    private func collectAnswers(keepingLast: Bool) throws -> OpaquePointer? {
+    /// - Returns: the results of the commands sent as ``Sent/answer``, in order.
+    private func collectAnswers() throws -> [OpaquePointer] {
         let sent = unanswered
         unanswered = []
         owesAnswers = false
         let deadline = DispatchTime.now().uptimeNanoseconds + UInt64(responseTimeout * 1e9)
         var failure: PostgresFailure?
-        var last: OpaquePointer?
+        var kept: [OpaquePointer] = []
+        func clearKept() { for result in kept { PQclear(result) } }
         var index = 0
         var nulls = 0
         while true {
@@ -201,7 +220,7 @@ final class PostgresConnection: SQLConnection, @unchecked Sendable {
             guard let result = PQgetResult(handle) else {
                 nulls += 1
                 if nulls > 1 || PQstatus(handle) != CONNECTION_OK {
-                    if let last { PQclear(last) }
+                    clearKept()
                     throw lost()
                 }
                 continue
@@ -220,33 +239,33 @@ final class PostgresConnection: SQLConnection, @unchecked Sendable {
                 case .begin: transactionStarted = true
                 case .savepoint: savepointSent = true
                 case .lock: lockGranted = true
-                case .prepare, .command: break
+                case .prepare, .answer, .command: break
                 }
             }
-            if keepingLast && index == sent.count - 1 {
-                last = result
+            if case .answer = kind {
+                kept.append(result)
             } else {
                 PQclear(result)
             }
             index += 1
         }
         guard PQexitPipelineMode(handle) == 1, index == sent.count else {
-            if let last { PQclear(last) }
+            clearKept()
             throw lost()
         }
         if PQstatus(handle) != CONNECTION_OK { isBroken = true }
         if let failure {
-            if let last { PQclear(last) }
+            clearKept()
             throw record(failure)
         }
-        return last
+        return kept
     }
 
     /// Reads the answers of a read's COMMIT that nobody waited for. A read-only transaction
     /// changed nothing; a connection whose COMMIT failed is not trusted again.
     private func readOwedAnswers() throws {
         do {
-            _ = try collectAnswers(keepingLast: false)
+            _ = try collectAnswers()
         } catch {
             isBroken = true
             throw error
@@ -298,98 +317,5 @@ final class PostgresConnection: SQLConnection, @unchecked Sendable {
     func lost() -> PostgresFailure {
         isBroken = true
         return PostgresFailure(sqlState: nil, message: Self.firstLine(PQerrorMessage(handle)))
-    }
-
-    // MARK: Statements
-
-    /// The prepared statement for `sql`, prepared on first use (placeholders numbered once).
-    /// The preparation goes out in the same round trip as the statement's first run.
-    private func prepared(_ sql: String) throws -> (name: String, parameters: Int) {
-        if let known = statements[sql] { return known }
-        let (text, count) = Self.numberPlaceholders(sql)
-        let name = "kb\(statements.count + 1)"
-        try enqueue({ PQsendPrepare(handle, name, text, Int32(count), nil) }, as: .prepare(sql: sql))
-        statements[sql] = (name, count)
-        return (name, count)
-    }
-
-    /// Runs a prepared statement with text-format parameters; the caller clears the result
-    /// (nil in a pipeline).
-    /// - Parameter later: send it without waiting for its answer (``executeLater(_:_:)``).
-    private func run(_ sql: String, _ parameters: [SQLValue], later: Bool = false) throws -> OpaquePointer? {
-        let statement = try prepared(sql)
-        guard statement.parameters == parameters.count else {
-            throw PostgresFailure(
-                sqlState: "07001",
-                message: "expected \(statement.parameters) parameters, got \(parameters.count)")
-        }
-        let values: [UnsafeMutablePointer<CChar>?] = parameters.map { value in
-            switch value {
-            case .null: nil
-            case .integer(let number): strdup(String(number))
-            case .text(let text): strdup(text)
-            }
-        }
-        defer { for pointer in values { free(pointer) } }
-        return try values.map { UnsafePointer($0) }.withUnsafeBufferPointer { pointers in
-            let send = {
-                PQsendQueryPrepared(
-                    self.handle, statement.name, Int32(pointers.count), pointers.baseAddress, nil, nil, 0)
-            }
-            guard later else { return try perform(send) }
-            try enqueue(send)
-            if unanswered.count >= Self.pipelineDepth { _ = try readAnswers(keepingLast: false) }
-            return nil
-        }
-    }
-
-    /// Sends the statement without waiting for its answer, which is read with the next statement
-    /// that waits, at ``flush()`` or at COMMIT; its failure then fails that, as the failure of a
-    /// statement of the transaction.
-    func executeLater(_ sql: String, _ parameters: [SQLValue]) throws {
-        _ = try run(sql, parameters, later: true)
-    }
-
-    func query(_ sql: String, _ parameters: [SQLValue]) throws -> [SQLRow] {
-        guard !isPipelined else {
-            throw PostgresFailure(sqlState: "0A000", message: "no queries inside a pipelined bulk load")
-        }
-        guard let result = try run(sql, parameters) else { return [] }
-        defer { PQclear(result) }
-        let columns = PQnfields(result)
-        // Integer columns (int8, int4, int2) come back as integers, booleans as 0 or 1,
-        // everything else as text: the types the portable schema uses.
-        let kinds = (0..<columns).map { PQftype(result, $0) }
-        var rows: [SQLRow] = []
-        rows.reserveCapacity(Int(PQntuples(result)))
-        for row in 0..<PQntuples(result) {
-            var values: [SQLValue] = []
-            values.reserveCapacity(Int(columns))
-            for column in 0..<columns {
-                if PQgetisnull(result, row, column) == 1 {
-                    values.append(.null)
-                    continue
-                }
-                let text = String(cString: PQgetvalue(result, row, column))
-                switch kinds[Int(column)] {
-                case 20, 21, 23:
-                    guard let number = Int64(text) else {
-                        throw DatabaseError.unexpectedType(column: Int(column))
-                    }
-                    values.append(.integer(number))
-                case 16: values.append(.integer(text == "t" ? 1 : 0))
-                default: values.append(.text(text))
-                }
-            }
-            rows.append(SQLRow(values: values))
-        }
-        return rows
-    }
-
-    @discardableResult
-    func execute(_ sql: String, _ parameters: [SQLValue]) throws -> Int {
-        guard let result = try run(sql, parameters) else { return 0 }
-        defer { PQclear(result) }
-        return Int(String(cString: PQcmdTuples(result))) ?? 0
     }
 }

@@ -50,7 +50,7 @@ extension PostgresConnection {
             pendingCommands.removeLast()
             return
         }
-        if !unanswered.isEmpty { _ = try? readAnswers(keepingLast: false) }
+        if !unanswered.isEmpty { try? settleAnswers() }
         guard !isBroken, savepointSent, transactionStarted else {
             throw transactionFailure
                 ?? PostgresFailure(sqlState: "3B001", message: "no savepoint to roll back to")
@@ -107,7 +107,7 @@ extension PostgresConnection {
     /// - Throws: the first failure among them.
     func flush() throws {
         guard !unanswered.isEmpty, !isPipelined else { return }
-        _ = try readAnswers(keepingLast: false)
+        try settleAnswers()
     }
 
     /// Runs `body` with its statements pipelined (libpq's pipeline mode): each is sent without
@@ -119,7 +119,7 @@ extension PostgresConnection {
         defer { isPipelined = false }
         do {
             try body()
-            if !unanswered.isEmpty { _ = try readAnswers(keepingLast: false) }
+            if !unanswered.isEmpty { try settleAnswers() }
         } catch {
             discard()
             throw error

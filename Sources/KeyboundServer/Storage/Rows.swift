@@ -79,8 +79,15 @@ package enum Rows {
         throws
         -> Bool
     {
-        try connection.execute(
-            "INSERT INTO used_challenges (id, expires_at) VALUES (?, ?) ON CONFLICT (id) DO NOTHING",
-            [.text(id), .date(expiresAt)]) == 1
+        try !connection.queries([usedChallengeInsert(id: id, expiresAt: expiresAt)])[0].isEmpty
+    }
+
+    /// The statement of ``insertUsedChallenge(_:id:expiresAt:)``, to go with others
+    /// (``SQLConnection/queries(_:)``): it returns one row when it recorded the use, none when
+    /// the challenge was used already.
+    static func usedChallengeInsert(id: String, expiresAt: Date) -> SQLStatement {
+        SQLStatement(
+            "INSERT INTO used_challenges (id, expires_at) VALUES (?, ?) ON CONFLICT (id) DO NOTHING RETURNING id",
+            [.text(id), .date(expiresAt)])
     }
 }

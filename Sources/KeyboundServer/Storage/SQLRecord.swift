@@ -102,6 +102,11 @@ extension SQLConnection {
 }
 
 extension SQLRecord {
+    /// The first of `rows` as this type, if any (the others are not read).
+    /// - Throws: ``DatabaseError/unexpectedType(column:)`` when it does not have exactly the
+    ///   columns the type reads.
+    static func first(of rows: [SQLRow]) throws -> Self? { try rows.first.map(read) }
+
     /// Reads a whole row.
     /// - Throws: ``DatabaseError/unexpectedType(column:)`` when the row does not have exactly the
     ///   columns the type reads.
