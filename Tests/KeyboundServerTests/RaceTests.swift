@@ -207,6 +207,55 @@ struct RaceTests {
         )
     }
 
+    /// A /v1 login replaces its client's session: N simultaneous logins of one device, each with
+    /// a challenge of its own, all succeed, and exactly one of their sessions is left, every other
+    /// one ended as `replaced` with a `session.revoked` event (a login writes its session before
+    /// it ends the others, so no two of them may end each other or both survive).
+    @Test(arguments: Engine.all)
+    func concurrentLoginsOfOneDeviceLeaveExactlyOneLiveSession(engine: Engine) async throws {
+        let live = try Self.servers(engine)
+        let client = live.client
+        let (_, key, deviceID) = try await client.userWithDevice("alice")
+        // An endpoint that takes session.revoked (its deliveries fail: nothing listens there).
+        _ = try WebhookAdministration(configuration: live.server.configuration).add(
+            url: "https://93.184.215.14/hook", events: ["session.revoked"])
+        let replacedOfClient = """
+            SELECT COUNT(*) FROM sessions s JOIN devices d ON d.id = '\(deviceID)'
+            WHERE s.user_id = d.user_id AND s.client_id = d.client_id AND s.revoke_reason = 'replaced'
+            """
+        let replacedBefore = try Self.count(live, replacedOfClient)
+        var signed: [(String, Data)] = []
+        for _ in 0..<Self.contenders {
+            let challenge = try await client.challenge(deviceID)
+            signed.append((challenge.challengeID, try sign(challenge.payload, with: key)))
+        }
+        let logins = signed
+        let replies = try await Self.together(Self.contenders, over: live) { client, index in
+            try await client.deviceLogin(challengeID: logins[index].0, signature: logins[index].1)
+        }
+        #expect(replies.allSatisfy { $0.status == 200 }, "\(Self.explain(replies, live))")
+        let sessions = try replies.map { try $0.decode(TokenResponse.self) }
+        var working: [String] = []
+        for session in sessions where try await client.send(API.me, token: session.accessToken).status == 200
+        {
+            working.append(session.sessionID)
+        }
+        #expect(working.count == 1)
+        let liveOfDevice = try Self.count(
+            live, "SELECT COUNT(*) FROM sessions WHERE device_id = '\(deviceID)' AND revoked_at IS NULL")
+        #expect(liveOfDevice == 1)
+        // Every login but one was replaced, and each replacement is an event: those and the
+        // session of the client's login before them.
+        let replaced = try Self.count(
+            live,
+            "SELECT COUNT(*) FROM sessions WHERE device_id = '\(deviceID)' AND revoke_reason = 'replaced'")
+        #expect(replaced == Int64(Self.contenders - 1))
+        let events = try Self.count(
+            live, "SELECT COUNT(*) FROM webhook_messages WHERE type = 'session.revoked'")
+        #expect(events == (try Self.count(live, replacedOfClient)) - replacedBefore)
+        #expect(events >= Int64(Self.contenders - 1))
+    }
+
     /// A revocation wins (docs/server.md, "Several hosts, standbys and failover"): sent once,
     /// never resent, it succeeds while 64 clients keep logging in with the same device (each a
     /// new challenge, signed, then the login, over and over), however many of those logins the
