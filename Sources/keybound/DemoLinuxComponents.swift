@@ -26,7 +26,7 @@
         /// package.
         static func locate() throws -> Programs {
             func find(_ program: String, _ package: String, _ what: String) throws -> URL {
-                guard let url = executable(program) else {
+                guard let url = PrivateBus.program(program) else {
                     throw Missing(
                         description: "\(program) (\(what)) is not installed: sudo apt-get install \(package) "
                             + "(or make test-deps)")
@@ -87,22 +87,8 @@
                 }
                 self.tpm = tpm
                 let configuration = folder.appendingPathComponent("bus.conf")
-                try Data(
-                    """
-                    <!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
-                     "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-                    <busconfig>
-                      <type>session</type>
-                      <listen>\(busAddress)</listen>
-                      <auth>EXTERNAL</auth>
-                      <policy context="default">
-                        <allow send_destination="*" eavesdrop="true"/>
-                        <allow eavesdrop="true"/>
-                        <allow own="*"/>
-                      </policy>
-                    </busconfig>
-                    """.utf8
-                ).write(to: configuration)
+                try Data(PrivateBus.configuration(type: "session", listeningOn: busAddress).utf8)
+                    .write(to: configuration)
                 children.append(
                     try DemoChild(
                         programs.dbusDaemon,
@@ -162,18 +148,6 @@
             for child in children.reversed() { child.stop() }
             children = []
             try? FileManager.default.removeItem(at: folder)
-        }
-
-        /// A program on `PATH` (`/usr/bin:/bin` when it is not set), as a shell finds it.
-        private static func executable(_ name: String) -> URL? {
-            let path = ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"
-            for directory in path.split(separator: ":").map(String.init) {
-                let candidate = directory + "/" + name
-                if FileManager.default.isExecutableFile(atPath: candidate) {
-                    return URL(fileURLWithPath: candidate)
-                }
-            }
-            return nil
         }
 
         private static func waitUntil(seconds: TimeInterval, _ condition: () -> Bool) -> Bool {

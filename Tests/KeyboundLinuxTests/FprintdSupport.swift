@@ -50,20 +50,7 @@
             device = folder.appendingPathComponent("virtual-device").path
             user = PAMTransaction.currentUserName() ?? "root"
             processes = Mutex([])
-            let configuration = """
-                <!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
-                 "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-                <busconfig>
-                  <type>system</type>
-                  <listen>\(address)</listen>
-                  <auth>EXTERNAL</auth>
-                  <policy context="default">
-                    <allow send_destination="*" eavesdrop="true"/>
-                    <allow eavesdrop="true"/>
-                    <allow own="*"/>
-                  </policy>
-                </busconfig>
-                """
+            let configuration = PrivateBus.configuration(type: "system", listeningOn: address)
             let configurationURL = folder.appendingPathComponent("bus.conf")
             try Data(configuration.utf8).write(to: configurationURL)
             do {

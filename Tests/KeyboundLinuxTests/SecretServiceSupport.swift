@@ -38,20 +38,7 @@
                 at: runtime, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
             let socket = folder.appendingPathComponent("bus").path
             address = "unix:path=\(socket)"
-            let configuration = """
-                <!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
-                 "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-                <busconfig>
-                  <type>session</type>
-                  <listen>\(address)</listen>
-                  <auth>EXTERNAL</auth>
-                  <policy context="default">
-                    <allow send_destination="*" eavesdrop="true"/>
-                    <allow eavesdrop="true"/>
-                    <allow own="*"/>
-                  </policy>
-                </busconfig>
-                """
+            let configuration = PrivateBus.configuration(type: "session", listeningOn: address)
             let configurationURL = folder.appendingPathComponent("bus.conf")
             try Data(configuration.utf8).write(to: configurationURL)
             guard let dbusDaemon = executable("dbus-daemon") else {

@@ -63,14 +63,7 @@
     }
 
     /// Finds an executable on `PATH`.
-    func executable(_ name: String) -> URL? {
-        let path = ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"
-        for folder in path.split(separator: ":") {
-            let candidate = URL(fileURLWithPath: String(folder)).appendingPathComponent(name)
-            if FileManager.default.isExecutableFile(atPath: candidate.path) { return candidate }
-        }
-        return nil
-    }
+    func executable(_ name: String) -> URL? { PrivateBus.program(name) }
 
     /// Runs `program` with `input` on standard input in `folder` and waits for it.
     /// - Returns: its standard output.
