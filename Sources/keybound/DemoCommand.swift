@@ -262,11 +262,11 @@ struct DemoStory {
 
         // A relaunch: a new client with no session; the token item is all there is.
         let relaunched = try flow(.token, baseURL: baseURL, device: device)
-        try await expectError(.userCancel, "Relaunch; the user dismisses the Face ID prompt") {
+        try await narrator.expectError(.userCancel, "Relaunch; the user dismisses the Face ID prompt") {
             try await relaunched.unlock(reason: "Log in to Acme")
         }
         await device.present(.noMatch, .noMatch, .userFallback)
-        try await expectError(
+        try await narrator.expectError(
             .userFallback, "Relaunch; Face ID does not recognise the user twice, who taps 'Use Password'"
         ) {
             try await relaunched.unlock(reason: "Log in to Acme")
@@ -331,7 +331,9 @@ struct DemoStory {
             "The user confirms on the app's screen; Face ID matches (a fresh verification), the key "
                 + "signs the exact payload bytes", "approved")
 
-        try await expectError(.server, "An attacker replays the same signature", serverCode: .challengeUsed) {
+        try await narrator.expectError(
+            .server, "An attacker replays the same signature", serverCode: .challengeUsed
+        ) {
             _ = try await login.client.confirmApproval(pending.approvalID, signature: signature)
         }
 
@@ -346,7 +348,7 @@ struct DemoStory {
         narrator.note(
             "Malware swaps the amount to 50 before the confirmation screen: \"\(tamperedPending.promptText)\""
         )
-        try await expectError(
+        try await narrator.expectError(
             .server, "The tampered payload's signature is sent for the 0.5 ETH approval",
             serverCode: .signatureInvalid
         ) {
@@ -389,7 +391,7 @@ struct DemoStory {
         try check(try await tokenLogin.state() == .invalidated, "the token item should be invalidated")
         try check(try await keyLogin.state() == .invalidated, "the device key should be invalidated")
         // No prompt is shown: the invalidation is known before asking for a face.
-        try await expectError(.invalidated, "Log in with Face ID", recovery: .reenroll) {
+        try await narrator.expectError(.invalidated, "Log in with Face ID", recovery: .reenroll) {
             try await keyLogin.unlock(reason: "Log in to Acme")
         }
         try await keyLogin.loginWithPassword(username: username, password: password)
@@ -400,7 +402,7 @@ struct DemoStory {
         narrator.step(
             "Log in with the password and turn Face ID on again",
             "new key bound as device \(newDeviceID.prefix(8))…")
-        try await expectError(
+        try await narrator.expectError(
             .server, "The old device key asks for a login challenge", serverCode: .deviceRevoked
         ) {
             _ = try await keyLogin.client.loginChallenge(deviceID: oldDeviceID)
@@ -411,15 +413,16 @@ struct DemoStory {
     private func lockout(_ login: BiometricLogin, device: EmulatedDevice, baseURL: URL) async throws {
         narrator.chapter("6. Lockout and fallback")
         await device.present(.noMatch, .noMatch, .noMatch)
-        try await expectError(.authenticationFailed, "Someone else tries Face ID twice, then again") {
+        try await narrator.expectError(.authenticationFailed, "Someone else tries Face ID twice, then again")
+        {
             try await login.unlock(reason: "Log in to Acme")
         }
         await device.present(.noMatch, .noMatch, .userCancel)
-        try await expectError(.userCancel, "…twice more, then cancels") {
+        try await narrator.expectError(.userCancel, "…twice more, then cancels") {
             try await login.unlock(reason: "Log in to Acme")
         }
         await device.present(.noMatch)
-        try await expectError(.biometryLockout, "A fifth failed match", recovery: .usePasscode) {
+        try await narrator.expectError(.biometryLockout, "A fifth failed match", recovery: .usePasscode) {
             try await login.unlock(reason: "Log in to Acme")
         }
         try check(await device.snapshot().isBiometryLockedOut, "biometry should be locked out")
@@ -475,7 +478,7 @@ struct DemoStory {
             baseURL: baseURL, device: device, appID: "EVILTEAM99.com.acme.bank", appAttestCA: appAttestCA,
             namespace: "demo-repackaged")
         try await repackaged.loginWithPassword(username: username, password: password)
-        try await expectError(
+        try await narrator.expectError(
             .server, "A repackaged copy (App ID EVILTEAM99.com.acme.bank) binds its key the same way",
             serverCode: .rpIDMismatch
         ) {
@@ -518,13 +521,24 @@ struct DemoStory {
     func transferToRecipient() throws -> ApprovalAction {
         .transfer(try TransferAction(amount: DecimalAmount("0.5"), asset: "ETH", to: recipient))
     }
+}
 
-    func check(_ condition: Bool, _ what: String) throws {
-        guard condition else { throw DemoFailure(description: what) }
-    }
+/// The app-lock chapter's clock, moved by hand so the demo does not wait for real minutes.
+final class DemoClock: Sendable {
+    private let elapsed = Mutex<TimeInterval>(0)
+    var clock: MonotonicClock { MonotonicClock { [elapsed] in elapsed.withLock { $0 } } }
+    func advance(_ seconds: TimeInterval) { elapsed.withLock { $0 += seconds } }
+}
 
-    /// Runs `body`, which must fail with `expected`; narrates the refusal.
-    private func expectError(
+/// Checks a story's outcome: the demo fails with `what` when `condition` does not hold.
+func check(_ condition: Bool, _ what: String) throws {
+    guard condition else { throw DemoFailure(description: what) }
+}
+
+extension Narrator {
+    /// Runs `body`, which must fail with `expected` (and, when given, that recovery and that
+    /// server code); narrates the refusal as the step `action`.
+    func expectError(
         _ expected: KeyboundError, _ action: String, recovery: KeyboundError.Recovery? = nil,
         serverCode: ProblemCode? = nil,
         _ body: () async throws -> Void
@@ -545,16 +559,9 @@ struct DemoStory {
             if let code = error.serverCode { outcome += " (\(code))" }
             outcome += ", recovery \(error.recovery)"
             if error.recovery == .silent { outcome += ": nothing is shown" }
-            narrator.step(action, outcome)
+            step(action, outcome)
             return
         }
         throw DemoFailure(description: "\(action): expected \(expected.code), but it succeeded")
     }
-}
-
-/// The app-lock chapter's clock, moved by hand so the demo does not wait for real minutes.
-final class DemoClock: Sendable {
-    private let elapsed = Mutex<TimeInterval>(0)
-    var clock: MonotonicClock { MonotonicClock { [elapsed] in elapsed.withLock { $0 } } }
-    func advance(_ seconds: TimeInterval) { elapsed.withLock { $0 += seconds } }
 }

@@ -99,7 +99,7 @@
 
             let relaunched = try flow(.token, baseURL: baseURL, device: device)
             type("135799")
-            try await expectError(
+            try await narrator.expectError(
                 .authenticationFailed, "Relaunch; someone types the PIN 135799", recovery: .retry
             ) {
                 try await relaunched.unlock(reason: "Log in to Acme")
@@ -173,7 +173,7 @@
             narrator.step(
                 "Ada confirms on the kiosk's screen and types the PIN (a fresh verification); the TPM signs "
                     + "the exact payload bytes", "approved")
-            try await expectError(
+            try await narrator.expectError(
                 .server, "An attacker replays the same signature", serverCode: .challengeUsed
             ) {
                 _ = try await login.client.confirmApproval(pending.approvalID, signature: signature)
@@ -192,7 +192,9 @@
             try check(await lock.willEnterForeground() == .locked, "2 min away should lock")
             narrator.step("Leave the kiosk for 2 minutes (grace period 30 s)", "locked")
             type("135799")
-            try await expectError(.authenticationFailed, "Someone types the PIN 135799", recovery: .retry) {
+            try await narrator.expectError(
+                .authenticationFailed, "Someone types the PIN 135799", recovery: .retry
+            ) {
                 try await lock.unlock(reason: "Unlock Acme")
             }
             try check(await lock.state == .locked, "a wrong PIN should leave it locked")
@@ -213,7 +215,7 @@
             try check(try await keyLogin.state() == .invalidated, "the device key should be invalidated")
             narrator.step(
                 "The owner removes the device PIN", "the PIN-bound key and the sealed token are destroyed")
-            try await expectError(.invalidated, "Log in with the PIN", recovery: .reenroll) {
+            try await narrator.expectError(.invalidated, "Log in with the PIN", recovery: .reenroll) {
                 try await keyLogin.unlock(reason: "Log in to Acme")
             }
             try await vault.setPIN(pin)
@@ -225,7 +227,7 @@
             narrator.step(
                 "A new PIN; Ada logs in with the password and turns PIN login on again",
                 "new TPM key bound as device \(newDeviceID.prefix(8))…")
-            try await expectError(
+            try await narrator.expectError(
                 .server, "The old device key asks for a login challenge", serverCode: .deviceRevoked
             ) {
                 _ = try await keyLogin.client.loginChallenge(deviceID: oldDeviceID)
@@ -247,36 +249,6 @@
                     // The server's vocabulary has no TPM case (docs/linux.md): self-reported anyway.
                     keyProtection: .software, unlockReason: "Log in to Acme",
                     namespace: mode == .token ? "demo-token" : "demo-key"))
-        }
-
-        private func check(_ condition: Bool, _ what: String) throws {
-            guard condition else { throw DemoFailure(description: what) }
-        }
-
-        /// Runs `body`, which must fail with `expected`; narrates the refusal.
-        private func expectError(
-            _ expected: KeyboundError, _ action: String, recovery: KeyboundError.Recovery? = nil,
-            serverCode: ProblemCode? = nil, _ body: () async throws -> Void
-        ) async throws {
-            do {
-                try await body()
-            } catch let error as KeyboundError where error == expected {
-                if let recovery, error.recovery != recovery {
-                    throw DemoFailure(
-                        description: "\(action): recovery \(error.recovery), expected \(recovery)")
-                }
-                if let serverCode, error.serverCode != serverCode {
-                    throw DemoFailure(
-                        description:
-                            "\(action): server said \(error.serverCode?.rawValue ?? "nothing"), expected \(serverCode)"
-                    )
-                }
-                var outcome = "refused: \(error.code)"
-                if let code = error.serverCode { outcome += " (\(code))" }
-                narrator.step(action, outcome + ", recovery \(error.recovery)")
-                return
-            }
-            throw DemoFailure(description: "\(action): expected \(expected.code), but it succeeded")
         }
     }
 #endif
