@@ -65,6 +65,18 @@
                         namespace: "acme-\(mode.rawValue)"))
             }
 
+            /// Ada's account, and a device-key app that logged in with her password and turned PIN
+            /// login on: a device bound with a PIN-bound TPM key.
+            /// - Returns: her user id and the app.
+            func enabledApp() async throws -> (userID: String, app: BiometricLogin) {
+                let userID = try await KeyboundClient(baseURL: baseURL, urlSession: session)
+                    .createAccount(username: "ada", password: TPMDeviceLoginTests.password)
+                let app = try app()
+                try await app.loginWithPassword(username: "ada", password: TPMDeviceLoginTests.password)
+                try await app.enable()
+                return (userID, app)
+            }
+
             func stop() {
                 session.finishTasksAndInvalidate()
                 server.stop(gracePeriod: 0)
@@ -77,12 +89,7 @@
         @Test func aDeviceBoundWithATPMKeyLogsIn() async throws {
             let machine = try await Machine()
             defer { machine.stop() }
-            let userID = try await KeyboundClient(baseURL: machine.baseURL, urlSession: machine.session)
-                .createAccount(username: "ada", password: Self.password)
-
-            let first = try machine.app()
-            try await first.loginWithPassword(username: "ada", password: Self.password)
-            try await first.enable()
+            let (userID, first) = try await machine.enabledApp()
             #expect(try await first.state() == .enabled(.none))
             let deviceID = try #require(try await first.boundDeviceID())
             #expect(try await first.client.devices().map(\.deviceID) == [deviceID])
@@ -181,11 +188,7 @@
         @Test func afterTheTPMIsClearedTheUserEnrollsAgain() async throws {
             let machine = try await Machine()
             defer { machine.stop() }
-            _ = try await KeyboundClient(baseURL: machine.baseURL, urlSession: machine.session)
-                .createAccount(username: "ada", password: Self.password)
-            let first = try machine.app()
-            try await first.loginWithPassword(username: "ada", password: Self.password)
-            try await first.enable()
+            let (_, first) = try await machine.enabledApp()
             let oldDeviceID = try #require(try await first.boundDeviceID())
 
             // A new owner seed: the device key, the PIN object and every item's key no longer load.
@@ -210,11 +213,7 @@
         @Test func removingThePINInvalidatesTheLoginUntilItIsEnabledAgain() async throws {
             let machine = try await Machine()
             defer { machine.stop() }
-            _ = try await KeyboundClient(baseURL: machine.baseURL, urlSession: machine.session)
-                .createAccount(username: "ada", password: Self.password)
-            let first = try machine.app()
-            try await first.loginWithPassword(username: "ada", password: Self.password)
-            try await first.enable()
+            _ = try await machine.enabledApp()
 
             // As removing a passcode destroys `whenPasscodeSetThisDeviceOnly` keys.
             try await machine.tpm.vault.removePIN()

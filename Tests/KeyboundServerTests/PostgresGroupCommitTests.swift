@@ -23,6 +23,23 @@ struct PostgresGroupCommitTests {
         return (storage, database)
     }
 
+    /// ``storage(writers:timeout:)`` with the tables of a write-skew race (`pair`, rows 1 and 2 at
+    /// 0; `items`), and another storage on the same database whose transactions run outside the
+    /// writers (another server's, or a rolling upgrade's older instance).
+    private func writeSkewStorage(writers: Int = 1) throws -> (
+        PostgresDatabase, TestDatabase, PostgresDatabase
+    ) {
+        let (database, keep) = try storage(writers: writers)
+        let other = try PostgresDatabase(
+            url: PostgresURL(keep.url), password: keep.password, maximumConnections: 1)
+        try database.write { connection in
+            try connection.execute("CREATE TABLE pair (id BIGINT PRIMARY KEY, value BIGINT NOT NULL)", [])
+            try connection.execute("INSERT INTO pair (id, value) VALUES (1, 0), (2, 0)", [])
+            try connection.execute("CREATE TABLE items (name TEXT PRIMARY KEY)", [])
+        }
+        return (database, keep, other)
+    }
+
     private static func names(_ database: PostgresDatabase) throws -> [String] {
         try database.read { try $0.query("SELECT name FROM items ORDER BY name", []) }.map { try $0.text(0) }
     }
@@ -62,16 +79,8 @@ struct PostgresGroupCommitTests {
     }
 
     @Test func aSerializationFailureRunsTheGroupAgainAndEveryRequestLandsOnce() throws {
-        let (database, keep) = try storage()
+        let (database, keep, other) = try writeSkewStorage()
         defer { withExtendedLifetime(keep) {} }
-        // Another server's transaction, outside the writers (a rolling upgrade's older instance).
-        let other = try PostgresDatabase(
-            url: PostgresURL(keep.url), password: keep.password, maximumConnections: 1)
-        try database.write { connection in
-            try connection.execute("CREATE TABLE pair (id BIGINT PRIMARY KEY, value BIGINT NOT NULL)", [])
-            try connection.execute("INSERT INTO pair (id, value) VALUES (1, 0), (2, 0)", [])
-            try connection.execute("CREATE TABLE items (name TEXT PRIMARY KEY)", [])
-        }
         let held = HeldWriter(database)
         let runs = Locked(0)
         let readDone = DispatchSemaphore(value: 0)
@@ -114,14 +123,8 @@ struct PostgresGroupCommitTests {
     }
 
     @Test func aGroupThatWaitedForTheLockSeesThePreviousGroupAndDoesNotConflictWithIt() throws {
-        let (database, keep) = try storage(writers: 2)
+        let (database, keep, observer) = try writeSkewStorage(writers: 2)
         defer { withExtendedLifetime(keep) {} }
-        let observer = try PostgresDatabase(
-            url: PostgresURL(keep.url), password: keep.password, maximumConnections: 1)
-        try database.write { connection in
-            try connection.execute("CREATE TABLE pair (id BIGINT PRIMARY KEY, value BIGINT NOT NULL)", [])
-            try connection.execute("INSERT INTO pair (id, value) VALUES (1, 0), (2, 0)", [])
-        }
         // The first group reads row 2 and writes row 1, then waits, holding the lock.
         let wrote = DispatchSemaphore(value: 0)
         let release = DispatchSemaphore(value: 0)
@@ -349,15 +352,8 @@ struct PostgresGroupCommitTests {
     }
 
     @Test func aRequestInConflictEveryTimeRunsAtMostTheDocumentedTimesAcrossSplits() throws {
-        let (database, keep) = try storage()
+        let (database, keep, other) = try writeSkewStorage()
         defer { withExtendedLifetime(keep) {} }
-        let other = try PostgresDatabase(
-            url: PostgresURL(keep.url), password: keep.password, maximumConnections: 1)
-        try database.write { connection in
-            try connection.execute("CREATE TABLE pair (id BIGINT PRIMARY KEY, value BIGINT NOT NULL)", [])
-            try connection.execute("INSERT INTO pair (id, value) VALUES (1, 0), (2, 0)", [])
-            try connection.execute("CREATE TABLE items (name TEXT PRIMARY KEY)", [])
-        }
         let held = HeldWriter(database)
         let runs = Locked(0)
         // Request 0 makes write skew on every run: it reads row 2, another transaction reads row
